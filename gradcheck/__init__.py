@@ -1,0 +1,49 @@
+"""gradcheck: verify gradients numerically (finite-difference oracle with an error model) and
+semantically (accumulation, clipping, fan-out, stop-gradient) on any autodiff backend.
+
+Quick start::
+
+    import gradcheck
+    report = gradcheck.check(my_fn, x, w, backend="torch")
+    assert report.passed, report.summary()
+    gradcheck.assert_gradients(my_fn, x, w, backend="jax", dtype="float32")
+
+``import gradcheck`` imports neither torch nor jax: adapters load on first use.
+"""
+
+from .api import assert_gradients, check, format_failure
+from .backends import (
+    Accumulation,
+    Backend,
+    NumpyFunction,
+    Semantics,
+    get_backend,
+    installed_backends,
+    known_backends,
+)
+from .errors import GradcheckError, GradientMismatch, InvalidArgument
+from .results import CheckKind, CheckResult, Report, Status, WorstElement
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Accumulation",
+    "Backend",
+    "CheckKind",
+    "CheckResult",
+    "GradcheckError",
+    "GradientMismatch",
+    "InvalidArgument",
+    "NumpyFunction",
+    "Report",
+    "Semantics",
+    "Status",
+    "WorstElement",
+    "__version__",
+    "assert_gradients",
+    "check",
+    "format_failure",
+    "get_backend",
+    "installed_backends",
+    "known_backends",
+]

@@ -1,0 +1,161 @@
+"""The public entry points: :func:`check` and :func:`assert_gradients`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .backends.base import Backend
+from .backends.registry import get_backend
+from .checks.numeric import CheckConfig, run_numeric_checks
+from .errors import GradientMismatch, InvalidArgument
+from .results import Report, Status
+
+_MODES = ("rev", "fwd")
+
+
+def _to_numpy(backend: Backend, value: Any, k: int) -> np.ndarray:
+    native = backend.native_to_numpy(value)
+    if native is not None:
+        return native
+    try:
+        return np.asarray(value)
+    except Exception as exc:
+        raise InvalidArgument(f"inputs[{k}]={type(value).__name__} cannot be converted to an "
+                              f"array: {exc}") from exc
+
+
+def _default_dtype(arrays: Sequence[np.ndarray]) -> str:
+    floats = [a.dtype for a in arrays if np.issubdtype(a.dtype, np.floating)]
+    if not floats:
+        return "float64"
+    return str(max(floats, key=lambda d: np.finfo(d).bits))
+
+
+def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device: str,
+                dtype: str, modes: tuple[str, ...], order: int, seed: int) -> str:
+    owner = getattr(fn, "__self__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    if isinstance(owner, type):  # a bound classmethod such as MyFunction.apply
+        name = f"{owner.__qualname__}.{fn.__name__}"
+        fn = owner
+    module = getattr(fn, "__module__", None)
+    where = f"{module}.{name}" if module and module != "__main__" else name
+    shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
+    return (f"gradcheck.check({where}, *inputs, backend={backend!r}, device={device!r}, "
+            f"dtype={dtype!r}, modes={modes!r}, order={order}, seed={seed})"
+            f"  # inputs: {shapes}")
+
+
+def _validate(backend: Backend, device: str, dtype: str | None, modes: Sequence[str], order: int,
+              probes: int, atol: float | None, rtol: float | None) -> tuple[str, ...]:
+    devices = backend.devices()
+    if device not in devices:
+        raise InvalidArgument.choice("device", device, devices)
+    if dtype is not None and dtype not in backend.dtypes:
+        raise InvalidArgument.choice("dtype", dtype, backend.dtypes)
+    if isinstance(modes, str):
+        modes = (modes,)
+    modes = tuple(modes)
+    if not modes or any(m not in _MODES for m in modes):
+        raise InvalidArgument.choice("modes", modes, _MODES)
+    if order not in (1, 2):
+        raise InvalidArgument.choice("order", order, (1, 2))
+    if probes < 1:
+        raise InvalidArgument(f"probes={probes!r} must be at least 1")
+    for name, tol in (("atol", atol), ("rtol", rtol)):
+        if tol is not None and not (tol >= 0 and np.isfinite(tol)):
+            raise InvalidArgument(f"{name}={tol!r} must be a finite number >= 0")
+    return modes
+
+
+def check(
+    fn: Callable,
+    *inputs: Any,
+    backend: str | Backend,
+    device: str = "cpu",
+    dtype: str | None = None,
+    modes: Sequence[str] = _MODES,
+    order: int = 1,
+    seed: int = 0,
+    atol: float | None = None,
+    rtol: float | None = None,
+    probes: int = 3,
+    name: str | None = None,
+) -> Report:
+    """Check the derivatives of ``fn`` at ``inputs`` against the finite-difference oracle.
+
+    ``fn`` is written for ``backend`` (a name such as ``"torch"``, ``"jax"``, ``"numpy"``, a
+    ``"package.module:Attr"`` path, or an adapter instance) and may take and return several
+    arrays; integer inputs pass through undifferentiated.  ``dtype`` (default: the inputs' own
+    floating dtype) is the precision under test; below float64 the rule is checked in float64
+    and the rounding of the low-precision derivative separately.  ``modes`` chooses reverse
+    (``"rev"``) and/or forward (``"fwd"``) mode; ``order=2`` adds VJP-of-VJP, JVP-of-VJP and
+    JVP-of-JVP checks.  ``seed`` fixes the random probe vectors.  ``atol``/``rtol`` replace the
+    error model by ``atol + rtol * |expected|`` exactly.
+
+    Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
+    Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises
+    :class:`InvalidArgument` for invalid arguments.
+    """
+    be = get_backend(backend)
+    modes_t = _validate(be, device, dtype, modes, order, probes, atol, rtol)
+    arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
+    if not arrays:
+        raise InvalidArgument("inputs=() : check needs at least one input array")
+    dt = dtype or _default_dtype(arrays)
+    if dt not in be.dtypes:
+        raise InvalidArgument.choice("dtype", dt, be.dtypes)
+    owner = getattr(fn, "__self__", None)
+    fn_name = name or (owner.__name__ if isinstance(owner, type) else None) or getattr(
+        fn, "__name__", None) or type(fn).__name__
+    cfg = CheckConfig(
+        modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
+        name=fn_name,
+        reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed),
+    )
+    return Report(run_numeric_checks(be, fn, arrays, device=device, dtype=dt, config=cfg))
+
+
+def format_failure(report: Report) -> str:
+    """The multi-line message of :class:`GradientMismatch` for a failed report."""
+    lines = [f"gradient check failed: {report.summary()}"]
+    for r in report.failures:
+        lines.append("")
+        lines.append(f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
+                     f"device={r.device}, dtype={r.dtype}, seed={r.seed})")
+        if r.status is Status.FAILED and r.discrepancy is not None:
+            d = r.details
+            lines.append(f"  compared: actual {r.actual:.10g} vs expected {r.expected:.10g}")
+            lines.append(f"  max abs discrepancy {d.get('max_abs_discrepancy', r.discrepancy):.3g}"
+                         f", relative {d.get('max_rel_discrepancy', r.relative_discrepancy):.3g}")
+            lines.append(f"  allowed {r.allowed:.3g} from {r.allowed_source}; "
+                         f"ratio {r.discrepancy_ratio:.3g}")
+            if r.worst:
+                lines.append("  worst elements (index: AD vs oracle, allowed):")
+                for w in r.worst:
+                    lines.append(f"    {w.index}: {w.actual:.10g} vs {w.expected:.10g} "
+                                 f"(allowed {w.allowed:.3g})")
+            elif "localized" in d:
+                lines.append(f"  localization: {d['localized']}")
+        else:
+            lines.append(f"  {r.message}")
+        if r.reproducer:
+            lines.append(f"  reproduce: {r.reproducer}")
+    return "\n".join(lines)
+
+
+def assert_gradients(fn: Callable, *inputs: Any, **kwargs: Any) -> Report:
+    """Like :func:`check`, but raise :class:`GradientMismatch` if any check fails or errors.
+
+    The message names each failing check ("VJP of output 0 w.r.t. input 1"), the max absolute
+    and relative discrepancy, the allowed error and where it came from, the worst elements, the
+    seed, dtype and device, and a one-line reproducer.  Returns the report when all passed.
+    """
+    __tracebackhide__ = True
+    report = check(fn, *inputs, **kwargs)
+    if not report.passed:
+        raise GradientMismatch(format_failure(report), report)
+    return report

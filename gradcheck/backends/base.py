@@ -1,0 +1,144 @@
+"""The adapter contract every backend implements.
+
+An adapter wraps one autodiff engine.  The harness talks to it with NumPy arrays at the boundary
+(``args`` arrive already cast to the dtype under test) and the adapter converts to and from its
+own arrays on the requested device.  ``fn`` is always a function written *for that engine*: it
+takes the engine's arrays and returns one array or a tuple of arrays.
+
+Required: :meth:`Backend.version`, :meth:`Backend.devices`, :meth:`Backend.evaluate`,
+:meth:`Backend.vjp`.  Optional (declared by class attributes): :meth:`Backend.jvp`
+(``supports_jvp``), :meth:`Backend.vjp_function` / :meth:`Backend.jvp_function` for order 2
+(``supports_order2``), batched evaluation (:meth:`Backend.evaluate_batch` falls back to a loop),
+alternative derivative paths (:meth:`Backend.alternative_vjps`) and the stateful training hooks
+used by the semantic checks (:meth:`Backend.training`).
+
+Semantics are *declared* (:class:`Semantics`) and *measured* by the semantic checks.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class Accumulation(str, enum.Enum):
+    """What a second backward pass without a reset does to stored gradients."""
+
+    ACCUMULATE = "accumulate"  # adds into stored gradients (PyTorch .grad, tinygrad)
+    FUNCTIONAL = "functional"  # returns fresh gradients each time (JAX, Candle GradStore)
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """Training-step behaviour a backend declares; the semantic checks measure it."""
+
+    accumulation: Accumulation
+    stop_gradient: str | None  # name of the primitive, e.g. "detach", "stop_gradient"
+    forward_mode_respects_no_grad: bool = True
+    notes: str = ""
+
+
+class Backend(ABC):
+    """Base class of an autodiff adapter.  Subclass it and register it (see docs/adapters.md)."""
+
+    name: ClassVar[str] = "abstract"
+    semantics: ClassVar[Semantics] = Semantics(Accumulation.FUNCTIONAL, None)
+    supports_jvp: ClassVar[bool] = False
+    supports_order2: ClassVar[bool] = False
+    dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")
+
+    # -- identity ---------------------------------------------------------------------------
+    @abstractmethod
+    def version(self) -> str:
+        """Version string of the wrapped engine."""
+
+    @abstractmethod
+    def devices(self) -> list[str]:
+        """Devices usable right now, e.g. ``["cpu"]`` or ``["cpu", "cuda"]``."""
+
+    def native_to_numpy(self, value: Any) -> np.ndarray | None:
+        """Convert one of the engine's arrays to NumPy, or return None if ``value`` is not one."""
+        return None
+
+    def array_namespace(self) -> Any:  # pragma: no cover - documentation hook
+        """The module whose functions ``fn`` is written with (used by op catalogs)."""
+        return None
+
+    # -- calculus (NumPy in, NumPy out) -----------------------------------------------------
+    @abstractmethod
+    def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
+        """Call ``fn`` on ``args`` placed on ``device``; return every output as NumPy."""
+
+    def evaluate_batch(
+        self, fn: Callable, args: Sequence[np.ndarray], batched: Sequence[bool], device: str
+    ) -> list[np.ndarray]:
+        """Evaluate ``fn`` for a batch: ``args[k]`` has a leading batch axis where ``batched[k]``.
+
+        Returns each output stacked along a new leading axis.  The default loops; engines with
+        ``vmap`` override it.
+        """
+        size = next(len(a) for a, b in zip(args, batched, strict=True) if b)
+        rows = [
+            self.evaluate(fn, [a[i] if b else a for a, b in zip(args, batched, strict=True)], device)
+            for i in range(size)
+        ]
+        return [np.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
+
+    @abstractmethod
+    def vjp(
+        self,
+        fn: Callable,
+        args: Sequence[np.ndarray],
+        diff: Sequence[int],
+        cotangents: Sequence[np.ndarray],
+        device: str,
+    ) -> list[np.ndarray]:
+        """Reverse mode: ``J^T v`` for each input index in ``diff`` (zeros where unconnected)."""
+
+    def jvp(
+        self,
+        fn: Callable,
+        args: Sequence[np.ndarray],
+        diff: Sequence[int],
+        tangents: Sequence[np.ndarray],
+        device: str,
+    ) -> list[np.ndarray]:
+        """Forward mode: ``J u`` for every output, with ``tangents`` for the inputs in ``diff``."""
+        raise NotImplementedError(f"backend {self.name!r} has no forward mode")
+
+    def vjp_function(self, fn: Callable, diff: Sequence[int], n_args: int) -> Callable:
+        """A function ``g(*args, *cotangents) -> tuple(J^T v)`` written for this engine that the
+        engine can differentiate again (order 2)."""
+        raise NotImplementedError(f"backend {self.name!r} has no order-2 support")
+
+    def jvp_function(self, fn: Callable, diff: Sequence[int], n_args: int) -> Callable:
+        """A function ``g(*args, *tangents) -> tuple(J u)`` differentiable again (order 2)."""
+        raise NotImplementedError(f"backend {self.name!r} has no order-2 support")
+
+    def alternative_vjps(
+        self,
+        fn: Callable,
+        args: Sequence[np.ndarray],
+        diff: Sequence[int],
+        cotangents: Sequence[np.ndarray],
+        device: str,
+    ) -> dict[str, list[np.ndarray]]:
+        """Other reverse-mode paths of the same engine (e.g. eager ``.backward()``), by name.
+
+        Each must agree with :meth:`vjp` up to rounding; the EAGER_FUNC check compares them.
+        """
+        return {}
+
+    # -- stateful training hooks (semantic checks) -----------------------------------------
+    def training(self, device: str, dtype: str) -> Any:
+        """Return a :class:`gradcheck.backends.training.TrainingHooks` for this engine, or raise
+        ``NotImplementedError`` if the engine has no stateful training API."""
+        raise NotImplementedError(f"backend {self.name!r} declares no training hooks")
+
+    def __repr__(self) -> str:
+        return f"<gradcheck backend {self.name!r}>"

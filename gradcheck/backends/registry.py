@@ -1,0 +1,101 @@
+"""Finding backends by name: built-ins, ``"package.module:Attr"`` paths, instances, entry points.
+
+``get_backend("torch")`` imports torch only then.  Third-party adapters register under the entry
+point group ``gradcheck.backends`` (``name = "package.module:AdapterClass"``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from typing import Any
+
+from ..errors import InvalidArgument
+from .base import Backend
+
+ENTRY_POINT_GROUP = "gradcheck.backends"
+
+BUILTIN: dict[str, str] = {
+    "numpy": "gradcheck.backends.numpy_backend:NumpyBackend",
+    "torch": "gradcheck.backends.torch_backend:TorchBackend",
+    "jax": "gradcheck.backends.jax_backend:JaxBackend",
+}
+_REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy"}
+_CACHE: dict[str, Backend] = {}
+
+
+def _entry_points() -> dict[str, str]:
+    try:
+        eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    except Exception:  # pragma: no cover - broken metadata must not break the harness
+        return {}
+    return {ep.name: ep.value for ep in eps}
+
+
+def known_backends() -> dict[str, str]:
+    """Every backend name this process could resolve, mapped to its ``module:Attr`` path."""
+    return {**BUILTIN, **_entry_points()}
+
+
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def installed_backends() -> list[str]:
+    """Names of the backends whose engine is importable here (no engine is imported)."""
+    out = []
+    for name, path in known_backends().items():
+        module = _REQUIRES.get(name, path.split(":")[0])
+        try:
+            if _importable(module.split(".")[0]):
+                out.append(name)
+        except (ImportError, ValueError):
+            continue
+    return out
+
+
+def _load(path: str) -> Backend:
+    module_name, _, attr = path.partition(":")
+    if not attr:
+        raise InvalidArgument(f"backend={path!r}: a path must look like 'package.module:Attr'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidArgument(f"backend={path!r} cannot be imported: {exc}") from exc
+    try:
+        obj = getattr(module, attr)
+    except AttributeError as exc:
+        raise InvalidArgument(f"backend={path!r}: {module_name} has no attribute {attr!r}") from exc
+    backend = obj() if isinstance(obj, type) else obj
+    if not isinstance(backend, Backend):
+        raise InvalidArgument(
+            f"backend={path!r} is a {type(backend).__name__}, not a gradcheck.Backend subclass"
+        )
+    return backend
+
+
+def get_backend(spec: str | Backend | Any) -> Backend:
+    """Resolve a backend from a name, a ``"module:Attr"`` path or an adapter instance."""
+    if isinstance(spec, Backend):
+        return spec
+    if isinstance(spec, type) and issubclass(spec, Backend):
+        return spec()
+    if not isinstance(spec, str):
+        raise InvalidArgument(f"backend={spec!r} must be a name, 'module:Attr' or a Backend")
+    if spec in _CACHE:
+        return _CACHE[spec]
+    known = known_backends()
+    if spec in known:
+        module = _REQUIRES.get(spec)
+        if module and not _importable(module):
+            raise InvalidArgument(
+                f"backend={spec!r} is not installed (pip install 'gradcheck[{spec}]'); "
+                f"available: {', '.join(installed_backends())}"
+            )
+        backend = _load(known[spec])
+    elif ":" in spec:
+        backend = _load(spec)
+    else:
+        raise InvalidArgument.choice("backend", spec, list(known) + ["'package.module:Attr'"])
+    _CACHE[spec] = backend
+    return backend

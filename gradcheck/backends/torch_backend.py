@@ -1,0 +1,200 @@
+"""PyTorch adapter: ``torch.func`` (functional vjp/jvp/vmap) plus the eager ``.backward()`` path.
+
+Imported only when the ``torch`` backend is asked for; ``import gradcheck`` never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .base import Accumulation, Backend, Semantics
+
+_DEVICE_NAMES = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
+
+
+def _as_tuple(out: Any) -> tuple[Any, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+_UNSUPPORTED = ("setup_context", "jvp", "not implemented", "forward AD", "forward-mode",
+                "functorch transform")
+
+
+def _raise_if_unsupported(exc: RuntimeError, what: str) -> None:
+    """Turn torch's "this function does not support X" errors into NotImplementedError (a skip)."""
+    text = str(exc)
+    if any(key in text for key in _UNSUPPORTED):
+        raise NotImplementedError(f"{what} is not available for this function: "
+                                  f"{text.splitlines()[0]}") from exc
+
+
+def _tape_vjp(fn: Callable, args: list, diff: Sequence[int], cts: Sequence) -> tuple:
+    with torch.enable_grad():
+        for k in diff:
+            if not args[k].requires_grad:
+                args[k] = args[k].detach().requires_grad_(True)
+        outs = _as_tuple(fn(*args))
+        pairs = [(o, c) for o, c in zip(outs, cts, strict=True) if o.requires_grad]
+        grads = torch.autograd.grad([p[0] for p in pairs], [args[k] for k in diff],
+                                    [p[1] for p in pairs], create_graph=True, allow_unused=True)
+    return tuple(torch.zeros_like(args[k]) if gr is None else gr
+                 for k, gr in zip(diff, grads, strict=True))
+
+
+class TorchBackend(Backend):
+    """PyTorch: reverse mode through the autograd tape (``torch.autograd.grad``) cross-checked
+    against ``torch.func.vjp``; forward mode through ``torch.func.jvp``; order 2 by composing
+    them (``create_graph=True``)."""
+
+    name = "torch"
+    semantics = Semantics(
+        Accumulation.ACCUMULATE,
+        stop_gradient="detach",
+        forward_mode_respects_no_grad=False,
+        notes=".backward() adds into .grad; zero_grad() resets; forward AD ignores no_grad",
+    )
+    supports_jvp = True
+    supports_order2 = True
+    dtypes = ("float64", "float32", "float16", "bfloat16")
+
+    def version(self) -> str:
+        return str(torch.__version__)
+
+    def devices(self) -> list[str]:
+        out = ["cpu"]
+        if torch.cuda.is_available():
+            out.append("cuda")
+        return out
+
+    def native_to_numpy(self, value: Any) -> np.ndarray | None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu()
+            if t.dtype == torch.bfloat16:
+                t = t.float()
+            return t.numpy()
+        return None
+
+    def array_namespace(self) -> Any:
+        return torch
+
+    # -- conversions ------------------------------------------------------------------------
+    def _dev(self, device: str) -> torch.device:
+        return torch.device(_DEVICE_NAMES.get(device, device))
+
+    def to_native(self, a: np.ndarray, device: str) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(a), device=self._dev(device))
+
+    def _to_np(self, t: Any) -> np.ndarray:
+        if isinstance(t, torch.Tensor):
+            return self.native_to_numpy(t)  # type: ignore[return-value]
+        return np.asarray(t)
+
+    # -- calculus ---------------------------------------------------------------------------
+    def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
+        with torch.no_grad():
+            out = fn(*[self.to_native(a, device) for a in args])
+        return [self._to_np(o) for o in _as_tuple(out)]
+
+    def evaluate_batch(self, fn, args, batched, device):
+        targs = [self.to_native(a, device) for a in args]
+        in_dims = tuple(0 if b else None for b in batched)
+        try:
+            with torch.no_grad():
+                out = torch.func.vmap(fn, in_dims=in_dims)(*targs)
+        except Exception:  # not vmappable (data-dependent control flow, .item(), ...): loop
+            return super().evaluate_batch(fn, args, batched, device)
+        return [self._to_np(o) for o in _as_tuple(out)]
+
+    def _partial(self, fn: Callable, targs: list[torch.Tensor], diff: Sequence[int]) -> Callable:
+        def g(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            full = list(targs)
+            for k, x in zip(diff, xs, strict=True):
+                full[k] = x
+            return _as_tuple(fn(*full))
+
+        return g
+
+    def vjp(self, fn, args, diff, cotangents, device):
+        """Tape-based reverse mode (``torch.autograd.grad``): works for every function, including
+        old-style ``autograd.Function`` subclasses without ``setup_context``."""
+        targs = [self.to_native(a, device) for a in args]
+        leaves = []
+        for k in diff:
+            targs[k] = targs[k].detach().clone().requires_grad_(True)
+            leaves.append(targs[k])
+        outs = _as_tuple(fn(*targs))
+        pairs = [(o, self.to_native(c, device).to(o.dtype))
+                 for o, c in zip(outs, cotangents, strict=True)
+                 if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not pairs:
+            return [np.zeros(args[k].shape, dtype=args[k].dtype) for k in diff]
+        grads = torch.autograd.grad([p[0] for p in pairs], leaves, [p[1] for p in pairs],
+                                    allow_unused=True)
+        return [self._to_np(g) if g is not None else np.zeros(args[k].shape, dtype=args[k].dtype)
+                for k, g in zip(diff, grads, strict=True)]
+
+    def jvp(self, fn, args, diff, tangents, device):
+        targs = [self.to_native(a, device) for a in args]
+        g = self._partial(fn, targs, diff)
+        primals = tuple(targs[k] for k in diff)
+        tans = tuple(self.to_native(t, device).to(p.dtype) for t, p in zip(tangents, primals,
+                                                                           strict=True))
+        try:
+            _, out_t = torch.func.jvp(g, primals, tans)
+        except RuntimeError as exc:
+            _raise_if_unsupported(exc, "forward mode")
+            raise
+        return [self._to_np(o) for o in _as_tuple(out_t)]
+
+    def alternative_vjps(self, fn, args, diff, cotangents, device):
+        """The functional path, ``torch.func.vjp``, which must agree with the tape."""
+        targs = [self.to_native(a, device) for a in args]
+        g = self._partial(fn, targs, diff)
+        try:
+            outs, pullback = torch.func.vjp(g, *[targs[k] for k in diff])
+        except RuntimeError as exc:
+            _raise_if_unsupported(exc, "torch.func.vjp")
+            raise
+        cts = tuple(self.to_native(c, device).to(o.dtype)
+                    for c, o in zip(cotangents, outs, strict=True))
+        return {"torch.func.vjp": [self._to_np(r) for r in pullback(cts)]}
+
+    def vjp_function(self, fn, diff, n_args):
+        """``torch.func.vjp`` (composes with every transform); old-style ``autograd.Function``
+        subclasses fall back to ``autograd.grad(create_graph=True)``, which composes with the
+        tape but not with ``torch.func`` transforms."""
+
+        def g(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            args, cts = list(xs[:n_args]), xs[n_args:]
+            h = self._partial(fn, args, diff)
+            try:
+                _, pullback = torch.func.vjp(h, *[args[k] for k in diff])
+            except RuntimeError as exc:
+                if "setup_context" not in str(exc):
+                    raise
+                return _tape_vjp(fn, args, diff, cts)
+            return tuple(pullback(tuple(cts)))
+
+        return g
+
+    def jvp_function(self, fn, diff, n_args):
+        def g(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            args, tans = list(xs[:n_args]), xs[n_args:]
+            h = self._partial(fn, args, diff)
+            try:
+                _, out_t = torch.func.jvp(h, tuple(args[k] for k in diff), tuple(tans))
+            except RuntimeError as exc:
+                _raise_if_unsupported(exc, "forward mode")
+                raise
+            return _as_tuple(out_t)
+
+        return g
+
+    def training(self, device: str, dtype: str) -> Any:
+        from .training import TorchTraining
+
+        return TorchTraining(self, device, dtype)

@@ -1,0 +1,613 @@
+"""Numeric gradient checks: projected VJP/JVP against the FD oracle, cross-mode, order 2.
+
+For each differentiable input ``j`` and floating output ``i`` and each of ``probes`` random
+Gaussian pairs ``(v, u)`` we compare three scalars:
+
+* ``<v, (J u)_FD>``  from the oracle (:mod:`gradcheck.fd`, one batched call per input),
+* ``<J^T v, u>``     from the backend's reverse mode (VJP check),
+* ``<v, J u>``       from the backend's forward mode (JVP check),
+
+and, between the two AD values, the forward-vs-reverse check (rounding bound only).  The cost
+does not depend on the input size.  When a projected check fails the block ``J_ij`` is
+localized with the full Jacobian and the worst elements are reported.
+
+A low-precision dtype is checked in two parts (DESIGN.md section 2): the *rule* in float64 at
+the point rounded to that dtype (tight), and the *rounding* of the dtype's VJP against the
+backend's own float64 VJP (bound from the dtype's epsilon).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .. import fd, tolerance
+from ..backends.base import Backend
+from ..results import CheckKind, CheckResult, Status, WorstElement
+
+_LOCALIZE_MAX_ELEMENTS = 250_000
+_LOCALIZE_MAX_CALLS = 512
+_WORST = 5
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """Options of one numeric check run (see :func:`gradcheck.check`)."""
+
+    modes: tuple[str, ...] = ("rev", "fwd")
+    order: int = 1
+    seed: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    probes: int = 3
+    localize: bool = True
+    name: str = ""
+    reproducer: str = ""
+    test_id: str = ""
+    only_inputs: tuple[int, ...] | None = None
+
+
+@dataclass
+class _Ctx:
+    """Everything the comparisons of one run share."""
+
+    backend: Backend
+    fn: Callable
+    device: str
+    dtype: str
+    cfg: CheckConfig
+    args64: list[np.ndarray]
+    args_d: list[np.ndarray]
+    diff: list[int]
+    outs64: list[np.ndarray]
+    float_outs: list[int]
+    shapes: tuple[tuple[int, ...], ...]
+    results: list[CheckResult] = field(default_factory=list)
+
+    def result(self, kind: str, status: Status, **kw: Any) -> CheckResult:
+        r = CheckResult(
+            kind=kind, status=status, backend=self.backend.name, device=self.device,
+            dtype=self.dtype, name=self.cfg.name, seed=self.cfg.seed, shapes=self.shapes,
+            reproducer=self.cfg.reproducer, test_id=self.cfg.test_id, **kw,
+        )
+        self.results.append(r)
+        return r
+
+
+def _describe_exc(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def _is_float(a: np.ndarray) -> bool:
+    return np.issubdtype(a.dtype, np.floating)
+
+
+def run_numeric_checks(
+    backend: Backend,
+    fn: Callable,
+    inputs: Sequence[np.ndarray],
+    *,
+    device: str,
+    dtype: str,
+    config: CheckConfig,
+) -> list[CheckResult]:
+    """Run every numeric check of ``config`` for ``fn`` at ``inputs``; never raises."""
+    start = time.perf_counter()
+    ctx = _prepare(backend, fn, inputs, device, dtype, config)
+    if ctx is None or isinstance(ctx, list):
+        return ctx or []
+    try:
+        _first_order(ctx)
+        if config.order >= 2:
+            _second_order(ctx)
+    except Exception as exc:  # a bug in an adapter must not crash the run
+        ctx.result(CheckKind.CALL.value, Status.ERROR,
+                   message=f"unexpected failure while checking: {_describe_exc(exc)}")
+    elapsed = time.perf_counter() - start
+    return [replace(r, duration_s=elapsed / max(len(ctx.results), 1)) for r in ctx.results]
+
+
+# -- preparation -------------------------------------------------------------------------------
+
+
+def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult]:
+    base = _Ctx(backend, fn, device, dtype, cfg, [], [], [], [], [],
+                tuple(tuple(np.shape(a)) for a in inputs))
+    args = [np.asarray(a) for a in inputs]
+    diff = [k for k, a in enumerate(args) if _is_float(a)]
+    if cfg.only_inputs is not None:
+        diff = [k for k in diff if k in cfg.only_inputs]
+    if not diff:
+        base.result(CheckKind.CALL.value, Status.ERROR,
+                    message="no floating-point input to differentiate (integer inputs pass "
+                            "through undifferentiated)")
+        return base.results
+    empty = [k for k in diff if args[k].size == 0]
+    for k in empty:
+        base.result(CheckKind.VJP.value, Status.INCONCLUSIVE, input_index=k,
+                    message=f"input {k} is empty (shape {args[k].shape}): nothing to check")
+    diff = [k for k in diff if k not in empty]
+    if not diff:
+        return base.results
+    np_dtype = _np_dtype(dtype)
+    args_d = [a.astype(np_dtype) if k in diff else a for k, a in enumerate(args)]
+    args64 = [a.astype(np.float64) if k in diff else a for k, a in enumerate(args_d)]
+    try:
+        outs64 = backend.evaluate(fn, args64, device)
+    except NotImplementedError as exc:  # a capability the adapter declares missing
+        base.result(CheckKind.CALL.value, Status.SKIPPED, message=str(exc))
+        return base.results
+    except Exception as exc:
+        base.result(CheckKind.CALL.value, Status.ERROR,
+                    message=f"the function raised at the sample point (float64): "
+                            f"{_describe_exc(exc)}")
+        return base.results
+    float_outs = [i for i, o in enumerate(outs64) if _is_float(np.asarray(o))]
+    if not float_outs:
+        base.result(CheckKind.CALL.value, Status.ERROR,
+                    message="the function returned no floating-point output")
+        return base.results
+    for i in float_outs:
+        bad = int(np.size(outs64[i]) - np.count_nonzero(np.isfinite(outs64[i])))
+        if bad:
+            base.result(CheckKind.CALL.value, Status.INCONCLUSIVE, output_index=i,
+                        message=f"output {i} has {bad} non-finite value(s) at the sample point: "
+                                "derivatives are not defined there")
+            return base.results
+    ctx = replace(base, args64=args64, args_d=args_d, diff=diff, outs64=outs64,
+                  float_outs=float_outs, results=base.results)
+    if dtype != "float64" and not _low_precision_outputs_ok(ctx):
+        return ctx.results
+    return ctx
+
+
+def _np_dtype(dtype: str) -> Any:
+    if dtype == "bfloat16":
+        import ml_dtypes  # shipped with jax; bfloat16 inputs need it
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
+
+
+def _low_precision_outputs_ok(ctx: _Ctx) -> bool:
+    try:
+        outs_d = ctx.backend.evaluate(ctx.fn, ctx.args_d, ctx.device)
+    except Exception as exc:
+        ctx.result(CheckKind.CALL.value, Status.ERROR,
+                   message=f"the function raised in {ctx.dtype}: {_describe_exc(exc)}")
+        return False
+    for i in ctx.float_outs:
+        o, o64 = np.asarray(outs_d[i]), np.asarray(ctx.outs64[i])
+        if o.shape != o64.shape:
+            ctx.result(CheckKind.CALL.value, Status.ERROR, output_index=i,
+                       message=f"output {i} has shape {o.shape} in {ctx.dtype} but "
+                               f"{o64.shape} in float64")
+            return False
+    return True
+
+
+# -- first order -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Probes:
+    v: dict[int, list[np.ndarray]]  # output index -> P cotangents
+    u: dict[int, list[np.ndarray]]  # input index -> P tangents
+
+
+def _probes(ctx: _Ctx) -> _Probes:
+    rng = np.random.default_rng(ctx.cfg.seed)
+    P = ctx.cfg.probes
+    v = {i: [rng.standard_normal(np.shape(ctx.outs64[i])) for _ in range(P)]
+         for i in ctx.float_outs}
+    u = {j: [rng.standard_normal(ctx.args64[j].shape) for _ in range(P)] for j in ctx.diff}
+    return _Probes(v, u)
+
+
+def _out_slices(ctx: _Ctx) -> dict[int, slice]:
+    out, start = {}, 0
+    for i in ctx.float_outs:
+        n = int(np.size(ctx.outs64[i]))
+        out[i] = slice(start, start + n)
+        start += n
+    return out
+
+
+def _batch_fn(ctx: _Ctx, j: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``X (B, n_j)`` -> concatenated flattened float outputs ``(B, m)``, float64."""
+    shape = ctx.args64[j].shape
+
+    def f(X: np.ndarray) -> np.ndarray:
+        args = list(ctx.args64)
+        args[j] = X.reshape((len(X),) + shape)
+        batched = [k == j for k in range(len(args))]
+        outs = ctx.backend.evaluate_batch(ctx.fn, args, batched, ctx.device)
+        return np.concatenate(
+            [np.asarray(outs[i], dtype=np.float64).reshape(len(X), -1) for i in ctx.float_outs],
+            axis=1,
+        )
+
+    return f
+
+
+def _cotangents(ctx: _Ctx, i: int, v: np.ndarray, dtype: Any) -> list[np.ndarray]:
+    cts = []
+    for k, o in enumerate(ctx.outs64):
+        cts.append(v.astype(dtype) if k == i else np.zeros(np.shape(o), dtype=dtype))
+    return cts
+
+
+def _checked_grads(ctx: _Ctx, grads: Sequence[Any], want: Sequence[np.ndarray], what: str,
+                   dtype: Any) -> list[np.ndarray]:
+    """Validate shapes (and dtype for low precision) of derivatives returned by the adapter."""
+    out = []
+    for g, a in zip(grads, want, strict=True):
+        g = np.asarray(g)
+        if g.shape != a.shape:
+            raise ValueError(f"{what} returned shape {g.shape}, expected {a.shape}")
+        if np.dtype(dtype) != np.float64 and g.dtype != np.dtype(dtype):
+            raise ValueError(f"{what} returned dtype {g.dtype}, expected {np.dtype(dtype)}")
+        out.append(g.astype(np.float64))
+    if len(out) != len(want):
+        raise ValueError(f"{what} returned {len(out)} arrays, expected {len(want)}")
+    return out
+
+
+def _reverse(ctx: _Ctx, pr: _Probes, args: list[np.ndarray], dtype: Any, alternative: bool
+             ) -> dict[tuple[int, int], list[list[np.ndarray]]]:
+    """(output i, probe p) -> VJP per diff input; raises per output on adapter errors."""
+    out: dict[tuple[int, int], Any] = {}
+    want = [args[k] for k in ctx.diff]
+    for i in ctx.float_outs:
+        for p, v in enumerate(pr.v[i]):
+            cts = _cotangents(ctx, i, v, dtype)
+            try:
+                if alternative:
+                    alts = ctx.backend.alternative_vjps(ctx.fn, args, ctx.diff, cts, ctx.device)
+                    out[(i, p)] = {n: _checked_grads(ctx, g, want, n, dtype)
+                                   for n, g in alts.items()}
+                else:
+                    g = ctx.backend.vjp(ctx.fn, args, ctx.diff, cts, ctx.device)
+                    out[(i, p)] = _checked_grads(ctx, g, want, "the VJP", dtype)
+            except Exception as exc:
+                out[(i, p)] = exc
+    return out
+
+
+def _forward(ctx: _Ctx, pr: _Probes) -> dict[tuple[int, int], Any]:
+    """(input j, probe p) -> JVP per output (or the exception)."""
+    out: dict[tuple[int, int], Any] = {}
+    for j in ctx.diff:
+        for p in range(ctx.cfg.probes):
+            tans = [pr.u[j][p] if k == j else np.zeros_like(ctx.args64[k]) for k in ctx.diff]
+            try:
+                t = ctx.backend.jvp(ctx.fn, ctx.args64, ctx.diff, tans, ctx.device)
+                want = [np.asarray(ctx.outs64[i]) for i in range(len(ctx.outs64))]
+                if len(t) != len(want):
+                    raise ValueError(f"the JVP returned {len(t)} outputs, expected {len(want)}")
+                out[(j, p)] = {i: _checked_grads(ctx, [t[i]], [want[i]], "the JVP",
+                                                 np.float64)[0] for i in ctx.float_outs}
+            except Exception as exc:
+                out[(j, p)] = exc
+    return out
+
+
+def _first_order(ctx: _Ctx) -> None:
+    pr = _probes(ctx)
+    slices = _out_slices(ctx)
+    fds: dict[int, Any] = {}
+    for j in ctx.diff:
+        try:
+            fds[j] = fd.directional_derivatives(
+                _batch_fn(ctx, j), ctx.args64[j].ravel(),
+                np.stack([u.ravel() for u in pr.u[j]]))
+        except Exception as exc:
+            fds[j] = exc
+    modes = ctx.cfg.modes
+    rev = _reverse(ctx, pr, ctx.args64, np.float64, False) if "rev" in modes else {}
+    fwd: dict[tuple[int, int], Any] = {}
+    if "fwd" in modes:
+        if ctx.backend.supports_jvp:
+            fwd = _forward(ctx, pr)
+        else:
+            for j in ctx.diff:
+                ctx.result(CheckKind.JVP.value, Status.SKIPPED, input_index=j,
+                           message=f"backend {ctx.backend.name!r} declares no forward mode")
+    alt = _reverse(ctx, pr, ctx.args64, np.float64, True) if "rev" in modes else {}
+    low = None
+    if ctx.dtype != "float64" and "rev" in modes:
+        low = _reverse(ctx, pr, ctx.args_d, _np_dtype(ctx.dtype), False)
+    for i in ctx.float_outs:
+        for j in ctx.diff:
+            _compare_pair(ctx, pr, i, j, slices[i], fds[j], rev, fwd, alt, low)
+
+
+def _fd_scalars(fde: fd.FDEstimate, pr: _Probes, i: int, j: int, sl: slice):
+    vs = [v.ravel() for v in pr.v[i]]
+    s = np.array([vs[p] @ fde.value[p, sl] for p in range(len(vs))])
+    e = np.array([np.abs(vs[p]) @ fde.error[p, sl] for p in range(len(vs))])
+    mag = np.array([np.abs(vs[p]) @ np.abs(fde.value[p, sl]) for p in range(len(vs))])
+    return s, e, mag
+
+
+def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
+    kinds = []
+    if "rev" in ctx.cfg.modes:
+        kinds.append(CheckKind.VJP)
+    if "fwd" in ctx.cfg.modes and ctx.backend.supports_jvp:
+        kinds.append(CheckKind.JVP)
+    where = {"output_index": i, "input_index": j}
+    if isinstance(fde, Exception):
+        for k in kinds:
+            ctx.result(k.value, Status.ERROR, **where,
+                       message=f"the function raised during finite differences: "
+                               f"{_describe_exc(fde)}")
+        return
+    kink = fde.kink[:, sl]
+    if np.any(kink) or not np.all(fde.finite[:, sl]):
+        for k in kinds:
+            ctx.result(k.value, Status.INCONCLUSIVE, **where, message=_kink_message(fde, sl))
+        return
+    s_fd, e_fd, mag_fd = _fd_scalars(fde, pr, i, j, sl)
+    conv = _convergence(fde, pr.v[i][0].ravel(), sl)
+    ad: dict[CheckKind, np.ndarray] = {}
+    for kind, source in ((CheckKind.VJP, rev), (CheckKind.JVP, fwd)):
+        if kind not in kinds:
+            continue
+        vals = _ad_scalars(kind, source, pr, i, j)
+        if isinstance(vals, NotImplementedError):
+            ctx.result(kind.value, Status.SKIPPED, **where, message=str(vals))
+            continue
+        if isinstance(vals, Exception):
+            ctx.result(kind.value, Status.ERROR, **where,
+                       message=f"the backend's {kind.value.upper()} raised: {_describe_exc(vals)}")
+            continue
+        s_ad, mag_ad = vals
+        ad[kind] = s_ad
+        _emit(ctx, kind, where, s_ad, s_fd, e_fd, mag_ad + mag_fd, "float64", conv, pr, fde)
+    if CheckKind.VJP in ad and CheckKind.JVP in ad:
+        jv = _ad_scalars(CheckKind.JVP, fwd, pr, i, j)
+        _emit(ctx, CheckKind.FWD_REV, where, ad[CheckKind.JVP], ad[CheckKind.VJP],
+              np.zeros_like(s_fd), jv[1] + mag_fd, "float64", (), pr, None)
+    if CheckKind.VJP in ad:
+        _compare_alternatives(ctx, where, alt, pr, i, j, ad[CheckKind.VJP], mag_fd)
+        if low is not None:
+            _compare_low(ctx, where, low, pr, i, j, ad[CheckKind.VJP], mag_fd, fde, sl)
+
+
+def _ad_scalars(kind, source, pr, i, j):
+    s, mag = [], []
+    for p in range(len(pr.v[i])):
+        if kind is CheckKind.VJP:
+            g = source[(i, p)]
+            if isinstance(g, Exception):
+                return g
+            gj = g[list(pr.u).index(j)].ravel()
+            u = pr.u[j][p].ravel()
+            s.append(gj @ u)
+            mag.append(np.abs(gj) @ np.abs(u))
+        else:
+            t = source[(j, p)]
+            if isinstance(t, Exception):
+                return t
+            ti = t[i].ravel()
+            v = pr.v[i][p].ravel()
+            s.append(v @ ti)
+            mag.append(np.abs(v) @ np.abs(ti))
+    return np.array(s), np.array(mag)
+
+
+def _compare_alternatives(ctx, where, alt, pr, i, j, s_rev, mag_fd) -> None:
+    names: list[str] = []
+    for p in range(len(pr.v[i])):
+        a = alt.get((i, p))
+        if isinstance(a, NotImplementedError):
+            ctx.result(CheckKind.EAGER_FUNC.value, Status.SKIPPED, **where, message=str(a))
+            return
+        if isinstance(a, Exception):
+            ctx.result(CheckKind.EAGER_FUNC.value, Status.ERROR, **where,
+                       message=f"alternative reverse path raised: {_describe_exc(a)}")
+            return
+        names = list(a or {})
+    for name in names:
+        s, mag = [], []
+        for p in range(len(pr.v[i])):
+            gj = alt[(i, p)][name][list(pr.u).index(j)].ravel()
+            u = pr.u[j][p].ravel()
+            s.append(gj @ u)
+            mag.append(np.abs(gj) @ np.abs(u))
+        _emit(ctx, CheckKind.EAGER_FUNC, where, np.array(s), s_rev, np.zeros_like(s_rev),
+              np.array(mag) + mag_fd, "float64", (), pr, None, label=name)
+
+
+def _compare_low(ctx, where, low, pr, i, j, s_rev64, mag_fd, fde, sl) -> None:
+    vals = _ad_scalars(CheckKind.VJP, low, pr, i, j)
+    if isinstance(vals, Exception):
+        ctx.result(CheckKind.ROUNDING.value, Status.ERROR, **where,
+                   message=f"the backend's {ctx.dtype} VJP raised: {_describe_exc(vals)}")
+        return
+    s_low, mag_low = vals
+    y = np.asarray(ctx.outs64[where["output_index"]], dtype=np.float64).ravel()
+    cond = np.array([
+        tolerance.conditioning_term(pr.v[where["output_index"]][p].ravel(), y,
+                                    fde.curvature[p, sl], fde.value[p, sl])
+        for p in range(len(s_low))
+    ])
+    _emit(ctx, CheckKind.ROUNDING, where, s_low, s_rev64, np.zeros_like(s_low),
+          mag_low + mag_fd, ctx.dtype, (), pr, None, conditioning=cond)
+
+
+def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, conv, pr, fde,
+          *, label: str = "", conditioning=None) -> None:
+    """Turn per-probe scalars into one result (worst probe) and localize on failure."""
+    ratios, allows = [], []
+    for p in range(len(actual)):
+        cond = 0.0 if conditioning is None else float(conditioning[p])
+        a = tolerance.allowance(float(expected[p]), float(fd_err[p]), float(magnitude[p]),
+                                round_dtype, conditioning=cond,
+                                atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
+        allows.append(a)
+        ratios.append(tolerance.ratio(abs(float(actual[p]) - float(expected[p])), a.allowed))
+    p = int(np.argmax(ratios))
+    disc = abs(float(actual[p]) - float(expected[p]))
+    rel = disc / abs(float(expected[p])) if expected[p] != 0 else (0.0 if disc == 0 else np.inf)
+    ok = ratios[p] <= 1.0 and np.isfinite(actual[p])
+    status = Status.PASSED if ok else Status.FAILED
+    worst: tuple[WorstElement, ...] = ()
+    details: dict[str, Any] = {"probe": p, "probes": len(actual)}
+    if label:
+        details["path"] = label
+    if round_dtype != ctx.dtype:
+        details["computed_in"] = round_dtype
+    if not ok and kind in (CheckKind.VJP, CheckKind.JVP) and ctx.cfg.localize:
+        worst, loc = _localize(ctx, kind, where["output_index"], where["input_index"])
+        details.update(loc)
+    r = ctx.result(
+        kind.value, status, **where, expected=float(expected[p]), actual=float(actual[p]),
+        discrepancy=disc, relative_discrepancy=float(rel), allowed=allows[p].allowed,
+        allowed_source=allows[p].source, discrepancy_ratio=float(ratios[p]), worst=worst,
+        convergence=conv, details=details,
+    )
+    ctx.results[-1] = replace(r, message=_message(r, label))
+
+
+def _message(r: CheckResult, label: str) -> str:
+    what = r.subject + (f" ({label})" if label else "")
+    verdict = "agrees" if r.status is Status.PASSED else "DISAGREES"
+    return (f"{what} {verdict}: actual {r.actual:.10g} vs expected {r.expected:.10g}; "
+            f"|diff| {r.discrepancy:.3g} (relative {r.relative_discrepancy:.3g}), "
+            f"allowed {r.allowed:.3g} [{r.allowed_source}], ratio {r.discrepancy_ratio:.3g}")
+
+
+def _kink_message(fde: fd.FDEstimate, sl: slice) -> str:
+    kink = fde.kink[:, sl]
+    if np.any(kink):
+        p, e = np.argwhere(kink)[0]
+        return (f"not differentiable at this point: along probe {p}, output element {e} has "
+                f"left derivative {fde.left[p, sl][e]:.6g} and right derivative "
+                f"{fde.right[p, sl][e]:.6g}")
+    return "the oracle could not produce a finite estimate (the function is non-finite near " \
+           "the point along every step)"
+
+
+def _convergence(fde: fd.FDEstimate, v: np.ndarray, sl: slice) -> tuple[tuple[float, float], ...]:
+    return tuple((float(h), float(v @ fde.table[0, k, sl]))
+                 for k, h in enumerate(fde.steps[0]))
+
+
+# -- localization ------------------------------------------------------------------------------
+
+
+def _localize(ctx: _Ctx, kind: CheckKind, i: int, j: int):
+    """Full Jacobian block ``J_ij`` from FD and from AD; the worst elements."""
+    n = ctx.args64[j].size
+    m = int(np.size(ctx.outs64[i]))
+    calls = m if kind is CheckKind.VJP else n
+    if m * n > _LOCALIZE_MAX_ELEMENTS or calls > _LOCALIZE_MAX_CALLS:
+        return (), {"localized": f"skipped: block {m}x{n} too large to localize"}
+    try:
+        J_fd, E_fd = fd.jacobian(_batch_fn(ctx, j), ctx.args64[j].ravel())
+        sl = _out_slices(ctx)[i]
+        J_fd, E_fd = J_fd[sl], E_fd[sl]
+        J_ad = _ad_jacobian(ctx, kind, i, j, m, n)
+    except Exception as exc:
+        return (), {"localized": f"failed: {_describe_exc(exc)}"}
+    allowed = tolerance.FD_SAFETY * E_fd + tolerance.ROUNDING_GAMMA * tolerance.eps(
+        "float64") * (np.abs(J_ad) + np.abs(J_fd))
+    with np.errstate(all="ignore"):
+        r = np.abs(J_ad - J_fd) / np.maximum(allowed, 1e-300)
+    order = np.argsort(-r, axis=None)[:_WORST]
+    out_shape, in_shape = np.shape(ctx.outs64[i]), ctx.args64[j].shape
+    worst = []
+    for flat in order:
+        a, b = np.unravel_index(flat, (m, n))
+        if r[a, b] <= 1.0:
+            break
+        idx = tuple(int(t) for t in np.unravel_index(a, out_shape) + np.unravel_index(b, in_shape))
+        worst.append(WorstElement(idx, float(J_ad[a, b]), float(J_fd[a, b]), float(allowed[a, b])))
+    diff = np.abs(J_ad - J_fd)
+    scale = float(np.max(np.abs(J_fd))) if J_fd.size else 0.0
+    return tuple(worst), {
+        "localized": f"full Jacobian {m}x{n}",
+        "max_abs_discrepancy": float(np.max(diff)) if diff.size else 0.0,
+        "max_rel_discrepancy": float(np.max(diff) / scale) if scale else 0.0,
+        "elements_over": int(np.count_nonzero(r > 1.0)),
+    }
+
+
+def _ad_jacobian(ctx: _Ctx, kind: CheckKind, i: int, j: int, m: int, n: int) -> np.ndarray:
+    J = np.empty((m, n))
+    pos = ctx.diff.index(j)
+    if kind is CheckKind.VJP:
+        for a in range(m):
+            e = np.zeros(m)
+            e[a] = 1.0
+            cts = _cotangents(ctx, i, e.reshape(np.shape(ctx.outs64[i])), np.float64)
+            J[a] = np.asarray(ctx.backend.vjp(ctx.fn, ctx.args64, ctx.diff, cts, ctx.device)[pos],
+                              dtype=np.float64).ravel()
+    else:
+        for b in range(n):
+            e = np.zeros(n)
+            e[b] = 1.0
+            tans = [e.reshape(ctx.args64[j].shape) if k == j else np.zeros_like(ctx.args64[k])
+                    for k in ctx.diff]
+            J[:, b] = np.asarray(ctx.backend.jvp(ctx.fn, ctx.args64, ctx.diff, tans,
+                                                 ctx.device)[i], dtype=np.float64).ravel()
+    return J
+
+
+# -- second order ------------------------------------------------------------------------------
+
+_ORDER2 = {
+    ("vjp", CheckKind.VJP): CheckKind.VJP_OF_VJP,
+    ("vjp", CheckKind.JVP): CheckKind.JVP_OF_VJP,
+    ("jvp", CheckKind.JVP): CheckKind.JVP_OF_JVP,
+}
+
+
+def _second_order(ctx: _Ctx) -> None:
+    if not ctx.backend.supports_order2:
+        ctx.result(CheckKind.VJP_OF_VJP.value, Status.SKIPPED,
+                   message=f"backend {ctx.backend.name!r} declares no order-2 support")
+        return
+    rng = np.random.default_rng(ctx.cfg.seed + 1)
+    n_args = len(ctx.args64)
+    for first in ("vjp", "jvp"):
+        if first == "jvp" and not ctx.backend.supports_jvp:
+            continue
+        if first == "vjp":
+            g = ctx.backend.vjp_function(ctx.fn, ctx.diff, n_args)
+            extra = [rng.standard_normal(np.shape(o)) for o in ctx.outs64]
+        else:
+            g = ctx.backend.jvp_function(ctx.fn, ctx.diff, n_args)
+            extra = [rng.standard_normal(ctx.args64[k].shape) for k in ctx.diff]
+        modes = tuple(m for m in ctx.cfg.modes if (first, _mode_kind(m)) in _ORDER2)
+        if not modes:
+            continue
+        sub_cfg = replace(ctx.cfg, order=1, modes=modes, only_inputs=tuple(ctx.diff),
+                          name=f"{ctx.cfg.name} [{first.upper()} as a function]")
+        sub = run_numeric_checks(ctx.backend, g, list(ctx.args64) + extra, device=ctx.device,
+                                 dtype="float64", config=sub_cfg)
+        for r in sub:
+            kind = _ORDER2.get((first, _kind_of(r.kind)))
+            if kind is None and r.kind not in (CheckKind.CALL.value, CheckKind.FWD_REV.value):
+                continue
+            new_kind = kind.value if kind else r.kind
+            ctx.results.append(replace(r, kind=new_kind, dtype=ctx.dtype, name=ctx.cfg.name,
+                                       details={**r.details, "order": 2, "first": first}))
+
+
+def _mode_kind(mode: str) -> CheckKind:
+    return CheckKind.VJP if mode == "rev" else CheckKind.JVP
+
+
+def _kind_of(kind: str) -> CheckKind | None:
+    try:
+        return CheckKind(kind)
+    except ValueError:
+        return None

@@ -1,0 +1,105 @@
+"""Op specs are data: one frozen :class:`OpSpec` per catalog operation.
+
+A spec says what an op is (name, family, arity, which arguments are differentiable), where it
+may be sampled (``sample``: a seeded generator of inputs inside the domain, and ``special``:
+named special points such as zeros, ties, removable singularities), which dtypes and orders
+apply, and which discrepancies of real backends are known (``known``), as data.
+
+Implementations live elsewhere, keyed by ``name``:
+* ``reference/numpy``: forward + hand-derived VJP/JVP (a :class:`gradcheck.NumpyFunction`),
+* ``reference/jax``: the op written for JAX (also what the ``jax`` backend runs),
+* ``gradcheck/backends/torch_ops.py``: the op written for PyTorch.
+A backend that lacks an op is skipped for it with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Sampler = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
+
+
+@dataclass(frozen=True)
+class SpecialPoint:
+    """A named input where bugs cluster.  ``expect`` is the verdict a correct backend gets:
+    ``"passed"`` (smooth there) or ``"inconclusive"`` (a kink / non-differentiable point)."""
+
+    name: str
+    args: tuple[np.ndarray, ...]
+    expect: str = "passed"
+
+
+@dataclass(frozen=True)
+class KnownDiscrepancy:
+    """A real, investigated backend discrepancy: the matching suite test is a strict xfail.
+
+    ``check`` is a :class:`gradcheck.CheckKind` value (``"vjp"``, ``"jvp"``, ...) or ``"*"``;
+    ``point`` is a special-point name or ``"*"`` (random samples too).
+    """
+
+    backend: str
+    reason: str
+    link: str = ""
+    dtype: str = "*"
+    check: str = "*"
+    point: str = "*"
+
+    def matches(self, backend: str, dtype: str, check: str, point: str) -> bool:
+        return (
+            self.backend == backend
+            and self.dtype in ("*", dtype)
+            and self.check in ("*", check)
+            and self.point in ("*", point)
+        )
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One catalog operation."""
+
+    name: str
+    family: str
+    arity: int
+    sample: Sampler
+    diff_args: tuple[int, ...] | None = None  # None: every floating argument
+    special: tuple[SpecialPoint, ...] = ()
+    dtypes: tuple[str, ...] = ("float64", "float32")
+    order2: bool = True
+    known: tuple[KnownDiscrepancy, ...] = field(default=())
+    doc: str = ""
+
+    def known_for(self, backend: str, dtype: str, check: str, point: str = "random"
+                  ) -> KnownDiscrepancy | None:
+        """The known discrepancy covering this combination, if any."""
+        for k in self.known:
+            if k.matches(backend, dtype, check, point):
+                return k
+        return None
+
+
+def normal(*shapes: tuple[int, ...], scale: float = 1.0) -> Sampler:
+    """Sampler of independent standard normal arrays of the given shapes."""
+
+    def sample(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        return tuple(scale * rng.standard_normal(s) for s in shapes)
+
+    return sample
+
+
+def uniform(low: float, high: float, *shapes: tuple[int, ...]) -> Sampler:
+    """Sampler of independent uniform arrays in ``[low, high)``."""
+
+    def sample(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        return tuple(rng.uniform(low, high, s) for s in shapes)
+
+    return sample
+
+
+def point(name: str, *args: object, expect: str = "passed") -> SpecialPoint:
+    """Shorthand for a :class:`SpecialPoint` from array-likes (floats become float64)."""
+    arrays = tuple(np.asarray(a, dtype=np.float64) if not isinstance(a, np.ndarray) else a
+                   for a in args)
+    return SpecialPoint(name, arrays, expect)

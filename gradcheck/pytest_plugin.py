@@ -1,0 +1,19 @@
+"""The gradcheck pytest plugin: options, profiles and result collection (kept thin)."""
+
+from __future__ import annotations
+
+import pytest
+
+PROFILES = ("quick", "ci", "thorough")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gradcheck", "gradient checking")
+    group.addoption("--gradcheck-backend", action="append", default=None,
+                    help="backend(s) to run the suites on (name or module:Attr); default: all "
+                         "installed")
+    group.addoption("--gradcheck-profile", choices=PROFILES, default=None,
+                    help="suite size: quick (default), ci, thorough")
+    group.addoption("--gradcheck-report-dir", default=None,
+                    help="directory for results.jsonl and index.html")
+    parser.addini("gradcheck_profile", "default suite profile", default="quick")
