@@ -69,6 +69,11 @@ class Backend(ABC):
         """The module whose functions ``fn`` is written with (used by op catalogs)."""
         return None
 
+    def op(self, name: str) -> Callable | None:
+        """This engine's implementation of catalog op ``name``, or None if it lacks it (the
+        suites then skip the op with a reason)."""
+        return None
+
     # -- calculus (NumPy in, NumPy out) -----------------------------------------------------
     @abstractmethod
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
