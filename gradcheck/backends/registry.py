@@ -21,8 +21,10 @@ BUILTIN: dict[str, str] = {
     "jax": "gradcheck.backends.jax_backend:JaxBackend",
     "autograd": "gradcheck.backends.autograd_backend:AutogradBackend",
     "tfjs": "gradcheck.backends.tfjs_backend:TfjsBackend",
+    "tensorflow": "gradcheck.backends.tensorflow_backend:TensorflowBackend",
 }
-_REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "autograd"}
+_REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "autograd",
+             "tensorflow": "tensorflow"}
 # engines that are not Python modules: a cheap ``() -> reason | None`` says whether they run here
 _AVAILABILITY = {"tfjs": "gradcheck.backends.tfjs_backend:unavailable_reason"}
 _CACHE: dict[str, Backend] = {}
