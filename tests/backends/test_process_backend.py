@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from adapter_checks import assert_training_probes
 
 import gradcheck
 from gradcheck import Accumulation, Semantics, Status
 from gradcheck.backends.process import ProcessBackend, ProtocolError, RemoteOp
-from gradcheck.backends.process_training import ParamRef
 from gradcheck.backends.wire import decode_array, encode_array
 from gradcheck.testing import format_conformance, run_conformance
 
@@ -167,25 +167,7 @@ def test_training_messages(make, accumulation, factor):
         semantics = Semantics(Accumulation(accumulation), "stop")
 
     be = make("--accumulation", accumulation, cls=Acc)
-    w = np.array([1.0, -2.0, 3.0])
-    t = be.training("cpu", "float64")
-    t.create({"w": w})
-    x = np.array([0.5, 0.25, 2.0])
-    t.backward("mul", [ParamRef("w"), x])
-    t.backward("mul", [ParamRef("w"), x])
-    assert t.grads()["w"] == pytest.approx(factor * x)  # the engine's own semantics
-    t.zero_grad()
-    t.backward("mul", [ParamRef("w"), ParamRef("w")])  # fan-out: d(w*w)/dw = 2w
-    assert t.grads()["w"] == pytest.approx(2 * w)
-    t.zero_grad()
-    t.backward("mul", [ParamRef("w"), ParamRef("w", stop=True)])  # stop point: only one path
-    assert t.grads()["w"] == pytest.approx(w)
-    norm = t.clip_grad_norm(1.0)
-    assert norm == pytest.approx(np.linalg.norm(w))
-    assert np.linalg.norm(t.grads()["w"]) == pytest.approx(1.0)
-    t.step(0.5)
-    assert t.params()["w"] == pytest.approx(w - 0.5 * w / np.linalg.norm(w))
-    t.close()
+    assert_training_probes(be.training("cpu", "float64"), np.float64, accumulate_factor=factor)
 
 
 def test_wire_arrays_round_trip_and_reject_garbage():

@@ -10,11 +10,11 @@ import signal
 
 import numpy as np
 import pytest
+from adapter_checks import assert_training_probes
 
 import gradcheck
 from gradcheck import Status
 from gradcheck.backends import process as process_module
-from gradcheck.backends.process_training import ParamRef
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
 from gradcheck.backends.tfjs_backend import TfjsBackend, unavailable_reason
 from gradcheck.testing import format_conformance, run_conformance
@@ -97,21 +97,4 @@ def test_timeout_kills_and_restarts():
 
 
 def test_training_semantics_measured(tfjs):
-    t = tfjs.training("cpu", "float32")
-    w = np.array([1.0, -2.0, 3.0], np.float32)
-    x = np.array([0.5, 0.25, 2.0], np.float32)
-    t.create({"w": w})
-    t.backward("mul", [ParamRef("w"), x])
-    t.backward("mul", [ParamRef("w"), x])
-    assert t.grads()["w"] == pytest.approx(x)  # functional: fresh gradients, not 2x
-    t.backward("mul", [ParamRef("w"), ParamRef("w")])  # fan-out sums: 2w
-    assert t.grads()["w"] == pytest.approx(2 * w)
-    t.backward("mul", [ParamRef("w"), ParamRef("w", stop=True)])
-    assert t.grads()["w"] == pytest.approx(w)
-    assert t.clip_grad_norm(1.0) == pytest.approx(np.linalg.norm(w), rel=1e-6)
-    assert np.linalg.norm(t.grads()["w"]) == pytest.approx(1.0, rel=1e-6)
-    t.step(0.5)
-    assert t.params()["w"] == pytest.approx(w - 0.5 * w / np.linalg.norm(w), rel=1e-6)
-    t.zero_grad()
-    assert t.grads()["w"] is None
-    t.close()
+    assert_training_probes(tfjs.training("cpu", "float32"), np.float32, rel=1e-6)
