@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-_PACKAGES = ("numpy", "scipy", "torch", "jax", "jaxlib", "pytest", "pytest-xdist", "hypothesis")
+_PACKAGES = ("numpy", "scipy", "torch", "jax", "jaxlib", "tensorflow", "autograd", "pytest",
+             "pytest-xdist", "hypothesis")
 
 
 def _package_versions() -> dict[str, str]:

@@ -80,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if main:
             state.path = Path(main).with_name(stream_name(state.shard, state.worker))
     else:
+        config.pluginmanager.register(_TestRecorder(), "gradcheck-report-tests")
         report_dir = config.getoption("gradcheck_report_dir", None)
         if report_dir:
             state.report_dir = Path(report_dir)
@@ -133,22 +134,20 @@ def _outcome(report: pytest.TestReport) -> str | None:
     return None
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Record test outcomes (in the process that sees every report: main or controller)."""
-    if _is_worker():  # the controller records it (it also sees crashed workers' tests)
-        return
-    outcome = _outcome(report)
-    if outcome is None:
-        return
-    message = report.longreprtext[-4000:] if report.failed else ""
-    if report.skipped and isinstance(report.longrepr, tuple):
-        message = str(report.longrepr[2])
-    stream.write_record({"record": "test", "test_id": report.nodeid, "outcome": outcome,
-                         "duration_s": report.duration, "message": message})
+class _TestRecorder:
+    """Records test outcomes; registered only in the process that sees every report (the main
+    process or the xdist controller, which also sees the tests of crashed workers)."""
 
-
-def _is_worker() -> bool:
-    return bool(os.environ.get("PYTEST_XDIST_WORKER"))
+    @staticmethod
+    def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+        outcome = _outcome(report)
+        if outcome is None:
+            return
+        message = report.longreprtext[-4000:] if report.failed else ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2])
+        stream.write_record({"record": "test", "test_id": report.nodeid, "outcome": outcome,
+                             "duration_s": report.duration, "message": message})
 
 
 def _worker_files(path: Path, shard: tuple[int, int] | None) -> list[Path]:

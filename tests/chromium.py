@@ -9,11 +9,13 @@ websocket client and no network port are needed.  Used by the report tests and b
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +32,16 @@ def find_chromium() -> str | None:
     return next((p for p in map(shutil.which, CANDIDATES) if p), None)
 
 
+_TRAMPOLINE = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); "
+               "os.execv(sys.argv[3], sys.argv[3:])")
+
+
+def _move_high(fd: int) -> int:
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return high
+
+
 class Browser:
     """One headless browser with one page; ``call`` sends a command and waits for its reply."""
 
@@ -38,16 +50,20 @@ class Browser:
         self._profile = tempfile.mkdtemp(prefix="gc-chromium-")
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
+        # the child's ends move to descriptors >= 10, so `3<&R 4>&W` below cannot clobber them
+        to_child_r, from_child_w = (_move_high(fd) for fd in (to_child_r, from_child_w))
 
-        # sh moves the pipe ends to descriptors 3 and 4 and execs Chromium (no preexec_fn: no
-        # Python code runs between fork and exec, which threaded engines such as jax warn about)
         args = ["--headless", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
                 "--no-first-run", "--no-default-browser-check", "--disable-extensions",
                 "--disable-background-networking", "--disable-dev-shm-usage",
                 f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
                 "about:blank"]
+        # a tiny Python trampoline moves the pipe ends to descriptors 3 and 4 and execs
+        # Chromium (no preexec_fn: no Python code of this process runs between fork and exec,
+        # which threaded engines such as jax warn about; dash cannot redirect fds >= 10)
         self.proc = subprocess.Popen(
-            ["sh", "-c", f'exec "$0" "$@" 3<&{to_child_r} 4>&{from_child_w}', executable, *args],
+            [sys.executable, "-c", _TRAMPOLINE, str(to_child_r), str(from_child_w), executable,
+             *args],
             pass_fds=(to_child_r, from_child_w),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

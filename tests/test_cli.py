@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import gradcheck.cli
 from gradcheck import stream
 from gradcheck._pytest_report import shard_of
 from gradcheck.cli import UsageError, find_suites, main
@@ -26,8 +27,9 @@ TESTS = {f"test_rule[{n}]" for n in ("exp", "sin", "tanh_mutant")} | {"test_outs
 def gradcheck_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop(stream.ENV_VAR, None)
-    env.pop("PYTEST_ADDOPTS", None)
+    for var in (stream.ENV_VAR, "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER",
+                "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
+        env.pop(var, None)
     return subprocess.run([sys.executable, "-m", "gradcheck.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -136,15 +138,24 @@ def test_report_exit_codes_follow_the_verdict(tmp_path):
     assert main(["report", str(good), str(bad), "-o", str(tmp_path / "b")]) == 1
 
 
-def test_backends_lists_versions_devices_and_semantics(capsys):
+def test_backends_lists_versions_devices_and_semantics(capsys, monkeypatch):
+    # only numpy and a broken adapter: importing every installed engine is not under test here
+    monkeypatch.setattr("gradcheck.cli.installed_backends", lambda: ["numpy", "broken"])
+    monkeypatch.setattr("gradcheck.cli.known_backends", lambda: {
+        "numpy": "gradcheck.backends.numpy_backend:NumpyBackend", "broken": "nowhere:Nothing"})
+    real = gradcheck.cli.get_backend
+    monkeypatch.setattr("gradcheck.cli.get_backend",
+                        lambda name: real("nowhere_at_all:Nothing" if name == "broken" else name))
     assert main(["backends", "--json"]) == 0
     listing = {b["name"]: b for b in json.loads(capsys.readouterr().out)}
     numpy = listing["numpy"]
     assert numpy["devices"] == ["cpu"] and numpy["version"]
     assert numpy["semantics"]["accumulation"] == "functional"
     assert numpy["source"] == "gradcheck.backends.numpy_backend:NumpyBackend"
+    assert "cannot be imported" in listing["broken"]["error"]
     assert main(["backends"]) == 0
-    assert "semantics: accumulation=functional" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "semantics: accumulation=functional" in out and "broken: unavailable (" in out
 
 
 def test_suites_are_found_explicitly_by_env_or_next_to_the_package(tmp_path, monkeypatch):
