@@ -159,6 +159,16 @@
     });
   }
 
+  // what "actual" and "expected" are for each kind of comparison
+  var SIDES = {
+    fwd_rev: ["forward mode (actual)", "reverse mode (expected)"],
+    eager_func: ["alternative path (actual)", "functional VJP (expected)"],
+    rounding: ["low-precision VJP (actual)", "float64 VJP (expected)"],
+    reference: ["AD (backend)", "NumPy reference (expected)"],
+    cross_backend: ["AD (backend)", "other backend (expected)"],
+    cross_device: ["AD (device)", "CPU (expected)"]
+  };
+  function exact(v) { return v === null || v === undefined ? "" : fmt(v) + "  [" + v + "]"; }
   function field(dl, label, v) {
     if (v === "" || v === null || v === undefined) { return; }
     dl.appendChild(el("dt", null, label));
@@ -182,8 +192,9 @@
     if (str(row, "message")) { aside.appendChild(el("p", "message", str(row, "message"))); }
     var dl = el("dl");
     field(dl, "compared", str(row, "subject") + " (" + str(row, "kind") + ")");
-    field(dl, "AD (backend)", fmt(row[C.actual]) + (row[C.actual] !== null ? "  [" + row[C.actual] + "]" : ""));
-    field(dl, "oracle (expected)", fmt(row[C.expected]) + (row[C.expected] !== null ? "  [" + row[C.expected] + "]" : ""));
+    var labels = SIDES[str(row, "kind")] || ["AD (backend)", "oracle (expected)"];
+    field(dl, labels[0], exact(row[C.actual]));
+    field(dl, labels[1], exact(row[C.expected]));
     field(dl, "|AD - oracle|", fmt(row[C.discrepancy]));
     field(dl, "relative", fmt(x.relative));
     field(dl, "allowed", fmt(row[C.allowed]));
