@@ -380,7 +380,7 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
             ctx.result(k.value, Status.INCONCLUSIVE, **where, message=_kink_message(fde, sl))
         return
     s_fd, e_fd, mag_fd = _fd_scalars(fde, pr, i, j, sl)
-    conv = _convergence(fde, pr.v[i][0].ravel(), sl)
+    conv = [_convergence(fde, p, pr.v[i][p].ravel(), sl) for p in range(len(pr.v[i]))]
     ad: dict[CheckKind, np.ndarray] = {}
     for kind, source in ((CheckKind.VJP, rev), (CheckKind.JVP, fwd)):
         if kind not in kinds:
@@ -509,7 +509,7 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
         kind.value, status, **where, expected=float(expected[p]), actual=float(actual[p]),
         discrepancy=disc, relative_discrepancy=float(rel), allowed=allows[p].allowed,
         allowed_source=allows[p].source, discrepancy_ratio=float(ratios[p]), worst=worst,
-        convergence=conv, details=details,
+        convergence=conv[p] if conv else (), details=details,
     )
     ctx.results[-1] = replace(r, message=_message(r, label))
 
@@ -533,9 +533,11 @@ def _kink_message(fde: fd.FDEstimate, sl: slice) -> str:
            "the point along every step)"
 
 
-def _convergence(fde: fd.FDEstimate, v: np.ndarray, sl: slice) -> tuple[tuple[float, float], ...]:
-    return tuple((float(h), float(v @ fde.table[0, k, sl]))
-                 for k, h in enumerate(fde.steps[0]))
+def _convergence(fde: fd.FDEstimate, p: int, v: np.ndarray, sl: slice
+                 ) -> tuple[tuple[float, float], ...]:
+    """(step, projected central difference) along probe ``p``: the reported probe's table."""
+    return tuple((float(h), float(v @ fde.table[p, k, sl]))
+                 for k, h in enumerate(fde.steps[p]))
 
 
 # -- localization ------------------------------------------------------------------------------
