@@ -308,6 +308,8 @@ def _first_order(ctx: _Ctx) -> None:
                 np.stack([u.ravel() for u in pr.u[j]]))
         except Exception as exc:
             fds[j] = exc
+        else:  # the oracle rounds the directions so that x + h u is exact: project AD on those
+            pr.u[j] = [d.reshape(ctx.args64[j].shape) for d in fds[j].directions]
     modes = ctx.cfg.modes
     rev = _reverse(ctx, pr, ctx.args64, np.float64, False) if "rev" in modes else {}
     fwd: dict[tuple[int, int], Any] = {}
