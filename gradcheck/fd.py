@@ -54,6 +54,7 @@ _RETRY_SHRINK = 2.0**-8
 _RETRIES = 2
 _CONVERGED_RTOL = 1e-8  # an element whose relative error estimate exceeds this is retried
 _RETRY_FLOOR = 1e-3  # ... relative to max(|value|, this fraction of the row's largest element)
+_NOISE_BOUND = 3.0  # a value of f is within this many measured noise levels of the exact one
 _KINK_FACTOR = 10.0  # one-sided limits must disagree by this many error estimates
 _KINK_RELATIVE = 1e-6  # ... and by this fraction of their size (a kink changes the slope by O(1))
 
@@ -84,6 +85,7 @@ class FDEstimate:
     table: np.ndarray
     evaluations: int
     directions: np.ndarray
+    noise: np.ndarray
 
     @property
     def finite(self) -> np.ndarray:
@@ -160,13 +162,16 @@ def directional_derivatives(
     f0 = _evaluate(f_batch, x[None, :], chunk)[0]
     evaluations = 1
     h = np.array([_pow2_floor(h0) if h0 else initial_step(x, u) for u in raw])
-    dirs = np.stack([representable_direction(x, u, hp, levels - 1 + 8 * retries)
+    halvings = levels - 1 + 8 * retries
+    dirs = np.stack([representable_direction(x, u, hp, halvings)
                      for u, hp in zip(raw, h, strict=True)])
+    noise = noise_level(f_batch, x, dirs, h * 2.0**-halvings, f0, chunk)
+    evaluations += 6 * len(dirs)
     best: _Tables | None = None
     all_steps, all_tables = [], []
     for attempt in range(retries + 1):
         steps = (h * _RETRY_SHRINK**attempt)[:, None] * 0.5 ** np.arange(levels)[None, :]
-        tab, n_eval = _tables(f_batch, x, dirs, steps, f0, chunk)
+        tab, n_eval = _tables(f_batch, x, dirs, steps, f0, noise, chunk)
         evaluations += n_eval
         all_steps.append(steps)
         all_tables.append(tab.central)
@@ -182,7 +187,40 @@ def directional_derivatives(
     )
     return FDEstimate(best.value, best.error, best.curvature, kink, left, right,
                       np.concatenate(all_steps, axis=1), np.concatenate(all_tables, axis=1),
-                      evaluations, dirs)
+                      evaluations, dirs, noise)
+
+
+# 4th differences over three windows of the 7 points x + t delta u, t = -3..3, and the 6th
+# difference over all of them; for independent noise of size s each has standard deviation
+# s * sqrt(sum of squared coefficients) (sqrt(70), sqrt(924)).
+_NOISE_STENCILS = (
+    (np.array([1.0, -4, 6, -4, 1, 0, 0]), np.sqrt(70.0)),
+    (np.array([0.0, 1, -4, 6, -4, 1, 0]), np.sqrt(70.0)),
+    (np.array([0.0, 0, 1, -4, 6, -4, 1]), np.sqrt(70.0)),
+    (np.array([1.0, -6, 15, -20, 15, -6, 1]), np.sqrt(924.0)),
+)
+
+
+def noise_level(f_batch: BatchFn, x: np.ndarray, dirs: np.ndarray, delta: np.ndarray,
+                f0: np.ndarray, chunk: int = 4096) -> np.ndarray:
+    """Measured rounding noise of ``f`` near ``x`` per direction and output element, ``(P, m)``.
+
+    ``f`` is evaluated at ``x + t delta_p u_p`` for ``t = +-1, +-2, +-3`` with ``delta`` so small
+    that the smooth part of a 4th difference (4th derivative times ``delta^4``) vanishes; what is
+    left of the differences is rounding noise.  The estimate is the largest normalised
+    difference.  It exceeds ``eps |f|`` when ``f`` is ill-conditioned: ``cos(exp(z))`` with
+    ``exp(z) ~ 400`` carries ~400 ulps of noise, which the ``eps |f|`` model misses by as much.
+    """
+    t = np.array([-3.0, -2, -1, 1, 2, 3])
+    offsets = (delta[:, None, None] * t[None, :, None]) * dirs[:, None, :]  # (P, 6, n)
+    P = len(dirs)
+    with np.errstate(all="ignore"):
+        vals = _evaluate(f_batch, (x + offsets).reshape(P * 6, -1), chunk).reshape(P, 6, -1)
+        pts = np.concatenate([vals[:, :3], np.broadcast_to(f0, (P, 1, f0.size)), vals[:, 3:]],
+                             axis=1)  # (P, 7, m)
+        est = [np.abs(np.einsum("t,ptm->pm", c, pts)) / norm for c, norm in _NOISE_STENCILS]
+    noise = np.max(np.stack(est), axis=0)
+    return np.where(np.isfinite(noise), noise, 0.0)
 
 
 def _unconverged(t: _Tables) -> np.ndarray:
@@ -215,7 +253,7 @@ def _evaluate(f_batch: BatchFn, points: np.ndarray, chunk: int) -> np.ndarray:
     return out.reshape(len(points), -1)
 
 
-def _tables(f_batch, x, dirs, steps, f0, chunk) -> tuple[_Tables, int]:
+def _tables(f_batch, x, dirs, steps, f0, noise, chunk) -> tuple[_Tables, int]:
     """Evaluate ``f`` at ``x +- h_k u_p`` in one batch and build the three Richardson tables."""
     P, K = steps.shape
     offsets = steps[:, :, None] * dirs[:, None, :]  # (P, K, n)
@@ -227,8 +265,10 @@ def _tables(f_batch, x, dirs, steps, f0, chunk) -> tuple[_Tables, int]:
         central = (fp - fm) / (2 * hk)
         right = (fp - f0) / hk
         left = (f0 - fm) / hk
-        round_c = EPS64 * (np.abs(fp) + np.abs(fm)) / (2 * hk)
-        round_1 = EPS64 * (np.abs(fp) + np.abs(fm) + 2 * np.abs(f0)) / hk
+        nz = _NOISE_BOUND * noise[:, None, :]  # measured noise, bounds each value of f
+        ap, am, a0 = (np.maximum(EPS64 * np.abs(v), nz) for v in (fp, fm, f0))
+        round_c = (ap + am) / (2 * hk)
+        round_1 = (ap + am + 2 * a0) / hk
         c_val, c_err = _richardson(central, round_c, 4.0)
         r_val, r_err = _richardson(right, round_1, 2.0)
         l_val, l_err = _richardson(left, round_1, 2.0)

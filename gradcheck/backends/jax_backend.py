@@ -100,9 +100,8 @@ class JaxBackend(Backend):
     def jvp(self, fn, args, diff, tangents, device):
         jargs = [self.to_native(a, device) for a in args]
         primals = tuple(jargs[k] for k in diff)
-        tans = tuple(
-            self.to_native(t, device).astype(p.dtype) for t, p in zip(tangents, primals, strict=True)
-        )
+        tans = tuple(self.to_native(t, device).astype(p.dtype)
+                     for t, p in zip(tangents, primals, strict=True))
         _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
         return [self._to_np(o) for o in _as_tuple(out_t)]
 

@@ -86,6 +86,8 @@ class TorchBackend(Backend):
         return torch.device(_DEVICE_NAMES.get(device, device))
 
     def to_native(self, a: np.ndarray, device: str) -> torch.Tensor:
+        if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: torch cannot read it directly
+            return torch.as_tensor(a.astype(np.float32), device=self._dev(device)).bfloat16()
         return torch.as_tensor(np.ascontiguousarray(a), device=self._dev(device))
 
     def _to_np(self, t: Any) -> np.ndarray:
