@@ -89,8 +89,9 @@ def random_program(seed: int) -> Program:
     """
     for attempt in range(100):
         prog = _draw(np.random.default_rng([seed, attempt]), seed)
-        trace = _forward_trace(prog, prog.inputs)
-        if all(np.all(np.abs(h) <= MAX_INTERMEDIATE) for h in trace):
+        with np.errstate(all="ignore"):  # overflowing drafts are rejected just below
+            trace = _forward_trace(prog, prog.inputs)
+        if all(np.all(np.abs(h) <= MAX_INTERMEDIATE) for h in trace):  # False for nan
             return prog
     raise RuntimeError(f"no well-scaled program for seed {seed}")  # pragma: no cover
 
@@ -241,3 +242,37 @@ def _const(w: Any, like: Any, engine: str) -> Any:
     import jax.numpy as jnp
 
     return jnp.asarray(w, dtype=like.dtype)
+
+
+# -- scans shared by tests/test_threshold.py and benchmarks/detection_threshold.py -------------
+
+
+@dataclass(frozen=True)
+class Scan:
+    """Outcome of checking the *correct* programs of ``seeds`` in one dtype."""
+
+    dtype: str
+    cases: int
+    checks: int
+    not_passed: tuple[str, ...]  # "seed: message" of every check that did not pass
+    max_ratio: dict[str, float]  # check kind -> largest discrepancy / allowed
+
+
+def false_positive_scan(seeds: Sequence[int], dtype: str) -> Scan:
+    """Check the correct (unscaled) program of every seed on the numpy backend in ``dtype``."""
+    import gradcheck
+
+    not_passed: list[str] = []
+    max_ratio: dict[str, float] = {}
+    checks = 0
+    for seed in seeds:
+        prog = random_program(seed)
+        args = [a.astype(dtype) for a in prog.inputs]
+        report = gradcheck.check(numpy_function(prog), *args, backend="numpy", seed=seed)
+        for r in report:
+            checks += 1
+            if r.status is not gradcheck.Status.PASSED:
+                not_passed.append(f"{prog.describe()}: {r.status.value}: {r.message}")
+            if r.discrepancy_ratio is not None:
+                max_ratio[r.kind] = max(max_ratio.get(r.kind, 0.0), r.discrepancy_ratio)
+    return Scan(dtype, len(seeds), checks, tuple(not_passed), max_ratio)

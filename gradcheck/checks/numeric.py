@@ -651,14 +651,20 @@ def _second_order(ctx: _Ctx) -> None:
     for first in ("vjp", "jvp"):
         if first == "jvp" and not ctx.backend.supports_jvp:
             continue
-        if first == "vjp":
-            g = ctx.backend.vjp_function(ctx.fn, ctx.diff, n_args)
-            extra = [rng.standard_normal(np.shape(o)) for o in ctx.outs64]
-        else:
-            g = ctx.backend.jvp_function(ctx.fn, ctx.diff, n_args)
-            extra = [rng.standard_normal(ctx.args64[k].shape) for k in ctx.diff]
         modes = tuple(m for m in ctx.cfg.modes if (first, _mode_kind(m)) in _ORDER2)
         if not modes:
+            continue
+        try:
+            if first == "vjp":
+                g = ctx.backend.vjp_function(ctx.fn, ctx.diff, n_args)
+                extra = [rng.standard_normal(np.shape(o)) for o in ctx.outs64]
+            else:
+                g = ctx.backend.jvp_function(ctx.fn, ctx.diff, n_args)
+                extra = [rng.standard_normal(ctx.args64[k].shape) for k in ctx.diff]
+        except NotImplementedError as exc:  # this function has no composable derivative
+            kind = CheckKind.VJP_OF_VJP if first == "vjp" else CheckKind.JVP_OF_JVP
+            ctx.result(kind.value, Status.SKIPPED, message=str(exc),
+                       details={"order": 2, "first": first})
             continue
         sub_cfg = replace(ctx.cfg, order=1, modes=modes, only_inputs=tuple(ctx.diff),
                           name=f"{ctx.cfg.name} [{first.upper()} as a function]")
@@ -668,9 +674,9 @@ def _second_order(ctx: _Ctx) -> None:
             kind = _ORDER2.get((first, _kind_of(r.kind)))
             if kind is None and r.kind not in (CheckKind.CALL.value, CheckKind.FWD_REV.value):
                 continue
-            new_kind = kind.value if kind else r.kind
-            ctx.results.append(replace(r, kind=new_kind, dtype=ctx.dtype, name=ctx.cfg.name,
-                                       details={**r.details, "order": 2, "first": first}))
+            new = replace(r, kind=kind.value if kind else r.kind, dtype=ctx.dtype,
+                          name=ctx.cfg.name, details={**r.details, "order": 2, "first": first})
+            ctx.results.append(replace(new, message=r.message.replace(r.subject, new.subject, 1)))
 
 
 def _mode_kind(mode: str) -> CheckKind:
