@@ -99,10 +99,9 @@ class Backend(ABC):
         ``vmap`` override it.
         """
         size = next(len(a) for a, b in zip(args, batched, strict=True) if b)
-        rows = [
-            self.evaluate(fn, [a[i] if b else a for a, b in zip(args, batched, strict=True)], device)
-            for i in range(size)
-        ]
+        pairs = list(zip(args, batched, strict=True))
+        rows = [self.evaluate(fn, [a[i] if b else a for a, b in pairs], device)
+                for i in range(size)]
         return [np.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
 
     @abstractmethod

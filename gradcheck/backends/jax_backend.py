@@ -22,6 +22,13 @@ def _as_tuple(out: Any) -> tuple[Any, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
+def _raise_if_no_forward(exc: TypeError) -> None:
+    """A ``jax.custom_vjp`` function has no forward mode by construction: a skip, not an error."""
+    if "custom_vjp" in str(exc):
+        raise NotImplementedError(f"forward mode is not available for this function: "
+                                  f"{str(exc).splitlines()[0]}") from exc
+
+
 class JaxBackend(Backend):
     """JAX: functional reverse and forward mode; gradients are always fresh values."""
 
@@ -100,10 +107,13 @@ class JaxBackend(Backend):
     def jvp(self, fn, args, diff, tangents, device):
         jargs = [self.to_native(a, device) for a in args]
         primals = tuple(jargs[k] for k in diff)
-        tans = tuple(
-            self.to_native(t, device).astype(p.dtype) for t, p in zip(tangents, primals, strict=True)
-        )
-        _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
+        tans = tuple(self.to_native(t, device).astype(p.dtype)
+                     for t, p in zip(tangents, primals, strict=True))
+        try:
+            _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
+        except TypeError as exc:
+            _raise_if_no_forward(exc)
+            raise
         return [self._to_np(o) for o in _as_tuple(out_t)]
 
     def vjp_function(self, fn, diff, n_args):
@@ -117,9 +127,13 @@ class JaxBackend(Backend):
     def jvp_function(self, fn, diff, n_args):
         def g(*xs: Any) -> tuple[Any, ...]:
             args, tans = list(xs[:n_args]), xs[n_args:]
-            _, out_t = jax.jvp(
-                self._partial(fn, args, diff), tuple(args[k] for k in diff), tuple(tans)
-            )
+            try:
+                _, out_t = jax.jvp(
+                    self._partial(fn, args, diff), tuple(args[k] for k in diff), tuple(tans)
+                )
+            except TypeError as exc:
+                _raise_if_no_forward(exc)
+                raise
             return _as_tuple(out_t)
 
         return g
