@@ -95,3 +95,8 @@ class NumpyBackend(Backend):
         for k, t in zip(diff, tangents, strict=True):
             full[k] = t
         return [np.asarray(o) for o in _as_tuple(f.jvp(list(args), full))]
+
+    def training(self, device: str, dtype: str) -> Any:
+        from .training import NumpyTraining
+
+        return NumpyTraining(self, device, dtype)
