@@ -17,6 +17,7 @@ Parameter names of an adopted pytree are JAX's own key paths,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -274,6 +275,8 @@ def _where(eqn: Any) -> str:
     try:
         from jax._src import source_info_util
 
-        return source_info_util.summarize(eqn.source_info)
+        where = source_info_util.summarize(eqn.source_info)
     except Exception:  # private API: the location is a courtesy
         return "?"
+    cwd = os.getcwd() + os.sep
+    return where[len(cwd):] if where.startswith(cwd) else where

@@ -9,6 +9,9 @@ of a leaf reads it anew from the model (``read(name)``), as ``p["b"] * p["c"]`` 
 The magnitude of gradient element ``i`` is the *absolute gradient*: reverse accumulation with
 every partial derivative replaced by its absolute value, i.e. the sum over paths of
 ``|product of partials|``, the sum of absolute terms the rounding of reverse mode scales with.
+The same pass with signed partials is an exact second oracle (:func:`reference_gradient`): FD
+error estimates undercover now and then, so a backend is blamed only when it disagrees with
+both oracles (DESIGN.md section 5).
 """
 
 from __future__ import annotations
@@ -84,30 +87,40 @@ def evaluate(dag: Dag, xp: Any, read: Callable[[str], Any]) -> Any:
     return total
 
 
-def abs_gradient(dag: Dag, leaves: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The absolute gradient (sum over paths of |products of partials|) w.r.t. each leaf."""
+def reference_gradient(dag: Dag, leaves: Mapping[str, np.ndarray]
+                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Exact reverse accumulation in NumPy float64: the gradient (contributions of every use
+    *summed*) and the absolute gradient (the same with every partial replaced by its absolute
+    value: the sum over paths of ``|product of partials|``, the rounding magnitude)."""
     n_leaves = len(dag.leaves)
     vals = [np.asarray(leaves[k], np.float64) for k in dag.leaves]
     for op, args in dag.nodes:
         vals.append(_apply(op, np, [vals[i] for i in args]))
     adj = [np.zeros_like(v) for v in vals]
+    mag = [np.zeros_like(v) for v in vals]
     for k, w in enumerate(dag.weights):
-        adj[n_leaves + k] = adj[n_leaves + k] + abs(w)
+        adj[n_leaves + k] = adj[n_leaves + k] + w
+        mag[n_leaves + k] = mag[n_leaves + k] + abs(w)
     for k in reversed(range(len(dag.nodes))):
         op, args = dag.nodes[k]
-        a = adj[n_leaves + k]
         x = [vals[i] for i in args]
-        if op in ("add", "sub"):
-            partials = [np.ones_like(a), np.ones_like(a)]
-        elif op == "mul":
-            partials = [np.abs(x[1]), np.abs(x[0])]
-        elif op == "sin":
-            partials = [np.abs(np.cos(x[0]))]
-        else:
-            partials = [np.abs(1.0 - np.tanh(x[0]) ** 2)]
-        for i, d in zip(args, partials, strict=True):
-            adj[i] = adj[i] + a * d
-    return {k: adj[i] for i, k in enumerate(dag.leaves)}
+        for i, d in zip(args, _partials(op, x), strict=True):
+            adj[i] = adj[i] + adj[n_leaves + k] * d
+            mag[i] = mag[i] + mag[n_leaves + k] * np.abs(d)
+    return ({k: adj[i] for i, k in enumerate(dag.leaves)},
+            {k: mag[i] for i, k in enumerate(dag.leaves)})
+
+
+def _partials(op: str, x: list[np.ndarray]) -> list[np.ndarray]:
+    if op == "add":
+        return [np.ones_like(x[0]), np.ones_like(x[1])]
+    if op == "sub":
+        return [np.ones_like(x[0]), -np.ones_like(x[1])]
+    if op == "mul":
+        return [x[1], x[0]]
+    if op == "sin":
+        return [np.cos(x[0])]
+    return [1.0 - np.tanh(x[0]) ** 2]
 
 
 def fd_gradient(forward: Callable[[Mapping[str, np.ndarray]], np.ndarray],

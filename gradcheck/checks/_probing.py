@@ -160,6 +160,7 @@ class Assessment:
     elements: int
     elements_over: int
     factor: float | None
+    note: str = ""
 
     def details(self) -> dict[str, Any]:
         out: dict[str, Any] = {"worst_element": self.label, "elements": self.elements,
@@ -171,9 +172,10 @@ class Assessment:
     def message(self, what: str) -> str:
         verdict = "agrees" if self.ok else "DISAGREES"
         factor = "" if self.factor is None else f"; measured {self.factor:.6g} x expected"
+        note = f" ({self.note})" if self.note else ""
         return (f"{what} {verdict}: worst element {self.label}: actual {self.actual:.10g} vs "
                 f"expected {self.expected:.10g}, |diff| {self.discrepancy:.3g}, allowed "
-                f"{self.allowed:.3g} [{self.source}]{factor}")
+                f"{self.allowed:.3g} [{self.source}]{factor}{note}")
 
 
 def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
