@@ -232,3 +232,17 @@ def test_jax_host_round_trip_is_an_error_not_a_silent_block():
     r = _one(report, "backward", CheckKind.FLOW.value)
     assert r.status is Status.ERROR and r.message.startswith("[host round trip")
     assert "TracerArrayConversionError" in r.message
+
+
+def test_jax_loss_with_python_control_flow_falls_back_to_eager():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    params = {"w": jnp.asarray(np.array([0.5, -1.0]))}
+
+    def loss(p, x):
+        if p["w"].sum() > 0:  # not jittable; fine under jax.grad
+            return jnp.sum(p["w"] * x) ** 2
+        return jnp.sum(jnp.sin(p["w"] * x))
+
+    report = audit(params, loss, jnp.asarray(np.array([1.0, 2.0])), backend="jax")
+    assert report.passed and report["w"].gradient_check is Status.PASSED

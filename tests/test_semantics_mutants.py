@@ -160,7 +160,8 @@ def test_stop_gradient_that_leaks_is_caught():
     rep = check_semantics(backend_with(TorchBackend, torch_mutants()["leaky_stop"]),
                           probes=("detach",))
     for name in ("detach.reverse", "detach.forward", "detach.order2_rev",
-                 "detach.order2_fwd_over_rev", "detach.no_grad_region"):
+                 "detach.order2_fwd_over_rev", "detach.order2_fwd_over_fwd",
+                 "detach.no_grad_region"):
         _failed_with(rep, name, "stop-gradient that leaks")
 
 
@@ -178,3 +179,14 @@ def test_invalid_arguments_are_rejected():
         check_semantics("numpy", dtype="int8")
     with pytest.raises(InvalidArgument, match="device"):
         check_semantics("numpy", device="tpu")
+
+
+def test_results_serialise_and_tabulate(numpy_clip_ok):
+    from gradcheck.checks.semantics import semantics_table
+    from gradcheck.results import CheckResult
+
+    for r in numpy_clip_ok.results:
+        back = CheckResult.from_json(r.to_json())
+        assert back.name == r.name and back.status is r.status and back.kind == "semantic"
+    table = semantics_table({"numpy": numpy_clip_ok})
+    assert "| `clip.direction` | passed |" in table

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import jax
@@ -57,6 +58,16 @@ def _clip(grads: dict[str, Any], limit: Any) -> tuple[Any, dict[str, Any]]:
                   for k, g in grads.items()}
 
 
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _jitted_loss(loss_fn: Callable, treedef: Any, names: tuple[str, ...],
+                 params: dict[str, Any], *inputs: Any) -> Any:
+    """``loss_fn(model, *inputs)`` compiled once per loss, structure and shapes (shared by every
+    hooks instance: an audit's model-dtype and float64 hooks reuse one compilation)."""
+    model = dict(params) if treedef is None else jax.tree_util.tree_unflatten(
+        treedef, [params[k] for k in names])
+    return loss_fn(model, *inputs)
+
+
 @jax.jit
 def _sgd(params: dict[str, Any], grads: dict[str, Any], lr: Any) -> dict[str, Any]:
     return {k: (p - lr * grads[k]).astype(p.dtype) for k, p in params.items()}
@@ -80,7 +91,9 @@ class JaxTraining(TrainingHooks):
         self._treedef: Any = None
         self._grads: dict[str, Any] | None = None
         self._retained: tuple[Callable, Any] | None = None
-        self._batched: dict[tuple[int, str], Any] = {}
+        self._batched: dict[int, Any] = {}
+        self._jitted: dict[int, Any] = {}
+        self._inputs: tuple = ()
 
     @property
     def xp(self) -> Any:
@@ -139,10 +152,25 @@ class JaxTraining(TrainingHooks):
 
     # -- gradients -------------------------------------------------------------------------
     def _closed(self, loss_fn: Callable, inputs: tuple) -> Callable:
+        if self.compile_losses and self._jitted.get(id(loss_fn), True) is not None:
+            self._jitted[id(loss_fn)] = True
+            names = tuple(self._params)
+            return lambda params: _jitted_loss(loss_fn, self._treedef, names, params, *inputs)
         return lambda params: loss_fn(self._view(params), *inputs)
 
+    def _eager_fallback(self, loss_fn: Callable, run: Callable[[Callable], Any]) -> Any:
+        """``run(closed)`` jitted when :attr:`compile_losses`; eagerly if tracing fails."""
+        try:
+            return run(self._closed(loss_fn, self._inputs))
+        except Exception:
+            if not self.compile_losses or self._jitted.get(id(loss_fn)) is None:
+                raise
+            self._jitted[id(loss_fn)] = None  # not jittable: python control flow on values
+            return run(self._closed(loss_fn, self._inputs))
+
     def loss_value(self, loss_fn, *inputs):
-        return float(loss_fn(self.model, *inputs))
+        self._inputs = inputs
+        return float(self._eager_fallback(loss_fn, lambda f: f(self._params)))
 
     def loss_batch(self, loss_fn, name, rows, *inputs):
         """One jitted ``vmap`` over all parameters, rows padded to a power of two (>= 32), so
@@ -174,7 +202,8 @@ class JaxTraining(TrainingHooks):
             return super().loss_batch(loss_fn, name, rows, *inputs)
 
     def backward(self, loss_fn, *inputs, scale=1.0, retain=False):
-        value, pullback = jax.vjp(self._closed(loss_fn, inputs), self._params)
+        self._inputs = inputs
+        value, pullback = self._eager_fallback(loss_fn, lambda f: jax.vjp(f, self._params))
         seed = np.asarray(scale, dtype=np.dtype(value.dtype))
         self._grads = pullback(seed)[0]  # functional: the kept gradients are replaced
         self._retained = (pullback, seed) if retain else None

@@ -103,6 +103,11 @@ class TrainingHooks(ABC):
         self.backend = backend
         self.device = device
         self.dtype = dtype
+        #: evaluate and differentiate losses through the engine's compiler where it has one
+        #: (JAX: ``jax.jit``, falling back to eager for losses that cannot be traced).  The audit
+        #: turns it on (one loss, evaluated many times); the probes leave it off (many one-off
+        #: losses, whose primitives eager mode compiles once and caches).
+        self.compile_losses = False
 
     @property
     def name(self) -> str:

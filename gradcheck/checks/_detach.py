@@ -99,12 +99,19 @@ def _order2(ctx: ProbeContext, fns: _Functions, x0, v, u, w, stop: str) -> None:
         cases.append(("detach.order2_fwd_over_rev", "forward over reverse (JVP of VJP)",
                       lambda: be.jvp(g, [x0, v], [0], [u], device)[0], H @ u,
                       np.abs(E) @ np.abs(u)))
+    if be.supports_jvp:
+        t = be.jvp_function(fns.probe, [0], 1)
+        t_ref = be.jvp_function(fns.frozen, [0], 1)
+        T, F = _jacobian(be, t_ref, [x0, u], device)  # d(J_frozen(x) u)/dx
+        cases.append(("detach.order2_fwd_over_fwd", "forward over forward (JVP of JVP)",
+                      lambda: be.jvp(t, [x0, u], [0], [w], device)[0], T @ w,
+                      np.abs(F) @ np.abs(w)))
     for name, mode, run, ref, err in cases:
         got = np.asarray(run(), dtype=np.float64)
         ctx.record(name, assess(got, ref, np.abs(got) + np.abs(ref), "float64", err),
                    dtype="float64", bug=BugClass.STOP_GRADIENT_LEAKS,
                    what=f"order 2, {mode}, of x * {stop}(x * x) + sin(x) vs FD of the frozen "
-                        "function's VJP")
+                        "function's first derivative")
 
 
 def _no_grad_region(ctx: ProbeContext, hooks: Any, x0, v, u) -> None:

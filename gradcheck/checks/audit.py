@@ -137,6 +137,7 @@ def audit(
     """
     be = get_backend(backend)
     hooks = be.training(device, "float64")
+    hooks.compile_losses = True
     hooks.adopt(model)
     names = hooks.parameter_names()
     if not names:
@@ -191,6 +192,7 @@ class _Float64Side:
         self.ctx = ctx
         self.loss_fn = loss_fn
         self.hooks = ctx.backend.training(ctx.device, "float64")
+        self.hooks.compile_losses = True
         self.hooks.adopt(hooks.model_copy("float64"))
         self.batch = hooks.cast_tree(batch, "float64")
         self.hooks.zero_grad()
