@@ -246,3 +246,28 @@ def test_jax_loss_with_python_control_flow_falls_back_to_eager():
 
     report = audit(params, loss, jnp.asarray(np.array([1.0, 2.0])), backend="jax")
     assert report.passed and report["w"].gradient_check is Status.PASSED
+
+
+def test_bad_model_and_raising_loss():
+    with pytest.raises(InvalidArgument, match="model="):
+        audit([1, 2], _regression, _batch(), backend="torch")
+
+    def broken(model, batch):
+        raise RuntimeError("shape mismatch in my loss")
+
+    report = audit(_DetachedEmbedding(), broken, _batch(), backend="torch")
+    r = _one(report, "backward", CheckKind.FLOW.value)
+    assert r.status is Status.ERROR and "shape mismatch in my loss" in r.message
+
+
+@pytest.mark.parametrize("factor, ok", [(1.0, True), (1.0 + 1e-6, False)])
+def test_numpy_audit_checks_hand_gradients(factor, ok):
+    from gradcheck.backends.training import NumpyLoss
+
+    x = np.array([0.3, -1.2, 2.0])
+    loss = NumpyLoss(lambda p, b: float(np.sum(np.sin(p["w"] * b))),
+                     lambda p, b: {"w": factor * b * np.cos(p["w"] * b)})
+    report = audit({"w": np.array([0.5, 1.0, -0.7])}, loss, x, backend="numpy")
+    assert report.passed is ok
+    if not ok:
+        _bug(_one(report, "w", CheckKind.VJP.value), "gradient disagrees with finite differences")

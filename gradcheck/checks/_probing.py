@@ -89,7 +89,6 @@ class ProbeContext:
     seed: int
     reproducer: str = ""
     results: list[CheckResult] = field(default_factory=list)
-    _hooks: dict[str, Any] = field(default_factory=dict)
 
     def hooks(self, dtype: str | None = None) -> Any:
         """Fresh training hooks in ``dtype`` (default: the run's dtype)."""

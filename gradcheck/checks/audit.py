@@ -136,9 +136,16 @@ def audit(
     misbehaving model (that is an ``error`` result).
     """
     be = get_backend(backend)
-    hooks = be.training(device, "float64")
+    if device not in be.devices():
+        raise InvalidArgument.choice("device", device, be.devices())
+    try:
+        hooks = be.training(device, "float64")
+        hooks.adopt(model)
+    except NotImplementedError as exc:
+        raise InvalidArgument(f"backend={be.name!r} has no training hooks: {exc}") from exc
+    except TypeError as exc:
+        raise InvalidArgument(f"model={type(model).__name__}: {exc}") from exc
     hooks.compile_losses = True
-    hooks.adopt(model)
     names = hooks.parameter_names()
     if not names:
         raise InvalidArgument(f"the model has no parameters that backend {be.name!r} can see")
@@ -157,12 +164,19 @@ def audit(
     return report
 
 
+def _cut_points(hooks: Any, loss_fn: Callable, batch: Any) -> list:
+    try:
+        return hooks.find_cut_points(loss_fn, batch)
+    except Exception:  # the finder re-runs the loss; its failure is reported elsewhere
+        return []
+
+
 def _run(ctx, hooks, loss_fn, batch, stopped, monitor, train_step, report) -> None:
     hooks.zero_grad()
     try:
         report.loss = hooks.backward(loss_fn, batch)
     except Exception as exc:
-        cuts = hooks.find_cut_points(loss_fn, batch)
+        cuts = _cut_points(hooks, loss_fn, batch)
         host = any(c.host for c in cuts)
         traced = [str(c) for c in cuts if not c.what.startswith("not traceable")]
         ctx.emit("backward", Status.ERROR, f"the loss cannot be differentiated: "
@@ -174,7 +188,7 @@ def _run(ctx, hooks, loss_fn, batch, stopped, monitor, train_step, report) -> No
     values = hooks.parameter_values()
     grads = filled(hooks.gradients(), values)
     hooks.zero_grad()
-    cuts = hooks.find_cut_points(loss_fn, batch)
+    cuts = _cut_points(hooks, loss_fn, batch)
     report.cut_points = tuple(map(str, cuts))
     side = _float64_side(ctx, hooks, loss_fn, batch)
     records = [_parameter(ctx, hooks, i, name, grads[name], stopped, cuts, side)
