@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from . import stream
 from .backends.base import Backend
 from .backends.registry import get_backend
 from .checks.numeric import CheckConfig, run_numeric_checks
@@ -116,7 +117,8 @@ def check(
         name=fn_name,
         reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed),
     )
-    return Report(run_numeric_checks(be, fn, arrays, device=device, dtype=dt, config=cfg))
+    results = run_numeric_checks(be, fn, arrays, device=device, dtype=dt, config=cfg)
+    return Report(stream.record_many(results))  # appended to the active result stream, if any
 
 
 def format_failure(report: Report) -> str:

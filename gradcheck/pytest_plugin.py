@@ -6,6 +6,10 @@ import pytest
 
 PROFILES = ("quick", "ci", "thorough")
 
+# the report hooks (streams, shards, xdist merge, HTML/JUnit) load with this plugin; they must be
+# registered before the command line is parsed (not from pytest_configure) for their options
+pytest_plugins = ["gradcheck._pytest_report"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gradcheck", "gradient checking")

@@ -74,6 +74,17 @@ class Backend(ABC):
         suites then skip the op with a reason)."""
         return None
 
+    def oracle_forward(self, fn: Callable) -> Callable | None:
+        """A NumPy float64 forward of ``fn`` for the finite-difference oracle.
+
+        Only consulted for engines that cannot compute in float64 (``"float64"`` not in
+        :attr:`dtypes`, e.g. TensorFlow.js): finite differences of a float32 function are not
+        a reliable oracle, so such an engine's derivatives are compared against FD of this
+        float64 forward, with a rounding bound in the engine's widest dtype.  None (the
+        default): the checks are skipped with that reason for such an engine.
+        """
+        return None
+
     # -- calculus (NumPy in, NumPy out) -----------------------------------------------------
     @abstractmethod
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:

@@ -86,10 +86,18 @@ class TorchBackend(Backend):
         return torch.device(_DEVICE_NAMES.get(device, device))
 
     def to_native(self, a: np.ndarray, device: str) -> torch.Tensor:
+        a = np.asarray(a)
+        if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: torch cannot read it directly
+            return torch.as_tensor(a.astype(np.float32), device=self._dev(device)).to(
+                torch.bfloat16)
         return torch.as_tensor(np.ascontiguousarray(a), device=self._dev(device))
 
     def _to_np(self, t: Any) -> np.ndarray:
         if isinstance(t, torch.Tensor):
+            if t.dtype == torch.bfloat16:  # results keep the dtype under test (exact: bf16 < f32)
+                import ml_dtypes
+
+                return t.detach().cpu().float().numpy().astype(ml_dtypes.bfloat16)
             return self.native_to_numpy(t)  # type: ignore[return-value]
         return np.asarray(t)
 

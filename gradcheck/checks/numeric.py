@@ -67,6 +67,10 @@ class _Ctx:
     float_outs: list[int]
     shapes: tuple[tuple[int, ...], ...]
     results: list[CheckResult] = field(default_factory=list)
+    # engines without float64 (Backend.oracle_forward): FD runs on this NumPy forward and the
+    # rule is checked with a rounding bound in ``rule_dtype``, the engine's widest dtype
+    oracle: Callable | None = None
+    rule_dtype: str = "float64"
 
     def result(self, kind: str, status: Status, **kw: Any) -> CheckResult:
         r = CheckResult(
@@ -134,11 +138,22 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
     diff = [k for k in diff if k not in empty]
     if not diff:
         return base.results
+    oracle, rule_dtype = None, "float64"
+    if "float64" not in backend.dtypes:
+        rule_dtype = max(backend.dtypes, key=lambda d: np.finfo(_np_dtype(d)).bits)
+        oracle = backend.oracle_forward(fn)
+        if oracle is None:
+            base.result(CheckKind.CALL.value, Status.SKIPPED,
+                        message=f"backend {backend.name!r} cannot compute in float64 and gives no "
+                                "float64 forward for the oracle (Backend.oracle_forward): finite "
+                                f"differences of a {rule_dtype} function are not a reliable oracle")
+            return base.results
     np_dtype = _np_dtype(dtype)
     args_d = [a.astype(np_dtype) if k in diff else a for k, a in enumerate(args)]
     args64 = [a.astype(np.float64) if k in diff else a for k, a in enumerate(args_d)]
     try:
-        outs64 = backend.evaluate(fn, args64, device)
+        outs64 = (backend.evaluate(fn, args64, device) if oracle is None
+                  else [np.asarray(o, dtype=np.float64) for o in _outputs(oracle(*args64))])
     except NotImplementedError as exc:  # a capability the adapter declares missing
         base.result(CheckKind.CALL.value, Status.SKIPPED, message=str(exc))
         return base.results
@@ -160,10 +175,15 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                                 "derivatives are not defined there")
             return base.results
     ctx = replace(base, args64=args64, args_d=args_d, diff=diff, outs64=outs64,
-                  float_outs=float_outs, results=base.results)
+                  float_outs=float_outs, results=base.results, oracle=oracle,
+                  rule_dtype=rule_dtype)
     if dtype != "float64" and not _low_precision_outputs_ok(ctx):
         return ctx.results
     return ctx
+
+
+def _outputs(out: Any) -> tuple[Any, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def _np_dtype(dtype: str) -> Any:
@@ -226,7 +246,13 @@ def _batch_fn(ctx: _Ctx, j: int) -> Callable[[np.ndarray], np.ndarray]:
         args = list(ctx.args64)
         args[j] = X.reshape((len(X),) + shape)
         batched = [k == j for k in range(len(args))]
-        outs = ctx.backend.evaluate_batch(ctx.fn, args, batched, ctx.device)
+        if ctx.oracle is None:
+            outs = ctx.backend.evaluate_batch(ctx.fn, args, batched, ctx.device)
+        else:
+            pick = [(a, b) for a, b in zip(args, batched, strict=True)]
+            rows = [_outputs(ctx.oracle(*[a[r] if b else a for a, b in pick]))
+                    for r in range(len(X))]
+            outs = [np.stack([np.asarray(row[k]) for row in rows]) for k in range(len(rows[0]))]
         return np.concatenate(
             [np.asarray(outs[i], dtype=np.float64).reshape(len(X), -1) for i in ctx.float_outs],
             axis=1,
@@ -354,7 +380,7 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
             ctx.result(k.value, Status.INCONCLUSIVE, **where, message=_kink_message(fde, sl))
         return
     s_fd, e_fd, mag_fd = _fd_scalars(fde, pr, i, j, sl)
-    conv = _convergence(fde, pr.v[i][0].ravel(), sl)
+    conv = [_convergence(fde, p, pr.v[i][p].ravel(), sl) for p in range(len(pr.v[i]))]
     ad: dict[CheckKind, np.ndarray] = {}
     for kind, source in ((CheckKind.VJP, rev), (CheckKind.JVP, fwd)):
         if kind not in kinds:
@@ -369,14 +395,15 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
             continue
         s_ad, mag_ad = vals
         ad[kind] = s_ad
-        _emit(ctx, kind, where, s_ad, s_fd, e_fd, mag_ad + mag_fd, "float64", conv, pr, fde)
+        _emit(ctx, kind, where, s_ad, s_fd, e_fd, mag_ad + mag_fd, ctx.rule_dtype, conv, pr, fde,
+              conditioning=_rule_conditioning(ctx, pr, where, fde, sl))
     if CheckKind.VJP in ad and CheckKind.JVP in ad:
         jv = _ad_scalars(CheckKind.JVP, fwd, pr, i, j)
         _emit(ctx, CheckKind.FWD_REV, where, ad[CheckKind.JVP], ad[CheckKind.VJP],
-              np.zeros_like(s_fd), jv[1] + mag_fd, "float64", (), pr, None)
+              np.zeros_like(s_fd), jv[1] + mag_fd, ctx.rule_dtype, (), pr, None)
     if CheckKind.VJP in ad:
         _compare_alternatives(ctx, where, alt, pr, i, j, ad[CheckKind.VJP], mag_fd)
-        if low is not None:
+        if low is not None and ctx.rule_dtype == "float64":
             _compare_low(ctx, where, low, pr, i, j, ad[CheckKind.VJP], mag_fd, fde, sl)
 
 
@@ -402,6 +429,17 @@ def _ad_scalars(kind, source, pr, i, j):
     return np.array(s), np.array(mag)
 
 
+def _rule_conditioning(ctx, pr, where, fde, sl) -> np.ndarray | None:
+    """Conditioning term of the rule check for engines whose widest dtype is below float64."""
+    if ctx.rule_dtype == "float64":
+        return None
+    i = where["output_index"]
+    y = np.asarray(ctx.outs64[i], dtype=np.float64).ravel()
+    return np.array([tolerance.conditioning_term(pr.v[i][p].ravel(), y, fde.curvature[p, sl],
+                                                 fde.value[p, sl])
+                     for p in range(len(pr.v[i]))])
+
+
 def _compare_alternatives(ctx, where, alt, pr, i, j, s_rev, mag_fd) -> None:
     names: list[str] = []
     for p in range(len(pr.v[i])):
@@ -422,7 +460,7 @@ def _compare_alternatives(ctx, where, alt, pr, i, j, s_rev, mag_fd) -> None:
             s.append(gj @ u)
             mag.append(np.abs(gj) @ np.abs(u))
         _emit(ctx, CheckKind.EAGER_FUNC, where, np.array(s), s_rev, np.zeros_like(s_rev),
-              np.array(mag) + mag_fd, "float64", (), pr, None, label=name)
+              np.array(mag) + mag_fd, ctx.rule_dtype, (), pr, None, label=name)
 
 
 def _compare_low(ctx, where, low, pr, i, j, s_rev64, mag_fd, fde, sl) -> None:
@@ -471,7 +509,7 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
         kind.value, status, **where, expected=float(expected[p]), actual=float(actual[p]),
         discrepancy=disc, relative_discrepancy=float(rel), allowed=allows[p].allowed,
         allowed_source=allows[p].source, discrepancy_ratio=float(ratios[p]), worst=worst,
-        convergence=conv, details=details,
+        convergence=conv[p] if conv else (), details=details,
     )
     ctx.results[-1] = replace(r, message=_message(r, label))
 
@@ -495,9 +533,11 @@ def _kink_message(fde: fd.FDEstimate, sl: slice) -> str:
            "the point along every step)"
 
 
-def _convergence(fde: fd.FDEstimate, v: np.ndarray, sl: slice) -> tuple[tuple[float, float], ...]:
-    return tuple((float(h), float(v @ fde.table[0, k, sl]))
-                 for k, h in enumerate(fde.steps[0]))
+def _convergence(fde: fd.FDEstimate, p: int, v: np.ndarray, sl: slice
+                 ) -> tuple[tuple[float, float], ...]:
+    """(step, projected central difference) along probe ``p``: the reported probe's table."""
+    return tuple((float(h), float(v @ fde.table[p, k, sl]))
+                 for k, h in enumerate(fde.steps[p]))
 
 
 # -- localization ------------------------------------------------------------------------------
@@ -518,7 +558,7 @@ def _localize(ctx: _Ctx, kind: CheckKind, i: int, j: int):
     except Exception as exc:
         return (), {"localized": f"failed: {_describe_exc(exc)}"}
     allowed = tolerance.FD_SAFETY * E_fd + tolerance.ROUNDING_GAMMA * tolerance.eps(
-        "float64") * (np.abs(J_ad) + np.abs(J_fd))
+        ctx.rule_dtype) * (np.abs(J_ad) + np.abs(J_fd))
     with np.errstate(all="ignore"):
         r = np.abs(J_ad - J_fd) / np.maximum(allowed, 1e-300)
     order = np.argsort(-r, axis=None)[:_WORST]
