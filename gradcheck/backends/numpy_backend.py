@@ -134,3 +134,8 @@ class NumpyBackend(Backend):
         raise NotImplementedError(
             "the numpy backend carries second-order rules through NumpyFunction.vjp only: "
             "JVP of JVP is not checked")
+
+    def training(self, device: str, dtype: str) -> Any:
+        from .training import NumpyTraining
+
+        return NumpyTraining(self, device, dtype)
