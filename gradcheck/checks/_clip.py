@@ -14,7 +14,7 @@ import numpy as np
 
 from ..results import Status
 from ._probing import BugClass, ProbeContext, describe_exc, filled, flatten, global_norm
-from ._problems import SHAPES, StandardProblem
+from ._problems import StandardProblem, shapes_for
 
 SCALES = (-1.0, 0.0, 1e-3, 0.5, 2.0)
 _LOW = ("float16", "bfloat16")
@@ -25,8 +25,9 @@ def run_clip(ctx: ProbeContext) -> None:
     """Linearity, then every clip-by-global-norm probe."""
     hooks = ctx.hooks()
     _linearity(ctx, hooks)
-    grads = {k: ctx.rng(2).normal(0.0, 2.0, s) for k, s in SHAPES.items()}
-    hooks.create_parameters({k: np.zeros(s) for k, s in SHAPES.items()})
+    shapes = shapes_for(hooks)
+    grads = {k: ctx.rng(2).normal(0.0, 2.0, s) for k, s in shapes.items()}
+    hooks.create_parameters({k: np.zeros(s) for k, s in shapes.items()})
     hooks.set_gradients(grads)
     stored = filled(hooks.gradients(), grads)  # rounded to the dtype: the true input
     _above(ctx, hooks, stored)
@@ -38,7 +39,7 @@ def run_clip(ctx: ProbeContext) -> None:
 
 
 def _linearity(ctx: ProbeContext, hooks: Any) -> None:
-    problem = StandardProblem.make(ctx.rng(3))
+    problem = StandardProblem.for_hooks(hooks, ctx.rng(3))
     loss, inputs = problem.install(hooks)
     p = hooks.parameter_values()
     terms = problem.terms(p)
