@@ -13,7 +13,15 @@ from typing import Any
 import numpy as np
 
 from ..results import Status
-from ._probing import BugClass, ProbeContext, describe_exc, filled, flatten, global_norm
+from ._probing import (
+    BugClass,
+    ProbeContext,
+    describe_exc,
+    filled,
+    flatten,
+    global_norm,
+    matches,
+)
 from ._problems import StandardProblem, shapes_for
 
 SCALES = (-1.0, 0.0, 1e-3, 0.5, 2.0)
@@ -92,7 +100,7 @@ def _above(ctx: ProbeContext, hooks: Any, stored: dict) -> None:
     declared = norm if doc.reports == "pre_clip" else post_expected
     other = post_expected if doc.reports == "pre_clip" else norm
     bug = BugClass.NORM_NOT_GLOBAL_L2
-    if abs(reported - other) <= 1e-3 * abs(other) and abs(reported - declared) > 1e-3 * declared:
+    if matches(reported, other, other + abs(reported), ctx.dtype):
         bug = BugClass.PRE_POST_CLIP_MIXUP
     ctx.compare("clip.pre_post", reported, declared, declared + abs(reported),
                 what=f"norm returned by a triggered clip vs the documented {doc.reports} norm "

@@ -215,6 +215,13 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
                       int(np.count_nonzero(ratio > 1.0)), factor)
 
 
+def matches(actual: Any, expected: Any, magnitude: Any, dtype: str, fd_error: Any = None
+            ) -> bool:
+    """Whether ``actual`` agrees with ``expected`` under the error model: used to *name* a
+    failure (does it match a known bug's signature?), with the same allowance as the verdict."""
+    return assess(actual, expected, magnitude, dtype, fd_error).ok
+
+
 def flatten(values: Any) -> tuple[np.ndarray, list[str]]:
     """A float64 vector and element labels (``"name[i, j]"``) from an array or a name -> array
     dict (``None`` entries count as zeros of unknown shape: they must come with a shape)."""
