@@ -110,3 +110,21 @@ def test_importing_the_semantic_modules_imports_no_engine():
             "bad = [m for m in ('torch', 'jax') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_op_protocol_hooks_are_bridged():
+    pytest.importorskip("autograd")
+    from gradcheck.backends._training_ops import OpLoss, OpProtocolHooks
+    from gradcheck.backends.training import as_training_hooks
+
+    hooks = as_training_hooks(get_backend("autograd"), "cpu", "float64")
+    assert isinstance(hooks, OpProtocolHooks) and not hooks.python_losses
+    hooks.create_parameters({"w": np.array([1.0, -2.0])})
+    hooks.set_gradients({"w": np.array([3.0, 4.0])})  # loaded through backward("mul", ...)
+    np.testing.assert_array_equal(hooks.gradients()["w"], [3.0, 4.0])
+    hooks.backward(OpLoss("mul", ("w", "w"), np.ones(2)), scale=0.5)
+    np.testing.assert_allclose(hooks.gradients()["w"], [1.0, -2.0])
+    with pytest.raises(NotImplementedError, match="op protocol"):
+        hooks.make_loss(lambda xp, m: 0.0)
+    with pytest.raises(ValueError, match="max_norm"):
+        hooks.clip_grad_norm(-1.0)

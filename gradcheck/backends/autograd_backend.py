@@ -169,6 +169,9 @@ class AutogradTraining:
         self._grads = {}
 
     def clip_grad_norm(self, max_norm: float) -> float:
+        from .training import validate_max_norm
+
+        max_norm = validate_max_norm(max_norm)  # a negative threshold would reverse the step
         total = float(np.sqrt(sum(float(np.sum(g * g)) for g in self._grads.values())))
         if total > max_norm:
             self._grads = {k: g * (max_norm / total) for k, g in self._grads.items()}

@@ -98,6 +98,8 @@ class TrainingHooks(ABC):
     clip_semantics: ClassVar[ClipSemantics] = ClipSemantics()
     #: how :meth:`compile` runs a gradient (shown in messages)
     runner_kind: ClassVar[str] = "plain call"
+    #: False where the engine differentiates only op-protocol losses (:mod:`._training_ops`)
+    python_losses: ClassVar[bool] = True
 
     def __init__(self, backend: Backend, device: str, dtype: str) -> None:
         self.backend = backend
@@ -389,6 +391,21 @@ class NumpyTraining(TrainingHooks):
         out = step(self.model, *inputs)
         out = out[0] if isinstance(out, tuple) else out
         self.assign(out)
+
+
+def as_training_hooks(backend: Backend, device: str, dtype: str) -> TrainingHooks:
+    """``backend.training(device, dtype)`` as :class:`TrainingHooks`: hooks with the op-protocol
+    method set (process backends and the adapters sharing it) are bridged; anything else is a
+    ``TypeError``.  ``NotImplementedError`` from the backend passes through."""
+    hooks = backend.training(device, dtype)
+    if isinstance(hooks, TrainingHooks):
+        return hooks
+    from ._training_ops import OpProtocolHooks, speaks_op_protocol
+
+    if speaks_op_protocol(hooks):
+        return OpProtocolHooks(backend, device, dtype, hooks)
+    raise TypeError(f"backend {backend.name!r}: training() returned {type(hooks).__name__}, "
+                    "neither TrainingHooks nor the op-protocol method set")
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..backends.base import Accumulation
 from ..results import Status
-from ._probing import BugClass, ProbeContext, filled, global_norm
+from ._probing import BugClass, ProbeContext, filled, global_norm, matches
 from ._problems import StandardProblem
 
 _LR = 0.1
@@ -26,10 +26,8 @@ def _declared_factor(hooks: Any) -> float:
     return 2.0 if hooks.semantics.accumulation is Accumulation.ACCUMULATE else 1.0
 
 
-def _doubling_bug(declared: float, measured: float | None) -> BugClass:
-    if declared == 1.0 and measured is not None and abs(measured - 2.0) < 0.5:
-        return BugClass.DOUBLED_SECOND_BACKWARD
-    return BugClass.ACCUMULATION_MISMATCH
+def _scaled(g: dict[str, np.ndarray], factor: float) -> dict[str, np.ndarray]:
+    return {n: factor * v for n, v in g.items()}
 
 
 def _factor(a: dict[str, np.ndarray], e: dict[str, np.ndarray]) -> float | None:
@@ -42,7 +40,7 @@ def _factor(a: dict[str, np.ndarray], e: dict[str, np.ndarray]) -> float | None:
 def run_accumulation(ctx: ProbeContext) -> None:
     """All accumulation probes on a fresh instance of the standard problem."""
     hooks = ctx.hooks()
-    problem = StandardProblem.make(ctx.rng(1))
+    problem = StandardProblem.for_hooks(hooks, ctx.rng(1))
     loss, inputs = problem.install(hooks)
     p = hooks.parameter_values()
     terms = problem.terms(p)
@@ -64,20 +62,28 @@ def run_accumulation(ctx: ProbeContext) -> None:
     _reset(ctx, hooks, loss, inputs, g1, terms, p)
 
     hooks.zero_grad()
-    hooks.backward(loss, *inputs, retain=True)
-    hooks.backward_again()
-    g4 = filled(hooks.gradients(), p)
-    _expect_factor(ctx, "accumulation.retained_graph", g4, g1, k, terms, decl,
-                   "stored gradient after re-running the retained graph (pullback)")
+    try:
+        hooks.backward(loss, *inputs, retain=True)
+        hooks.backward_again()
+    except NotImplementedError as exc:
+        ctx.emit("accumulation.retained_graph", Status.SKIPPED, str(exc))
+    else:
+        g4 = filled(hooks.gradients(), p)
+        _expect_factor(ctx, "accumulation.retained_graph", g4, g1, k, terms, decl,
+                       "stored gradient after re-running the retained graph (pullback)")
 
     _rescale_backward_again(ctx, hooks, loss, inputs, g1, terms, k, decl)
 
 
 def _expect_factor(ctx: ProbeContext, name: str, actual: dict, g1: dict, k: float, terms: dict,
                    decl: str, what: str) -> None:
-    expected = {n: k * g1[n] for n in g1}
-    bug = _doubling_bug(k, _factor(actual, g1))
-    ctx.compare(name, actual, expected, {n: (k + 1.0) * terms[n] for n in terms},
+    """``actual`` must be ``k x g1``; a functional declaration measured at 2x (within the same
+    error model) is named doubling."""
+    magnitude = {n: 3.0 * terms[n] for n in terms}
+    bug = BugClass.ACCUMULATION_MISMATCH
+    if k == 1.0 and matches(actual, _scaled(g1, 2.0), magnitude, ctx.dtype):
+        bug = BugClass.DOUBLED_SECOND_BACKWARD
+    ctx.compare(name, actual, _scaled(g1, k), magnitude,
                 what=f"{what} (declared {decl}: {k:g}x the first)", bug=bug)
 
 
@@ -115,12 +121,12 @@ def _rescale_backward_again(ctx: ProbeContext, hooks: Any, loss: Any, inputs: tu
     step = {n: after[n] - before[n] for n in before}
     intended = {n: -_LR * s * g[n] for n in g}
     predicted = (1.0 + s) / s if k == 2.0 else 1.0
-    expected = {n: predicted * intended[n] for n in intended}
+    expected = _scaled(intended, predicted)
     magnitude = {n: np.abs(before[n]) + np.abs(after[n]) + _LR * (1.0 + s) * terms[n]
                  for n in before}
     measured = _factor(step, intended)
     bug = BugClass.ACCUMULATION_MISMATCH
-    if k == 1.0 and measured is not None and abs(measured - (1.0 + s) / s) < 0.5:
+    if k == 1.0 and matches(step, _scaled(intended, (1.0 + s) / s), magnitude, ctx.dtype):
         bug = BugClass.DOUBLE_BACKWARD_CLIP
     shown = "n/a" if measured is None else f"{measured:.6g}"
     ctx.compare(

@@ -21,9 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..results import CheckKind, Status
-from ._probing import BugClass, ProbeContext, assess, describe_exc, global_norm
-
-_CLOSE = 0.02  # a measured factor this close (relative) to a known bug's factor names it
+from ._probing import BugClass, ProbeContext, assess, describe_exc, global_norm, matches
 
 
 @dataclass(frozen=True)
@@ -38,10 +36,6 @@ class TrainStep:
 
     def __call__(self, model: Any, batch: Any) -> Any:
         return self.fn(model, batch)
-
-
-def _close(x: float | None, target: float) -> bool:
-    return x is not None and abs(x - target) <= _CLOSE * abs(target)
 
 
 def check_monitor(ctx: ProbeContext, hooks: Any, batch: Any, grads: Mapping[str, np.ndarray],
@@ -130,30 +124,41 @@ def check_train_step(ctx: ProbeContext, hooks: Any, batch: Any, train_step: Any,
 def _effective_step(ctx, hooks, spec: TrainStep, grads, values, d1, stopped) -> None:
     trained = [k for k in values if k not in stopped]
     norm = global_norm({k: grads[k] for k in trained})
+    step = {k: d1[k] for k in trained}
     best = None
     for eps in sorted({0.0, hooks.clip_semantics.epsilon}):
         s = 1.0 if spec.max_norm is None else min(1.0, spec.max_norm / (norm + eps))
         intended = {k: -spec.lr * s * grads[k] for k in trained}
         mag = {k: np.abs(values[k]) + np.abs(values[k] + d1[k]) + spec.lr * s * np.abs(grads[k])
                for k in trained}
-        a = assess({k: d1[k] for k in trained}, intended, mag, hooks.dtype)
+        a = assess(step, intended, mag, hooks.dtype)
         if best is None or a.ratio < best[1].ratio:
-            best = (s, a)
-    s, a = best
+            best = (s, a, intended, mag)
+    s, a, intended, mag = best
     bug, hint = BugClass.STEP_MISMATCH, ""
     if not a.ok:
-        if s < 1.0 and _close(a.factor, (1.0 + s) / s):
-            bug = BugClass.DOUBLE_BACKWARD_CLIP
-            hint = (f": the step applied lr x (1 + s) x g instead of lr x s x g - the gradient "
-                    f"of the rescaled loss was added to the unreset first gradient (factor "
-                    f"(1 + s) / s = {(1.0 + s) / s:.6g})")
-        elif _close(a.factor, 2.0):
-            bug, hint = BugClass.DOUBLED_SECOND_BACKWARD, ": gradients doubled"
-        elif s < 1.0 and _close(a.factor, 1.0 / s):
-            bug, hint = BugClass.CLIP_IGNORES_THRESHOLD, ": the clip was not applied"
+        bug, hint = _diagnose_step(step, intended, mag, s, hooks.dtype)
     shown = "n/a" if a.factor is None else f"{a.factor:.6g}"
     ctx.record("train_step.effective_step", a, bug=bug, dtype=hooks.dtype,
                what=f"update of one train_step vs -lr x s x gradient (lr={spec.lr:g}, max_norm="
                     f"{spec.max_norm}, gradient norm {norm:.6g}, s={s:.6g}); effective step = "
                     f"{shown} x intended{hint}",
                details={"effective_factor": a.factor, "clip_factor": s})
+
+
+def _diagnose_step(step, intended, mag, s: float, dtype: str) -> tuple[BugClass, str]:
+    """Name the failure if the step matches a known bug's factor under the error model."""
+    def scaled(f: float) -> dict:
+        return {k: f * v for k, v in intended.items()}
+
+    grown = {k: np.abs(v) * (1.0 + s) / s for k, v in mag.items()}
+    if s < 1.0 and matches(step, scaled((1.0 + s) / s), grown, dtype):
+        return BugClass.DOUBLE_BACKWARD_CLIP, (
+            f": the step applied lr x (1 + s) x g instead of lr x s x g - the gradient of the "
+            f"rescaled loss was added to the unreset first gradient (factor (1 + s) / s = "
+            f"{(1.0 + s) / s:.6g})")
+    if matches(step, scaled(2.0), {k: 2.0 * v for k, v in mag.items()}, dtype):
+        return BugClass.DOUBLED_SECOND_BACKWARD, ": gradients doubled"
+    if s < 1.0 and matches(step, scaled(1.0 / s), {k: v / s for k, v in mag.items()}, dtype):
+        return BugClass.CLIP_IGNORES_THRESHOLD, ": the clip was not applied"
+    return BugClass.STEP_MISMATCH, ""

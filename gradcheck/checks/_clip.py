@@ -13,8 +13,16 @@ from typing import Any
 import numpy as np
 
 from ..results import Status
-from ._probing import BugClass, ProbeContext, describe_exc, filled, flatten, global_norm
-from ._problems import SHAPES, StandardProblem
+from ._probing import (
+    BugClass,
+    ProbeContext,
+    describe_exc,
+    filled,
+    flatten,
+    global_norm,
+    matches,
+)
+from ._problems import StandardProblem, shapes_for
 
 SCALES = (-1.0, 0.0, 1e-3, 0.5, 2.0)
 _LOW = ("float16", "bfloat16")
@@ -25,8 +33,9 @@ def run_clip(ctx: ProbeContext) -> None:
     """Linearity, then every clip-by-global-norm probe."""
     hooks = ctx.hooks()
     _linearity(ctx, hooks)
-    grads = {k: ctx.rng(2).normal(0.0, 2.0, s) for k, s in SHAPES.items()}
-    hooks.create_parameters({k: np.zeros(s) for k, s in SHAPES.items()})
+    shapes = shapes_for(hooks)
+    grads = {k: ctx.rng(2).normal(0.0, 2.0, s) for k, s in shapes.items()}
+    hooks.create_parameters({k: np.zeros(s) for k, s in shapes.items()})
     hooks.set_gradients(grads)
     stored = filled(hooks.gradients(), grads)  # rounded to the dtype: the true input
     _above(ctx, hooks, stored)
@@ -38,7 +47,7 @@ def run_clip(ctx: ProbeContext) -> None:
 
 
 def _linearity(ctx: ProbeContext, hooks: Any) -> None:
-    problem = StandardProblem.make(ctx.rng(3))
+    problem = StandardProblem.for_hooks(hooks, ctx.rng(3))
     loss, inputs = problem.install(hooks)
     p = hooks.parameter_values()
     terms = problem.terms(p)
@@ -91,7 +100,7 @@ def _above(ctx: ProbeContext, hooks: Any, stored: dict) -> None:
     declared = norm if doc.reports == "pre_clip" else post_expected
     other = post_expected if doc.reports == "pre_clip" else norm
     bug = BugClass.NORM_NOT_GLOBAL_L2
-    if abs(reported - other) <= 1e-3 * abs(other) and abs(reported - declared) > 1e-3 * declared:
+    if matches(reported, other, other + abs(reported), ctx.dtype):
         bug = BugClass.PRE_POST_CLIP_MIXUP
     ctx.compare("clip.pre_post", reported, declared, declared + abs(reported),
                 what=f"norm returned by a triggered clip vs the documented {doc.reports} norm "

@@ -66,6 +66,9 @@ def run_detach(ctx: ProbeContext) -> None:
                  "primitive", dtype="float64")
         return
     hooks = ctx.hooks("float64")
+    if not hooks.python_losses:
+        _op_stop(ctx, hooks)
+        return
     rng = ctx.rng(50)
     x0, v, u, w = (rng.uniform(0.5, 1.5, 4) for _ in range(4))
     stop = be.semantics.stop_gradient
@@ -86,6 +89,28 @@ def run_detach(ctx: ProbeContext) -> None:
     if be.supports_order2:
         _order2(ctx, fns, x0, v, u, w, stop)
     _no_grad_region(ctx, hooks, x0, v, u)
+
+
+def _op_stop(ctx: ProbeContext, hooks: Any) -> None:
+    """Op-protocol engines: ``sum(w * stop(w))`` has gradient ``stop(w) = w``, not ``2 w``."""
+    from ..backends._training_ops import OpLoss
+
+    w = ctx.rng(51).uniform(0.5, 1.5, 4)
+    hooks.create_parameters({"w": w})
+    p = hooks.parameter_values()["w"]
+    hooks.zero_grad()
+    hooks.backward(OpLoss("mul", ("w", ("stop", "w")), np.ones(4)))
+    g = np.asarray(hooks.gradients()["w"], dtype=np.float64)
+    est = fd.directional_derivatives(lambda X: np.sum(X * p, axis=1, keepdims=True), p,
+                                     np.eye(4))  # the stopped factor frozen at p
+    ref, err = est.value[:, 0], est.error[:, 0]
+    ctx.record("detach.op_stop", assess(g, ref, np.abs(g) + np.abs(ref), "float64", err),
+               dtype="float64", bug=BugClass.STOP_GRADIENT_LEAKS,
+               what=f"gradient of sum(w * {ctx.backend.semantics.stop_gradient}(w)) through the "
+                    "op protocol vs FD with the stopped factor frozen")
+    ctx.emit("detach", Status.SKIPPED, f"backend {ctx.backend.name!r} trains through the op "
+             "protocol: forward-mode, order-2 and no-grad-region probes need Python losses",
+             dtype="float64")
 
 
 def _order2(ctx: ProbeContext, fns: _Functions, x0, v, u, w, stop: str) -> None:

@@ -68,6 +68,13 @@ KNOWN_BEHAVIOURS: tuple[KnownBehaviour, ...] = (
         "gradient by a negative number (reverses it) and max_norm=nan turns it into NaN",
         "torch 2.13.0 CPU: grads (3, 4), max_norm=-1.0 -> (-0.6, -0.8), returned norm 5.0; "
         "max_norm=nan -> (nan, nan); see torch/nn/utils/clip_grad.py _clip_grads_with_norm_"),
+    KnownBehaviour(
+        "tensorflow", "clip.threshold_validation",
+        "tf.clip_by_global_norm does not validate clip_norm: its scale clip_norm * "
+        "min(1 / norm, 1 / clip_norm) is exactly 1 for a negative clip_norm, so the gradients "
+        "pass unclipped without a word, and clip_norm=nan turns them into NaN",
+        "tensorflow 2.21.0 CPU: clip_by_global_norm([(3, 4)], -1.0) -> (3, 4), norm 5.0; "
+        "clip_norm=nan -> (nan, nan)"),
 )
 
 
@@ -91,8 +98,11 @@ class ProbeContext:
     results: list[CheckResult] = field(default_factory=list)
 
     def hooks(self, dtype: str | None = None) -> Any:
-        """Fresh training hooks in ``dtype`` (default: the run's dtype)."""
-        return self.backend.training(self.device, dtype or self.dtype)
+        """Fresh training hooks in ``dtype`` (default: the run's dtype), bridged to
+        :class:`~gradcheck.backends.training.TrainingHooks` where they speak the op protocol."""
+        from ..backends.training import as_training_hooks
+
+        return as_training_hooks(self.backend, self.device, dtype or self.dtype)
 
     def rng(self, salt: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, salt])
@@ -203,6 +213,13 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
     return Assessment(bool(ratio[i] <= 1.0), labels[i], float(a[i]), float(e[i]), disc, rel,
                       allow.allowed, allow.source, float(ratio[i]), int(a.size),
                       int(np.count_nonzero(ratio > 1.0)), factor)
+
+
+def matches(actual: Any, expected: Any, magnitude: Any, dtype: str, fd_error: Any = None
+            ) -> bool:
+    """Whether ``actual`` agrees with ``expected`` under the error model: used to *name* a
+    failure (does it match a known bug's signature?), with the same allowance as the verdict."""
+    return assess(actual, expected, magnitude, dtype, fd_error).ok
 
 
 def flatten(values: Any) -> tuple[np.ndarray, list[str]]:

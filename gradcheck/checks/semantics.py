@@ -94,9 +94,12 @@ def check_semantics(
         f"gradcheck.check_semantics({be.name!r}, device={device!r}, dtype={dtype!r}, "
         f"seed={seed}, probes={chosen!r})"))
     try:
-        be.training(device, dtype)
+        ctx.hooks()
     except NotImplementedError as exc:
         ctx.emit("training", Status.SKIPPED, str(exc))
+        return Report(ctx.results)
+    except Exception as exc:
+        ctx.emit("training", Status.ERROR, f"training() failed: {describe_exc(exc)}")
         return Report(ctx.results)
     for family in chosen:
         start, t0 = len(ctx.results), time.perf_counter()
