@@ -247,10 +247,30 @@ def _merge(old: _Tables, new: _Tables) -> _Tables:
 
 
 def _evaluate(f_batch: BatchFn, points: np.ndarray, chunk: int) -> np.ndarray:
-    outs = [np.asarray(f_batch(points[i : i + chunk]), dtype=np.float64)
-            for i in range(0, len(points), chunk)]
+    outs = [_evaluate_chunk(f_batch, points[i : i + chunk]) for i in range(0, len(points), chunk)]
     out = np.concatenate(outs, axis=0)
     return out.reshape(len(points), -1)
+
+
+def _evaluate_chunk(f_batch: BatchFn, points: np.ndarray) -> np.ndarray:
+    """One batched call; if it raises, row by row, and rows that raise count as non-finite (a
+    function that validates its domain raises where another returns nan).  Re-raises when every
+    row raises: then the function is broken, not merely evaluated outside its domain."""
+    try:
+        return np.asarray(f_batch(points), dtype=np.float64).reshape(len(points), -1)
+    except Exception as exc:
+        first: Exception = exc
+    rows: list[np.ndarray | None] = []
+    for row in points:
+        try:
+            rows.append(np.asarray(f_batch(row[None]), dtype=np.float64).reshape(-1))
+        except Exception:
+            rows.append(None)
+    good = [r for r in rows if r is not None]
+    if not good:
+        raise first
+    nan = np.full_like(good[0], np.nan)
+    return np.stack([nan if r is None else r for r in rows])
 
 
 def _tables(f_batch, x, dirs, steps, f0, noise, chunk) -> tuple[_Tables, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 from typing import Any
 
 from ..errors import InvalidArgument
@@ -84,6 +85,9 @@ def _load(path: str) -> Backend:
         obj = getattr(module, attr)
     except AttributeError as exc:
         raise InvalidArgument(f"backend={path!r}: {module_name} has no attribute {attr!r}") from exc
+    if isinstance(obj, type) and not issubclass(obj, Backend):
+        raise InvalidArgument(
+            f"backend={path!r} is the class {obj.__name__}, not a gradcheck.Backend subclass")
     backend = obj() if isinstance(obj, type) else obj
     if not isinstance(backend, Backend):
         raise InvalidArgument(

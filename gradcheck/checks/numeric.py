@@ -410,7 +410,7 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
     if isinstance(fde, Exception):
         for k in kinds:
             ctx.result(k.value, Status.ERROR, **where,
-                       message=f"the function raised during finite differences: "
+                       message=f"evaluating the function for finite differences raised: "
                                f"{_describe_exc(fde)}")
         return
     kink = fde.kink[:, sl]
