@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import OpSpec, SpecialPoint, normal, point
+from .spec import OpSpec, SpecialPoint, known, normal, point
 
 S = (3, 4)
 _A = np.array([[0.3, -1.2, 2.0, 0.4], [1.5, -0.7, 0.9, -2.2], [0.1, 1.1, -0.4, 0.6]])
@@ -25,6 +25,18 @@ def _signed(low: float, high: float, shape: tuple[int, ...]):
 
     def sample(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         return (rng.choice([-1.0, 1.0], shape) * rng.uniform(low, high, shape),)
+
+    return sample
+
+
+def _distinct(shape: tuple[int, ...]):
+    """Entries at least 0.3 apart (a shuffled ladder plus small noise): the extremum cannot
+    switch within the oracle's steps, so max/min are smooth around the sample."""
+
+    def sample(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        n = int(np.prod(shape))
+        ladder = 0.4 * rng.permutation(n) - 0.2 * n + rng.uniform(-0.05, 0.05, n)
+        return (ladder.reshape(shape),)
 
     return sample
 
@@ -57,12 +69,16 @@ SPECS: tuple[OpSpec, ...] = (
         point("zero", np.zeros(S), expect="inconclusive"),
         point("tiny", _A * 1e-200, fd=False), point("huge", _A * 1e200))),
     _r("norm_axis1", special=(point("tiny", _A * 1e-200, fd=False),)),
-    _r("max", special=(_tie(_A, (1, 2), 2.0),)),
-    _r("min", special=(_tie(_A, (0, 0), -2.2),)),
-    _r("max_axis1", special=(_tie(_A, (0, 3), 2.0),)),
+    _r("max", _distinct(S), special=(_tie(_A, (1, 2), 2.0),)),
+    _r("min", _distinct(S), special=(_tie(_A, (0, 0), -2.2),)),
+    _r("max_axis1", _distinct(S), special=(_tie(_A, (0, 3), 2.0),)),
     _r("cumsum_axis1"),
     _r("cumprod_axis1", _signed(0.5, 1.5, S), (point("zeros", _ZEROS_ROWS),)),
-    _r("logcumsumexp_axis1", special=(point("minus_inf", _NEG_INF),)),
+    _r("logcumsumexp_axis1", special=(point("minus_inf", _NEG_INF),), known=known(
+        "torch", "torch's forward-mode rule of logcumsumexp has relative error ~1e-13 (500 eps; "
+        "e.g. at x = 0 the JVP is cumsum(t) / k off by 1e-13), its reverse mode is exact: "
+        "forward and reverse disagree", checks=("fwd_rev",), points=("random",),
+        link="docs/known-discrepancies.md")),
 )
 
 # the ops of the quick profile (every plain `pytest` run)

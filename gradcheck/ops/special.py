@@ -13,6 +13,9 @@ import numpy as np
 from .spec import OpSpec, SpecialPoint, known, normal, point, uniform
 
 S = (3, 4)
+_DOC = "docs/known-discrepancies.md"
+_TRIGAMMA_O2 = ("second derivatives go through torch's float64 trigamma, whose truncated "
+                "asymptotic series is accurate only to ~5e-10 (mpmath)")
 _Y = np.array([[0.6, 1.7, 2.5, 0.9], [3.0, 0.75, 1.2, 2.2], [0.55, 1.4, 2.8, 1.9]])
 
 
@@ -35,12 +38,16 @@ def _pair(first, second):
 
 SPECS: tuple[OpSpec, ...] = (
     _sp("betaln", 2, uniform(0.5, 5.0, S, S), (
-        point("small", np.full(S, 1e-3), _Y, fd=False),)),
+        point("small", np.full(S, 1e-3), _Y, fd=False),), known=known(
+        "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
+        dtypes=("float64",), points=("random",), link=_DOC)),
     _sp("polygamma1", 1, uniform(0.3, 5.0, S), known=known(
         "torch", "torch's float64/float32 trigamma forward truncates its asymptotic series "
         "(relative error up to 5e-10, mpmath); its backward polygamma(2, x) is accurate, so it "
         "disagrees with finite differences of torch's own forward", checks=("vjp", "jvp"),
-        points=("random",), link="docs/known-discrepancies.md"), special=(
+        points=("random",), link=_DOC) + known("torch", "as for vjp (trigamma forward)",
+                                               checks=("search",), dtypes=("float64",),
+                                               link=_DOC), special=(
         point("reflection", np.linspace(-3.8, -0.2, 12).reshape(S) + 0.03, fd=False),)),
     _sp("polygamma2", 1, uniform(0.3, 5.0, S)),
     _sp("xlogy", 2, _pair(normal(S), uniform(0.5, 3.0, S)), (
@@ -58,7 +65,9 @@ SPECS: tuple[OpSpec, ...] = (
     _sp("logit", 1, uniform(0.05, 0.95, S), (
         point("near_zero", np.full(S, 1e-10), fd=False),
         point("near_one", np.full(S, 1.0 - 2.0**-30), fd=False))),
-    _sp("multigammaln", 1, uniform(3.0, 7.0, S)),  # FD steps stay inside a > 1
+    _sp("multigammaln", 1, uniform(3.0, 7.0, S), known=known(  # FD steps stay inside a > 1
+        "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
+        dtypes=("float64",), points=("random",), link=_DOC)),
     _sp("gammainc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
     _sp("gammaincc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
 )

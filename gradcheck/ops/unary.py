@@ -77,19 +77,24 @@ _GELU = known("torch", "F.gelu computes x * 0.5 * (1 + erf(x / sqrt 2)): the for
               link=_DOC)
 _I0 = known("jax", "jax.scipy.special.i0 = exp(|x|) i0e(x) differentiates |x| at 0 as +1: "
             "i0'(0) comes out 1 instead of i1(0) = 0", checks=("vjp", "jvp", "reference"),
-            points=("zero",), link=_DOC)
+            points=("zero",), link=_DOC) + known(
+    "jax", "the search reaches x = 0, where i0'(0) comes out 1 (see i0@zero)", checks=("search",),
+    dtypes=F64, points=("random",), link=_DOC)
 _SINC_WHY = ("sinc' at 1e-5 is computed as (cos(pi x) - sinc(x)) / x (or an equivalent form) "
              "that cancels: relative error ~3e-7 in float64")
 _SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference"), points=("near_zero",),
               link=_DOC) + known("jax", _SINC_WHY + "; forward and reverse mode cancel "
                                  "differently, so they also disagree with each other",
                                  checks=("vjp", "jvp", "fwd_rev", "reference"),
-                                 points=("near_zero",), link=_DOC)
+                                 points=("near_zero",), link=_DOC) + known(
+    "jax", "the search reaches |x| << 1, where sinc' cancels (see sinc@near_zero)",
+    checks=("search",), dtypes=F64, points=("random",), link=_DOC)
 _TRIGAMMA = ("torch's float64 trigamma (polygamma(1, x), the derivative of digamma and second "
              "derivative of lgamma) truncates its asymptotic series: relative error up to 5e-10 "
              "(mpmath), far above float64 rounding")
 _DIGAMMA = known("torch", _TRIGAMMA, checks=("vjp", "jvp", "reference", "vjp_of_vjp", "jvp_of_vjp",
-                                            "jvp_of_jvp"), dtypes=F64, points=("random",),
+                                            "jvp_of_jvp", "search"), dtypes=F64,
+                 points=("random",),
                  link=_DOC) + known("torch", _TRIGAMMA, checks=("vjp", "jvp"),
                                     dtypes=("float32",), points=("random",), link=_DOC) + known(
     "torch", _TRIGAMMA, checks=("reference",), dtypes=F64, points=("reflection",), link=_DOC)
