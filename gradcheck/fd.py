@@ -95,10 +95,25 @@ class FDEstimate:
 
 def initial_step(x: np.ndarray, u: np.ndarray) -> float:
     """The largest step of the table along ``u``: scaled with the size of ``x``, rounded down to
-    a power of two (so every step ``h0 / 2^k`` and every product ``h u`` is exact)."""
-    rms_x = float(np.sqrt(np.mean(np.square(x)))) if x.size else 0.0
-    rms_u = float(np.sqrt(np.mean(np.square(u)))) if u.size else 1.0
+    a power of two (so every step ``h0 / 2^k`` and every product ``h u`` is exact).
+
+    Non-finite entries of ``x`` (``-inf`` logits) are ignored: a step does not move them, so
+    their column of the Jacobian is estimated as 0, which is the derivative there.  The root
+    mean squares are computed scaled (no overflow for ``|x| > 1e154``).
+    """
+    rms_x = _rms(x[np.isfinite(x)])
+    rms_u = _rms(u) if u.size else 1.0
     return _pow2_floor(_H0_FACTOR * max(1.0, rms_x) / max(rms_u, 1e-300))
+
+
+def _rms(a: np.ndarray) -> float:
+    """Root mean square scaled by ``max |a|``."""
+    if a.size == 0:
+        return 0.0
+    scale = float(np.max(np.abs(a)))
+    if scale == 0.0 or not np.isfinite(scale):
+        return scale
+    return scale * float(np.sqrt(np.mean(np.square(a / scale))))
 
 
 def _pow2_floor(h: float) -> float:

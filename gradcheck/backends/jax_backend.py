@@ -47,7 +47,9 @@ class JaxBackend(Backend):
         return str(jax.__version__)
 
     def devices(self) -> list[str]:
-        out = ["cpu"]
+        """``cpu`` (the first CPU device), ``cpu:1``... for further host devices (e.g. with
+        ``XLA_FLAGS=--xla_force_host_platform_device_count=2``), and ``gpu`` if present."""
+        out = ["cpu"] + [f"cpu:{i}" for i in range(1, len(jax.devices("cpu")))]
         try:
             if jax.devices("gpu"):
                 out.append("gpu")
@@ -64,9 +66,16 @@ class JaxBackend(Backend):
     def array_namespace(self) -> Any:
         return jnp
 
+    def op(self, name: str) -> Callable | None:
+        """Catalog op ``name`` written for JAX (``reference.jax``)."""
+        from reference.jax import get_op
+
+        return get_op(name)
+
     def _device(self, device: str) -> Any:
-        kind = "gpu" if device in ("gpu", "cuda") else device
-        return jax.devices(kind)[0]
+        kind, _, index = device.partition(":")
+        kind = "gpu" if kind in ("gpu", "cuda") else kind
+        return jax.devices(kind)[int(index or 0)]
 
     def to_native(self, a: np.ndarray, device: str) -> Any:
         return jax.device_put(np.asarray(a), self._device(device))

@@ -70,6 +70,12 @@ class NumpyBackend(Backend):
     def native_to_numpy(self, value: Any) -> np.ndarray | None:
         return value if isinstance(value, np.ndarray) else None
 
+    def op(self, name: str) -> Callable | None:
+        """The hand-derived reference of catalog op ``name`` (``reference.numpy``)."""
+        from reference.numpy import get_op
+
+        return get_op(name)
+
     def _require(self, fn: Callable) -> NumpyFunction:
         if not isinstance(fn, NumpyFunction):
             raise TypeError(

@@ -72,6 +72,8 @@ class TorchBackend(Backend):
 
     def native_to_numpy(self, value: Any) -> np.ndarray | None:
         if isinstance(value, torch.Tensor):
+            if value._is_zerotensor():  # efficient zeros (e.g. abs'' ) refuse .numpy()
+                value = torch.zeros(value.shape, dtype=value.dtype)
             t = value.detach().cpu()
             if t.dtype == torch.bfloat16:
                 t = t.float()
@@ -80,6 +82,12 @@ class TorchBackend(Backend):
 
     def array_namespace(self) -> Any:
         return torch
+
+    def op(self, name: str) -> Callable | None:
+        """Catalog op ``name`` written for torch (``gradcheck.backends.torch_ops``)."""
+        from .torch_ops import get_op
+
+        return get_op(name)
 
     # -- conversions ------------------------------------------------------------------------
     def _dev(self, device: str) -> torch.device:
@@ -90,7 +98,8 @@ class TorchBackend(Backend):
         if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: torch cannot read it directly
             return torch.as_tensor(a.astype(np.float32), device=self._dev(device)).to(
                 torch.bfloat16)
-        return torch.as_tensor(np.ascontiguousarray(a), device=self._dev(device))
+        # (ascontiguousarray alone would turn a 0-d array into shape (1,))
+        return torch.as_tensor(np.ascontiguousarray(a).reshape(a.shape), device=self._dev(device))
 
     def _to_np(self, t: Any) -> np.ndarray:
         if isinstance(t, torch.Tensor):
