@@ -29,10 +29,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from smooth_cases import Case, catalog, relative_error  # noqa: E402
-
+from benchmarks.smooth_cases import Case, catalog, relative_error  # noqa: E402
 from gradcheck import fd  # noqa: E402
 
 EPS = float(np.finfo(np.float64).eps)
@@ -123,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         c10 = f"{100 * r['cov10']:6.1f}%" if r["has_estimate"] else "    n/a"
         print(f"{name:34s} {r['median']:9.2e} {r['p99']:9.2e} {r['max']:9.2e} {c1} {c10} "
               f"{r['evals']:6.0f} {r['seconds']:6.2f}s")
+    print("(a non-finite estimate counts as relative error 1; 'covers': the engine's own error "
+          "estimate bounds the true error on every output element)")
     print("\nworst cases:")
     for name, r in res.items():
         print(f"  {name:34s} {r['worst']}")

@@ -123,17 +123,20 @@ def torch_op(op: str, m: str | None):
     torch = pytest.importorskip("torch")
     Wt = torch.as_tensor(W)
 
-    class SinMul(torch.autograd.Function):
-        generate_vmap_rule = True
+    class SavesInputs(torch.autograd.Function):
+        """Keeps the inputs for backward and for forward mode (jvp)."""
 
-        @staticmethod
-        def forward(x, y):
-            return torch.sin(x) * y
+        generate_vmap_rule = True
 
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(*inputs)
             ctx.save_for_forward(*inputs)
+
+    class SinMul(SavesInputs):
+        @staticmethod
+        def forward(x, y):
+            return torch.sin(x) * y
 
         @staticmethod
         def backward(ctx, g):
@@ -195,17 +198,10 @@ def torch_op(op: str, m: str | None):
             (y,) = ctx.saved_tensors
             return (1 - y * y) * (tx + tb)
 
-    class Sin(torch.autograd.Function):
-        generate_vmap_rule = True
-
+    class Sin(SavesInputs):
         @staticmethod
         def forward(x):
             return torch.sin(x)
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            ctx.save_for_backward(*inputs)
-            ctx.save_for_forward(*inputs)
 
         @staticmethod
         def backward(ctx, g):

@@ -219,3 +219,30 @@ def test_no_false_positives_on_random_smooth_programs(dtype, chunk):
     assert not scan.not_passed, "\n".join(scan.not_passed[:5])
     print(f"{dtype} seeds {chunk * per}..{(chunk + 1) * per - 1}: max ratio per check "
           + ", ".join(f"{k} {v:.3g}" for k, v in sorted(scan.max_ratio.items())))
+
+
+# -- the same programs through real engines (statistical, --gradcheck-profile=thorough) -------
+
+
+@pytest.fixture
+def thorough(request):
+    profile = request.config.getoption("--gradcheck-profile", default=None) or \
+        request.config.getini("gradcheck_profile")
+    if profile != "thorough":
+        pytest.skip("statistical run over many programs: use --gradcheck-profile=thorough")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine,programs", [("torch", 150), ("jax", 20)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_engine_programs_have_no_false_positives(engine, programs, dtype, thorough):
+    pytest.importorskip(engine)
+    not_passed = []
+    for seed in range(programs):
+        prog = rp.random_program(seed)
+        report = gradcheck.check(rp.engine_function(prog, engine),
+                                 *[a.astype(dtype) for a in prog.inputs], backend=engine,
+                                 seed=seed)
+        not_passed += [f"{prog.describe()}: {r.message}" for r in report
+                       if r.status is not gradcheck.Status.PASSED]
+    assert not not_passed, "\n".join(not_passed[:5])
