@@ -26,7 +26,6 @@ import argparse
 from _common import (
     DELTAS,
     fmt_ms,
-    gradcheck_passes,
     interleaved,
     jax_check_grads_passes,
     jax_mutant,
@@ -40,8 +39,9 @@ from _common import (
 
 def _tools(w, slow: bool) -> dict[str, tuple]:
     """name -> (timing thunk on the correct function, verdict(f_torch, f_jax) -> passed)."""
-    import gradcheck
     import torch
+
+    import gradcheck
 
     xt = torch.tensor(w.x, dtype=torch.float64, requires_grad=True)
     x = w.x

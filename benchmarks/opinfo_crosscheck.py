@@ -1,0 +1,290 @@
+"""Cross-check on PyTorch's own test inputs: gradcheck vs torch.autograd.gradcheck on the sample
+inputs of the OpInfo database (ops that support autograd, float64, CPU).
+
+    python benchmarks/opinfo_crosscheck.py                       # every op (long: see docs)
+    python benchmarks/opinfo_crosscheck.py --limit 40            # the first 40 ops
+    python benchmarks/opinfo_crosscheck.py --ops sin,cumprod     # by name
+    python benchmarks/opinfo_crosscheck.py --shard 2/4 --jsonl part2.jsonl   # a quarter
+    python benchmarks/opinfo_crosscheck.py --summarize part*.jsonl           # merge shards
+
+Needs ``expecttest`` (imported by ``torch.testing._internal``).
+
+For every sample the function under test is built the way PyTorch's gradient tests build it:
+the tensors that require grad (in the input, a tensor-list input, the positional args and
+the kwargs) become the differentiable arguments, everything else stays fixed, the op's
+``gradcheck_wrapper`` and the sample's ``output_process_fn_grad`` apply.  Complex outputs are
+compared through ``torch.view_as_real`` (their real and imaginary parts).
+
+Verdicts (reverse mode on both sides, since torch.autograd.gradcheck checks backward only by
+default):
+
+* torch: ``torch.autograd.gradcheck`` slow mode with the op's ``gradcheck_nondet_tol``:
+  pass, fail (the Jacobian mismatch), fail-other (another gradcheck assertion, e.g. a
+  non-reentrant backward), error (the op or its backward raised).  Fast mode is timed too.
+* gradcheck: ``gradcheck.check(..., modes=("rev",))``: pass / fail (the VJP check) /
+  inconclusive (kink or non-finite: the oracle abstains) / error / skipped.  Extra findings of
+  its eager-vs-functional check (tape vs torch.func.vjp) are listed separately.
+
+Every disagreement where both decide is printed with its evidence and a classification
+(see :func:`classify`).  Per-sample records go to ``--jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from _common import setup
+
+# Known explanations, keyed by op name, established by investigating each disagreement (see
+# docs/performance.md for the evidence).  Only used to annotate; never to change a verdict.
+EXPLANATIONS: dict[str, str] = {}
+
+
+@dataclass
+class Record:
+    """One sample: both tools' verdicts, times and evidence."""
+
+    op: str
+    sample: int
+    shapes: str
+    torch: str = ""
+    torch_s: float = 0.0
+    torch_fast: str = ""
+    torch_fast_s: float = 0.0
+    ours: str = ""
+    ours_s: float = 0.0
+    torch_msg: str = ""
+    ours_msg: str = ""
+    extra: list[str] = field(default_factory=list)
+    torch_skips_test: bool = False
+
+
+def _ops(limit: int | None, names: set[str] | None, shard: tuple[int, int] | None) -> list:
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ops = [o for o in op_db if o.supports_autograd
+           and torch.float64 in o.supported_backward_dtypes("cpu")]
+    if names:
+        ops = [o for o in ops if o.name in names or _op_name(o) in names]
+    if shard:
+        k, of = shard
+        ops = ops[k - 1 :: of]
+    return ops[:limit] if limit else ops
+
+
+def _op_name(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def _torch_skips_fn_grad(op) -> bool:
+    """Does PyTorch's own suite skip or xfail ``test_fn_grad`` for this op on CPU float64?"""
+    import torch
+
+    for d in list(op.skips) + list(op.decorators):
+        if getattr(d, "test_name", None) not in ("test_fn_grad", None):
+            continue
+        if getattr(d, "test_name", None) is None and getattr(d, "cls_name", None) is None:
+            continue  # a decorator for every test (precision overrides etc.)
+        if d.device_type not in (None, "cpu"):
+            continue
+        if d.dtypes is not None and torch.float64 not in d.dtypes:
+            continue
+        if getattr(d, "cls_name", None) not in (None, "TestBwdGradients", "TestGradients"):
+            continue
+        if d.test_name == "test_fn_grad":
+            return True
+    return False
+
+
+def _leaves(sample) -> list:
+    """The tensors requiring grad, in input (or tensor-list input), args, kwargs order."""
+    import torch
+
+    inp = sample.input if isinstance(sample.input, (list, tuple)) else [sample.input]
+    pool = list(inp) + list(sample.args) + list(sample.kwargs.values())
+    return [t for t in pool if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _function(op, sample):
+    """``fn(*diff_tensors)`` rebuilding the sample around them; complex outputs as real."""
+    import torch
+    from torch.utils import _pytree
+
+    leaves = _leaves(sample)
+    ids = {id(t): k for k, t in enumerate(leaves)}
+
+    def swap(v, xs):
+        if isinstance(v, torch.Tensor) and id(v) in ids:
+            return xs[ids[id(v)]]
+        if isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) for e in v):
+            return type(v)(swap(e, xs) for e in v)
+        return v
+
+    variant = op.get_op()
+
+    def fn(*xs):
+        out = op.gradcheck_wrapper(variant, swap(sample.input, xs),
+                                   *[swap(a, xs) for a in sample.args],
+                                   **{k: swap(v, xs) for k, v in sample.kwargs.items()})
+        if sample.output_process_fn_grad is not None:
+            out = sample.output_process_fn_grad(out)
+        flat = [o for o in _pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        flat = [torch.view_as_real(o) if o.is_complex() else o for o in flat]
+        return tuple(flat) if len(flat) != 1 else flat[0]
+
+    fn.__name__ = _op_name(op)
+    return fn, leaves
+
+
+def _torch_verdict(fn, leaves, op, fast: bool) -> tuple[str, str]:
+    import torch
+
+    try:
+        torch.autograd.gradcheck(fn, tuple(leaves), nondet_tol=op.gradcheck_nondet_tol,
+                                 fast_mode=fast)
+        return "pass", ""
+    except torch.autograd.gradcheck.GradcheckError as exc:
+        text = str(exc).strip().splitlines()[0][:300]
+        return ("fail" if "Jacobian mismatch" in str(exc) else "fail-other"), text
+    except Exception as exc:
+        return "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+
+
+def _our_verdict(fn, leaves) -> tuple[str, str, list[str]]:
+    import gradcheck
+
+    arrays = [t.detach().cpu().numpy().copy() for t in leaves]
+    report = gradcheck.check(fn, *arrays, backend="torch", modes=("rev",))
+    vjp = [r for r in report.results if r.kind == "vjp"
+           and not (r.status.value == "inconclusive" and " is empty " in r.message)]
+    if not vjp and any(" is empty " in r.message for r in report.results):
+        return "empty", "every differentiable input is empty: nothing to check", []
+    statuses = {r.status.value for r in vjp}
+    extra = [r.message[:300] for r in report.results
+             if r.kind == "eager_func" and r.status.value == "failed"]
+    for s in ("error", "failed", "inconclusive", "skipped"):
+        if s in statuses or (s == "error" and not vjp):
+            bad = next((r for r in vjp or report.results if r.status.value == s), None)
+            msg = bad.message[:400] if bad else ""
+            if bad is not None and bad.worst:
+                msg += f" | worst {bad.worst[0].index}: {bad.worst[0].actual:.10g} vs " \
+                       f"{bad.worst[0].expected:.10g}"
+            return {"failed": "fail"}.get(s, s), msg, extra
+    return "pass", "", extra
+
+
+def run_sample(op, k: int, sample) -> Record | None:
+    import torch
+
+    fn, leaves = _function(op, sample)
+    if not leaves:
+        return None
+    shapes = ";".join(str(tuple(t.shape)) for t in leaves)
+    rec = Record(_op_name(op), k, shapes, torch_skips_test=_torch_skips_fn_grad(op))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = time.perf_counter()
+        rec.torch, rec.torch_msg = _torch_verdict(fn, leaves, op, fast=False)
+        rec.torch_s = time.perf_counter() - t
+        t = time.perf_counter()
+        rec.torch_fast, _ = _torch_verdict(fn, leaves, op, fast=True)
+        rec.torch_fast_s = time.perf_counter() - t
+        t = time.perf_counter()
+        with torch.random.fork_rng():
+            rec.ours, rec.ours_msg, rec.extra = _our_verdict(fn, leaves)
+        rec.ours_s = time.perf_counter() - t
+    return rec
+
+
+def classify(r: dict) -> str:
+    """A first classification of a disagreement; EXPLANATIONS carries the investigated ones."""
+    if r["op"].split(".")[0] in EXPLANATIONS or r["op"] in EXPLANATIONS:
+        return EXPLANATIONS.get(r["op"], EXPLANATIONS.get(r["op"].split(".")[0], ""))
+    if r["torch_skips_test"]:
+        return "PyTorch's own suite skips/xfails test_fn_grad for this op"
+    if r["torch"] == "fail" and r["ours"] == "pass":
+        return "UNEXPLAINED: torch fails, gradcheck passes"
+    return "UNEXPLAINED: gradcheck fails, torch passes"
+
+
+def summarize(records: list[dict]) -> None:
+    both = [r for r in records if r["torch"] in ("pass", "fail") and r["ours"] in ("pass", "fail")]
+    agree = [r for r in both if r["torch"] == r["ours"]]
+    print(f"\nsamples: {len(records)} from {len({r['op'] for r in records})} ops")
+    print("torch slow verdicts:", dict(Counter(r["torch"] for r in records)))
+    print("torch fast verdicts:", dict(Counter(r["torch_fast"] for r in records)))
+    print("gradcheck verdicts: ", dict(Counter(r["ours"] for r in records)))
+    print(f"both decide: {len(both)}; agree: {len(agree)}; disagree: {len(both) - len(agree)}")
+    t_slow = sum(r["torch_s"] for r in records)
+    t_fast = sum(r["torch_fast_s"] for r in records)
+    t_ours = sum(r["ours_s"] for r in records)
+    print(f"total time: torch slow {t_slow:.1f} s, torch fast {t_fast:.1f} s, gradcheck "
+          f"{t_ours:.1f} s (gradcheck / torch slow = {t_ours / max(t_slow, 1e-9):.2f}, "
+          f"/ torch fast = {t_ours / max(t_fast, 1e-9):.2f})")
+    print("\ndisagreements where both decide:")
+    for r in both:
+        if r["torch"] != r["ours"]:
+            print(f"  {r['op']}[{r['sample']}] {r['shapes']}: torch {r['torch']}, gradcheck "
+                  f"{r['ours']} -> {classify(r)}")
+            print(f"      torch: {r['torch_msg'][:200]}")
+            print(f"      gradcheck: {r['ours_msg'][:300]}")
+    print("\nwhere only one decides (the other: error / inconclusive / fail-other / skipped):")
+    for key, n in Counter((r["torch"], r["ours"]) for r in records
+                          if r not in both).most_common():
+        ops = sorted({r["op"] for r in records if (r["torch"], r["ours"]) == key})
+        print(f"  torch {key[0]:10s} gradcheck {key[1]:12s} {n:4d} samples: "
+              f"{', '.join(ops[:12])}{' ...' if len(ops) > 12 else ''}")
+    extra = [r for r in records if r["extra"]]
+    if extra:
+        print("\neager-vs-functional findings (tape vs torch.func.vjp disagree):")
+        for r in extra:
+            print(f"  {r['op']}[{r['sample']}]: {r['extra'][0][:200]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, default=None, help="only the first N ops")
+    ap.add_argument("--ops", default="", help="comma-separated op names")
+    ap.add_argument("--shard", default="", help="K/N: every N-th op starting at the K-th")
+    ap.add_argument("--max-samples", type=int, default=None, help="per op")
+    ap.add_argument("--jsonl", default="", help="write per-sample records here")
+    ap.add_argument("--summarize", nargs="*", default=None, help="merge existing jsonl files")
+    args = ap.parse_args()
+    if args.summarize is not None:
+        records = [json.loads(line) for p in args.summarize for line in open(p)]
+        summarize(records)
+        return
+    setup()
+    import torch
+
+    shard = tuple(int(v) for v in args.shard.split("/")) if args.shard else None
+    ops = _ops(args.limit, set(filter(None, args.ops.split(","))), shard)
+    out = open(args.jsonl, "w") if args.jsonl else None
+    records = []
+    start = time.perf_counter()
+    for op in ops:
+        try:
+            samples = list(op.sample_inputs("cpu", torch.float64, requires_grad=True))
+        except Exception as exc:
+            print(f"{_op_name(op)}: sample_inputs raised {type(exc).__name__}: {exc}")
+            continue
+        for k, sample in enumerate(samples[: args.max_samples]):
+            rec = run_sample(op, k, sample)
+            if rec is None:
+                continue
+            records.append(asdict(rec))
+            if out:
+                out.write(json.dumps(asdict(rec)) + "\n")
+                out.flush()
+    print(f"{len(ops)} ops in {time.perf_counter() - start:.0f} s wall")
+    summarize(records)
+
+
+if __name__ == "__main__":
+    main()
