@@ -159,8 +159,9 @@ def _not_vmappable(x, w):
     return torch.tanh(x @ w) * scale, (x * x).sum()
 
 
+@pytest.mark.parametrize("vectorize", [False, True])
 @pytest.mark.parametrize("fn", [_two_outputs, _not_vmappable])
-def test_batched_hooks_match_per_row_calls(fn):
+def test_batched_hooks_match_per_row_calls(fn, vectorize):
     be = _torch_backend()
     rng = np.random.default_rng(2)
     args = [rng.standard_normal((3, 4)), rng.standard_normal((4, 2))]
@@ -168,8 +169,8 @@ def test_batched_hooks_match_per_row_calls(fn):
     B = 3
     cts = [rng.standard_normal((B,) + np.shape(o)) for o in outs]
     tans = [rng.standard_normal((B,) + a.shape) for a in args]
-    batched = be.vjp_batch(fn, args, [0, 1], cts, "cpu")
-    forward = be.jvp_batch(fn, args, [0, 1], tans, "cpu")
+    batched = be.vjp_batch(fn, args, [0, 1], cts, "cpu", vectorize=vectorize)
+    forward = be.jvp_batch(fn, args, [0, 1], tans, "cpu", vectorize=vectorize)
     for b in range(B):
         rows = be.vjp(fn, args, [0, 1], [c[b] for c in cts], "cpu")
         for k in range(2):

@@ -149,11 +149,17 @@ class Backend(ABC):
         diff: Sequence[int],
         cotangents: Sequence[np.ndarray],
         device: str,
+        vectorize: bool = False,
     ) -> list[np.ndarray]:
         """:meth:`vjp` for ``B`` cotangents at once: ``cotangents[k]`` has a leading axis of
         length ``B``; returns, for each input in ``diff``, the ``B`` gradients stacked along a
-        leading axis.  The default loops over :meth:`vjp`; engines that can vectorize over
-        cotangents (one forward pass, one batched backward) override it."""
+        leading axis.  The default loops over :meth:`vjp`.
+
+        With ``vectorize=False`` every row must come from the very path :meth:`vjp` takes (an
+        engine may share one forward pass between the rows); the projected checks use this,
+        so that a failure is the rule's, not a batching rule's (``vmap`` of PyTorch's
+        ``cdist`` pullback is wrong for every row but the first).  ``vectorize=True`` allows
+        the engine's ``vmap`` over the rows: for the many unit cotangents of a localization."""
         rows = [self.vjp(fn, args, diff, [c[b] for c in cotangents], device)
                 for b in range(len(cotangents[0]))]
         return _stack_rows(rows, len(diff))
@@ -165,9 +171,11 @@ class Backend(ABC):
         diff: Sequence[int],
         tangents: Sequence[np.ndarray],
         device: str,
+        vectorize: bool = False,
     ) -> list[np.ndarray]:
         """:meth:`jvp` for ``B`` tangents at once (leading axis ``B`` on each tangent); returns
-        every output's ``B`` tangents stacked.  The default loops over :meth:`jvp`."""
+        every output's ``B`` tangents stacked.  The default loops over :meth:`jvp`;
+        ``vectorize`` as in :meth:`vjp_batch`."""
         rows = [self.jvp(fn, args, diff, [t[b] for t in tangents], device)
                 for b in range(len(tangents[0]))]
         return _stack_rows(rows, len(rows[0]) if rows else 0)
@@ -181,7 +189,8 @@ class Backend(ABC):
         device: str,
     ) -> dict[str, list[np.ndarray]]:
         """:meth:`alternative_vjps` for ``B`` cotangents at once, stacked like
-        :meth:`vjp_batch`.  The default loops over :meth:`alternative_vjps`."""
+        :meth:`vjp_batch` (never vectorized: each row comes from the alternative path
+        itself).  The default loops over :meth:`alternative_vjps`."""
         rows = [self.alternative_vjps(fn, args, diff, [c[b] for c in cotangents], device)
                 for b in range(len(cotangents[0]))]
         if not rows or not rows[0]:

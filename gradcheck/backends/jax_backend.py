@@ -33,6 +33,15 @@ def _as_tuple(out: Any) -> tuple[Any, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
+def _rows(f: Callable, xs: tuple, vectorize: bool) -> tuple:
+    """``f`` applied to each row of the stacked tuple ``xs``, results stacked per output:
+    ``jax.vmap`` if ``vectorize``, else one call per row (unrolled inside the trace)."""
+    if vectorize:
+        return _as_tuple(jax.vmap(f)(xs))
+    rows = [_as_tuple(f(tuple(x[b] for x in xs))) for b in range(xs[0].shape[0])]
+    return tuple(jnp.stack([r[k] for r in rows]) for k in range(len(rows[0])))
+
+
 class JaxBackend(Backend):
     """JAX: functional reverse and forward mode; gradients are always fresh values."""
 
@@ -132,8 +141,9 @@ class JaxBackend(Backend):
         )
         return [self._to_np(r) for r in pullback(cts)]
 
-    def vjp_batch(self, fn, args, diff, cotangents, device):
-        """One ``jax.vjp``, its pullback vmapped over the cotangents, all under one jit."""
+    def vjp_batch(self, fn, args, diff, cotangents, device, vectorize=False):
+        """One ``jax.vjp`` and its pullback applied to each cotangent, all under one jit (the
+        rows unrolled in the trace); with ``vectorize`` the pullback is vmapped instead."""
         diff = tuple(diff)
 
         def build() -> Callable:
@@ -141,17 +151,17 @@ class JaxBackend(Backend):
                 outs, pullback = jax.vjp(self._partial(fn, list(jargs), diff),
                                          *[jargs[k] for k in diff])
                 cts = tuple(c.astype(o.dtype) for c, o in zip(cts, outs, strict=True))
-                return jax.vmap(pullback)(cts)
+                return _rows(pullback, cts, vectorize)
 
             return run
 
         jargs = tuple(self.to_native(a, device) for a in args)
         cts = tuple(self.to_native(c, device) for c in cotangents)
-        out = self._run(fn, ("vjp_batch", diff, len(args)), build, jargs, cts)
+        out = self._run(fn, ("vjp_batch", diff, len(args), vectorize), build, jargs, cts)
         return [self._to_np(r) for r in out]
 
-    def jvp_batch(self, fn, args, diff, tangents, device):
-        """``jax.jvp`` vmapped over the tangents, under one jit."""
+    def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
+        """``jax.jvp`` for each tangent under one jit (``vectorize``: vmapped over them)."""
         diff = tuple(diff)
 
         def build() -> Callable:
@@ -159,17 +169,17 @@ class JaxBackend(Backend):
                 primals = tuple(jargs[k] for k in diff)
                 g = self._partial(fn, list(jargs), diff)
 
-                def one(*t: Any) -> Any:
+                def one(t: tuple) -> Any:
                     t = tuple(ti.astype(p.dtype) for ti, p in zip(t, primals, strict=True))
                     return jax.jvp(g, primals, t)[1]
 
-                return jax.vmap(one)(*tans)
+                return _rows(one, tans, vectorize)
 
             return run
 
         jargs = tuple(self.to_native(a, device) for a in args)
         tans = tuple(self.to_native(t, device) for t in tangents)
-        out = self._run(fn, ("jvp_batch", diff, len(args)), build, jargs, tans)
+        out = self._run(fn, ("jvp_batch", diff, len(args), vectorize), build, jargs, tans)
         return [self._to_np(o) for o in _as_tuple(out)]
 
     def jvp(self, fn, args, diff, tangents, device):

@@ -155,10 +155,10 @@ class TorchBackend(Backend):
         return [self._to_np(g) if g is not None else np.zeros(args[k].shape, dtype=args[k].dtype)
                 for k, g in zip(diff, grads, strict=True)]
 
-    def vjp_batch(self, fn, args, diff, cotangents, device):
-        """One forward pass, then the tape's backward for all ``B`` cotangents at once
-        (``autograd.grad(is_grads_batched=True)``, a vmap over the backward pass); where the
-        backward does not vectorize, one backward per cotangent on the retained graph."""
+    def vjp_batch(self, fn, args, diff, cotangents, device, vectorize=False):
+        """One forward pass, then one tape backward per cotangent on the retained graph; with
+        ``vectorize`` all ``B`` at once (``autograd.grad(is_grads_batched=True)``, a vmap over
+        the backward pass) where the backward vectorizes."""
         targs = [self.to_native(a, device) for a in args]
         leaves = []
         for k in diff:
@@ -183,13 +183,14 @@ class TorchBackend(Backend):
             return [None if rows[0][k] is None else torch.stack([r[k] for r in rows])
                     for k in range(len(leaves))]
 
-        grads = self._vectorized(fn, "vjp", batched, loop)
+        grads = self._vectorized(fn, "vjp", batched, loop) if vectorize else loop()
         return [self._to_np(g) if g is not None
                 else np.zeros((B,) + args[k].shape, dtype=args[k].dtype)
                 for k, g in zip(diff, grads, strict=True)]
 
-    def jvp_batch(self, fn, args, diff, tangents, device):
-        """``torch.func.jvp`` vmapped over the ``B`` tangents (a loop where it cannot be)."""
+    def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
+        """``torch.func.jvp`` per tangent; with ``vectorize`` vmapped over the ``B`` tangents
+        (a loop where it cannot be)."""
         targs = [self.to_native(a, device) for a in args]
         g = self._partial(fn, targs, diff)
         primals = tuple(targs[k] for k in diff)
@@ -204,7 +205,8 @@ class TorchBackend(Backend):
             return [torch.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
 
         try:
-            out = self._vectorized(fn, "jvp", lambda: torch.func.vmap(one)(*tans), loop)
+            out = (self._vectorized(fn, "jvp", lambda: torch.func.vmap(one)(*tans), loop)
+                   if vectorize else loop())
         except RuntimeError as exc:
             _raise_if_unsupported(exc, "forward mode")
             raise
@@ -237,7 +239,8 @@ class TorchBackend(Backend):
         return {"torch.func.vjp": [self._to_np(r) for r in pullback(cts)]}
 
     def alternative_vjps_batch(self, fn, args, diff, cotangents, device):
-        """``torch.func.vjp``: one forward pass, the pullback vmapped over the cotangents."""
+        """``torch.func.vjp``: one forward pass, its pullback applied to each cotangent (not
+        vmapped: see :meth:`Backend.vjp_batch`)."""
         targs = [self.to_native(a, device) for a in args]
         g = self._partial(fn, targs, diff)
         try:
@@ -252,8 +255,7 @@ class TorchBackend(Backend):
             rows = [pullback(tuple(c[b] for c in cts)) for b in range(len(cotangents[0]))]
             return [torch.stack([r[k] for r in rows]) for k in range(len(diff))]
 
-        grads = self._vectorized(fn, "func.vjp", lambda: torch.func.vmap(pullback)(cts), loop)
-        return {"torch.func.vjp": [self._to_np(r) for r in grads]}
+        return {"torch.func.vjp": [self._to_np(r) for r in loop()]}
 
     def vjp_function(self, fn, diff, n_args):
         """``torch.func.vjp`` (composes with every transform); old-style ``autograd.Function``

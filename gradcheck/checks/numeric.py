@@ -288,8 +288,8 @@ def _reverse(ctx: _Ctx, pr: _Probes, args: list[np.ndarray], dtype: Any, alterna
              ) -> dict[tuple[int, int], list[list[np.ndarray]]]:
     """(output i, probe p) -> VJP per diff input; raises per output on adapter errors.
 
-    All probes of one output share one batched call (:meth:`Backend.vjp_batch`: one forward
-    pass and a vectorized backward where the engine allows it).
+    All probes of one output share one call (:meth:`Backend.vjp_batch`, not vectorized: one
+    forward pass, then the backward path under test once per probe).
     """
     out: dict[tuple[int, int], Any] = {}
     want = [args[k] for k in ctx.diff]
@@ -370,7 +370,7 @@ def _first_order(ctx: _Ctx) -> None:
 
 class _Confirmation:
     """A second FD oracle per input, with every step ``fd._RETRY_SHRINK`` (2^-8) times
-    smaller, computed only when the first one abstains or disagrees with the backend.
+    smaller, computed only when the first one abstains, raises or disagrees with the backend.
 
     The first oracle's steps scale with ``rms(x)``: an element far smaller than that (a
     divisor near 0 in ``addcdiv``, ``atan2`` near the origin, ``abs`` near 0 when ``|x|`` is
@@ -378,7 +378,9 @@ class _Confirmation:
     estimate undercovers (false alarms) or the steps straddle a nearby kink (needless
     abstentions).  The backend is blamed only if the two oracles agree: a failure stands
     unless the smaller-step oracle, with its own error estimate, accepts the backend's value;
-    an abstention stands unless the smaller steps see no kink.  Both oracles are accurate to
+    an abstention stands unless the smaller steps see no kink; a function that raised at
+    the larger steps (``cov`` with a step that made a weight negative) is an error only if
+    it raises at the smaller ones too.  Both oracles are accurate to
     ~1e-11 relative on smooth cases, so no real (1 + 1e-7) error can be rescued.
     """
 
@@ -419,6 +421,8 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low, confirm) -> None:
     if "fwd" in ctx.cfg.modes and ctx.backend.supports_jvp:
         kinds.append(CheckKind.JVP)
     where = {"output_index": i, "input_index": j}
+    if isinstance(fde, Exception) and not isinstance(confirm(j), Exception):
+        fde = confirm(j)  # the larger steps left the function's domain (it raised there)
     if isinstance(fde, Exception):
         for k in kinds:
             ctx.result(k.value, Status.ERROR, **where,
@@ -643,7 +647,8 @@ def _localize(ctx: _Ctx, kind: CheckKind, i: int, j: int):
 
 def _ad_jacobian(ctx: _Ctx, kind: CheckKind, i: int, j: int, m: int, n: int) -> np.ndarray:
     """The AD block ``J_ij``: rows from batched VJPs with unit cotangents, or columns from
-    batched JVPs with unit tangents, ``_LOCALIZE_ROWS`` per call."""
+    batched JVPs with unit tangents, ``_LOCALIZE_ROWS`` per call, vectorized (the engine's
+    vmap) where it can be: localization is a diagnosis, its cost scales with the block."""
     J = np.empty((m, n))
     pos = ctx.diff.index(j)
     out_shape, in_shape = np.shape(ctx.outs64[i]), ctx.args64[j].shape
@@ -655,12 +660,14 @@ def _ad_jacobian(ctx: _Ctx, kind: CheckKind, i: int, j: int, m: int, n: int) -> 
         if kind is CheckKind.VJP:
             cts = [unit.reshape((-1,) + out_shape) if k == i else
                    np.zeros((stop - start,) + np.shape(o)) for k, o in enumerate(ctx.outs64)]
-            g = ctx.backend.vjp_batch(ctx.fn, ctx.args64, ctx.diff, cts, ctx.device)[pos]
+            g = ctx.backend.vjp_batch(ctx.fn, ctx.args64, ctx.diff, cts, ctx.device,
+                                      vectorize=True)[pos]
             J[start:stop] = np.asarray(g, dtype=np.float64).reshape(stop - start, n)
         else:
             tans = [unit.reshape((-1,) + in_shape) if k == j else
                     np.zeros((stop - start,) + ctx.args64[k].shape) for k in ctx.diff]
-            t = ctx.backend.jvp_batch(ctx.fn, ctx.args64, ctx.diff, tans, ctx.device)[i]
+            t = ctx.backend.jvp_batch(ctx.fn, ctx.args64, ctx.diff, tans, ctx.device,
+                                      vectorize=True)[i]
             J[:, start:stop] = np.asarray(t, dtype=np.float64).reshape(stop - start, m).T
     return J
 
