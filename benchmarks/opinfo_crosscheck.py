@@ -50,6 +50,23 @@ EXPLANATIONS: dict[str, str] = {
            "resolution); with aweights cast to float64 torch passes too.  gradcheck checks "
            "the function in float64 (inputs promoted).  PyTorch xfails this test "
            "('Float did not match double').",
+    "native_group_norm": "their finding, our blind spot: when only the mean/rstd outputs get a "
+                         "gradient (the others undefined, as torch.autograd.gradcheck passes "
+                         "them) the backward returns no gradient at all; gradcheck passes "
+                         "explicit zero cotangents for the other outputs, a path on which the "
+                         "backward is right (verified: 0.045 vs None).  PyTorch xfails it.",
+    "nn.functional.cross_entropy": "our false alarm (error model): |diff| 5.9e-15 against an "
+                                   "allowance of 3.3e-15 built from the final terms (0.014); "
+                                   "the rule computes softmax - target, cancelling terms of "
+                                   "size ~0.3, so its rounding is relative to those.  Reported "
+                                   "to the lead, not patched.",
+    "native_layer_norm": "our false alarm (error model): normalizing a single element, the "
+                         "exact derivative is 0 and torch's rule returns -1.5e-14 (terms "
+                         "scaled by rstd = 1/sqrt(1e-5) ~ 316 cancel); the rounding allowance "
+                         "is built from the final terms (~1e-14) and is ~5e-29.  Reported to "
+                         "the lead, not patched.",
+    "as_strided.partial_views": "a sample our harness cannot express: the op reads the "
+                                "input's storage beyond its view; the NumPy copy has none.",
 }
 
 
@@ -136,13 +153,31 @@ def _function(op, sample):
 
     variant = op.get_op()
 
-    def fn(*xs):
+    def outputs(xs):
         out = op.gradcheck_wrapper(variant, swap(sample.input, xs),
                                    *[swap(a, xs) for a in sample.args],
                                    **{k: swap(v, xs) for k, v in sample.kwargs.items()})
         if sample.output_process_fn_grad is not None:
             out = sample.output_process_fn_grad(out)
-        flat = [o for o in _pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        return [o for o in _pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+
+    # Like torch.autograd.gradcheck, compare only the outputs torch differentiates: a floating
+    # output that does not require grad although its inputs do is one torch declares
+    # non-differentiable (native_layer_norm's mean and rstd); both tools skip it.
+    try:
+        with torch.enable_grad():
+            probe = outputs(leaves)
+        keep = [not (o.is_floating_point() or o.is_complex()) or o.requires_grad for o in probe]
+        if not any(k and (o.is_floating_point() or o.is_complex())
+                   for k, o in zip(keep, probe, strict=True)):
+            keep = [True] * len(probe)
+    except Exception:  # the op raises: both tools will report it
+        keep = None
+
+    def fn(*xs):
+        flat = outputs(xs)
+        if keep is not None and len(keep) == len(flat):
+            flat = [o for o, k in zip(flat, keep, strict=True) if k]
         flat = [torch.view_as_real(o) if o.is_complex() else o for o in flat]
         return tuple(flat) if len(flat) != 1 else flat[0]
 
@@ -219,6 +254,8 @@ def classify(r: dict) -> str:
     """A first classification of a disagreement; EXPLANATIONS carries the investigated ones."""
     if r["op"].split(".")[0] in EXPLANATIONS or r["op"] in EXPLANATIONS:
         return EXPLANATIONS.get(r["op"], EXPLANATIONS.get(r["op"].split(".")[0], ""))
+    if r["ours"] == "cannot-express":
+        return "a sample our harness cannot express (no NumPy form, e.g. a sparse tensor)"
     if r["torch_skips_test"]:
         return "PyTorch's own suite skips/xfails test_fn_grad for this op"
     if r["torch"] == "fail" and r["ours"] == "pass":
@@ -266,6 +303,9 @@ def main() -> None:
     ap.add_argument("--ops", default="", help="comma-separated op names")
     ap.add_argument("--shard", default="", help="K/N: every N-th op starting at the K-th")
     ap.add_argument("--max-samples", type=int, default=None, help="per op")
+    ap.add_argument("--max-elements", type=int, default=None,
+                    help="skip samples with more differentiable elements than this (torch's "
+                         "slow mode costs 2 evaluations per element)")
     ap.add_argument("--jsonl", default="", help="write per-sample records here")
     ap.add_argument("--resume", action="store_true",
                     help="keep the records already in --jsonl and skip their ops (the last, "
@@ -273,8 +313,10 @@ def main() -> None:
     ap.add_argument("--summarize", nargs="*", default=None, help="merge existing jsonl files")
     args = ap.parse_args()
     if args.summarize is not None:
-        records = [json.loads(line) for p in args.summarize for line in open(p)]
-        summarize(records)
+        # later files override earlier ones sample by sample (a re-run of some ops)
+        merged = {(r["op"], r["sample"]): r
+                  for p in args.summarize for r in map(json.loads, open(p))}
+        summarize(list(merged.values()))
         return
     setup()
     import torch
@@ -300,6 +342,9 @@ def main() -> None:
             print(f"{_op_name(op)}: sample_inputs raised {type(exc).__name__}: {exc}")
             continue
         for k, sample in enumerate(samples[: args.max_samples]):
+            if args.max_elements is not None and sum(
+                    t.numel() for t in _leaves(sample)) > args.max_elements:
+                continue
             rec = run_sample(op, k, sample)
             if rec is None:
                 continue
