@@ -9,7 +9,6 @@ import pytest
 
 import gradcheck
 from gradcheck.backends.numpy_backend import NumpyFunction
-from gradcheck.checks import numeric
 
 
 def _divide(scale_b: float = 1.0) -> NumpyFunction:
@@ -34,19 +33,20 @@ def _vjp_statuses(report: gradcheck.Report) -> list[str]:
     return [r.status.value for r in report.results if r.kind == "vjp"]
 
 
+# These seeds first exposed the false alarms with the pre-``verify`` oracle; a second
+# "confirmation" oracle with smaller steps fixed them then.  Since the merge of ``verify`` the
+# oracle itself handles them (representable directions, measured noise, per-element retries with
+# smaller steps, rows that raise counted as non-finite), so the confirmation oracle was dropped;
+# these tests keep the cases and the mutants.
 @pytest.mark.parametrize("seed", _SEEDS)
-def test_division_near_a_pole_passes_with_the_confirmation_oracle(seed, monkeypatch):
+def test_division_near_a_pole_passes(seed):
     a, b = _operands(seed)
     report = gradcheck.check(_divide(), a, b, backend="numpy", modes=("rev",))
     assert _vjp_statuses(report) == ["passed", "passed"], report.summary()
-    # the same check with the first oracle only: the false alarm (or abstention) it fixes
-    monkeypatch.setattr(numeric._Confirmation, "__call__", lambda self, j: RuntimeError("off"))
-    alone = gradcheck.check(_divide(), a, b, backend="numpy", modes=("rev",))
-    assert _vjp_statuses(alone)[1] in ("failed", "inconclusive")
 
 
 @pytest.mark.parametrize("seed", _SEEDS)
-def test_confirmation_oracle_does_not_rescue_a_real_error(seed):
+def test_division_near_a_pole_still_catches_a_real_error(seed):
     a, b = _operands(seed)
     report = gradcheck.check(_divide(1 + 1e-7), a, b, backend="numpy", modes=("rev",))
     assert _vjp_statuses(report) == ["passed", "failed"], report.summary()

@@ -59,9 +59,9 @@ def test_projected_check_cost_does_not_depend_on_n():
         c, report = _counts(n)
         assert report.passed, report.summary()
         seen.add((c.forward, c.vjp, c.jvp))
-    # 1 evaluation at the point + 3 probes x 2 signs x 7 levels, f(x) reused by the oracle;
-    # one VJP and one JVP per probe
-    assert seen == {(1 + 3 * 2 * fd.DEFAULT_LEVELS, 3, 3)}
+    # 1 evaluation at the point + 3 probes x (6 noise points + 2 signs x 7 levels), f(x) reused
+    # by the oracle (no retry needed for this smooth f); one VJP and one JVP per probe
+    assert seen == {(1 + 3 * (6 + 2 * fd.DEFAULT_LEVELS), 3, 3)}
 
 
 def test_localization_cost_is_linear_in_n():
@@ -74,8 +74,9 @@ def test_localization_cost_is_linear_in_n():
         costs[n] = (c.forward, c.vjp)
     fwd_steps = [costs[16][0] - costs[8][0], costs[32][0] - costs[16][0]]
     vjp_steps = [costs[16][1] - costs[8][1], costs[32][1] - costs[16][1]]
-    # FD Jacobian: 2 x 5 levels per column; AD Jacobian: one VJP per output element
-    assert fwd_steps == [10 * 8, 10 * 16]
+    # FD Jacobian: 6 noise points + 2 x 5 levels per column; AD Jacobian: one VJP per output
+    # element
+    assert fwd_steps == [(6 + 10) * 8, (6 + 10) * 16]
     assert vjp_steps == [8, 16]
 
 

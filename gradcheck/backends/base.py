@@ -76,6 +76,17 @@ class Backend(ABC):
         suites then skip the op with a reason)."""
         return None
 
+    def oracle_forward(self, fn: Callable) -> Callable | None:
+        """A NumPy float64 forward of ``fn`` for the finite-difference oracle.
+
+        Only consulted for engines that cannot compute in float64 (``"float64"`` not in
+        :attr:`dtypes`, e.g. TensorFlow.js): finite differences of a float32 function are not
+        a reliable oracle, so such an engine's derivatives are compared against FD of this
+        float64 forward, with a rounding bound in the engine's widest dtype.  None (the
+        default): the checks are skipped with that reason for such an engine.
+        """
+        return None
+
     # -- calculus (NumPy in, NumPy out) -----------------------------------------------------
     @abstractmethod
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
@@ -90,10 +101,9 @@ class Backend(ABC):
         ``vmap`` override it.
         """
         size = next(len(a) for a, b in zip(args, batched, strict=True) if b)
-        rows = [
-            self.evaluate(fn, [a[i] if b else a for a, b in zip(args, batched, strict=True)], device)
-            for i in range(size)
-        ]
+        pairs = list(zip(args, batched, strict=True))
+        rows = [self.evaluate(fn, [a[i] if b else a for a, b in pairs], device)
+                for i in range(size)]
         return [np.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
 
     @abstractmethod

@@ -42,6 +42,13 @@ def _rows(f: Callable, xs: tuple, vectorize: bool) -> tuple:
     return tuple(jnp.stack([r[k] for r in rows]) for k in range(len(rows[0])))
 
 
+def _raise_if_no_forward(exc: TypeError) -> None:
+    """A ``jax.custom_vjp`` function has no forward mode by construction: a skip, not an error."""
+    if "custom_vjp" in str(exc):
+        raise NotImplementedError(f"forward mode is not available for this function: "
+                                  f"{str(exc).splitlines()[0]}") from exc
+
+
 class JaxBackend(Backend):
     """JAX: functional reverse and forward mode; gradients are always fresh values."""
 
@@ -81,7 +88,9 @@ class JaxBackend(Backend):
             return out
 
     def devices(self) -> list[str]:
-        out = ["cpu"]
+        """``cpu`` (the first CPU device), ``cpu:1``... for further host devices (e.g. with
+        ``XLA_FLAGS=--xla_force_host_platform_device_count=2``), and ``gpu`` if present."""
+        out = ["cpu"] + [f"cpu:{i}" for i in range(1, len(jax.devices("cpu")))]
         try:
             if jax.devices("gpu"):
                 out.append("gpu")
@@ -98,15 +107,22 @@ class JaxBackend(Backend):
     def array_namespace(self) -> Any:
         return jnp
 
+    def op(self, name: str) -> Callable | None:
+        """Catalog op ``name`` written for JAX (``reference.jax``)."""
+        from reference.jax import get_op
+
+        return get_op(name)
+
     def _device(self, device: str) -> Any:
-        kind = "gpu" if device in ("gpu", "cuda") else device
-        return jax.devices(kind)[0]
+        kind, _, index = device.partition(":")
+        kind = "gpu" if kind in ("gpu", "cuda") else kind
+        return jax.devices(kind)[int(index or 0)]
 
     def to_native(self, a: np.ndarray, device: str) -> Any:
         return jax.device_put(np.asarray(a), self._device(device))
 
     def _to_np(self, x: Any) -> np.ndarray:
-        return self.native_to_numpy(x) if isinstance(x, jax.Array) else np.asarray(x)
+        return np.asarray(x)  # results keep the dtype under test, bfloat16 included
 
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
         out = self._run(fn, ("evaluate",), lambda: fn, *[self.to_native(a, device) for a in args])
@@ -179,16 +195,23 @@ class JaxBackend(Backend):
 
         jargs = tuple(self.to_native(a, device) for a in args)
         tans = tuple(self.to_native(t, device) for t in tangents)
-        out = self._run(fn, ("jvp_batch", diff, len(args), vectorize), build, jargs, tans)
+        try:
+            out = self._run(fn, ("jvp_batch", diff, len(args), vectorize), build, jargs, tans)
+        except TypeError as exc:
+            _raise_if_no_forward(exc)
+            raise
         return [self._to_np(o) for o in _as_tuple(out)]
 
     def jvp(self, fn, args, diff, tangents, device):
         jargs = [self.to_native(a, device) for a in args]
         primals = tuple(jargs[k] for k in diff)
-        tans = tuple(
-            self.to_native(t, device).astype(p.dtype) for t, p in zip(tangents, primals, strict=True)
-        )
-        _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
+        tans = tuple(self.to_native(t, device).astype(p.dtype)
+                     for t, p in zip(tangents, primals, strict=True))
+        try:
+            _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
+        except TypeError as exc:
+            _raise_if_no_forward(exc)
+            raise
         return [self._to_np(o) for o in _as_tuple(out_t)]
 
     def vjp_function(self, fn, diff, n_args):
@@ -203,9 +226,13 @@ class JaxBackend(Backend):
     def jvp_function(self, fn, diff, n_args):
         def g(*xs: Any) -> tuple[Any, ...]:
             args, tans = list(xs[:n_args]), xs[n_args:]
-            _, out_t = jax.jvp(
-                self._partial(fn, args, diff), tuple(args[k] for k in diff), tuple(tans)
-            )
+            try:
+                _, out_t = jax.jvp(
+                    self._partial(fn, args, diff), tuple(args[k] for k in diff), tuple(tans)
+                )
+            except TypeError as exc:
+                _raise_if_no_forward(exc)
+                raise
             return _as_tuple(out_t)
 
         return self._compiled.get(fn, ("jvp_function", tuple(diff), n_args), lambda: g)

@@ -73,6 +73,8 @@ class TorchBackend(Backend):
 
     def native_to_numpy(self, value: Any) -> np.ndarray | None:
         if isinstance(value, torch.Tensor):
+            if value._is_zerotensor():  # efficient zeros (e.g. abs'' ) refuse .numpy()
+                value = torch.zeros(value.shape, dtype=value.dtype)
             t = value.detach().cpu()
             if t.dtype == torch.bfloat16:
                 t = t.float()
@@ -82,17 +84,30 @@ class TorchBackend(Backend):
     def array_namespace(self) -> Any:
         return torch
 
+    def op(self, name: str) -> Callable | None:
+        """Catalog op ``name`` written for torch (``gradcheck.backends.torch_ops``)."""
+        from .torch_ops import get_op
+
+        return get_op(name)
+
     # -- conversions ------------------------------------------------------------------------
     def _dev(self, device: str) -> torch.device:
         return torch.device(_DEVICE_NAMES.get(device, device))
 
     def to_native(self, a: np.ndarray, device: str) -> torch.Tensor:
         a = np.asarray(a)
-        # ascontiguousarray returns ndim >= 1: keep 0-d arrays 0-d (scalar outputs' cotangents)
+        if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: torch cannot read it directly
+            return torch.as_tensor(a.astype(np.float32), device=self._dev(device)).to(
+                torch.bfloat16)
+        # (ascontiguousarray alone would turn a 0-d array into shape (1,))
         return torch.as_tensor(np.ascontiguousarray(a).reshape(a.shape), device=self._dev(device))
 
     def _to_np(self, t: Any) -> np.ndarray:
         if isinstance(t, torch.Tensor):
+            if t.dtype == torch.bfloat16:  # results keep the dtype under test (exact: bf16 < f32)
+                import ml_dtypes
+
+                return t.detach().cpu().float().numpy().astype(ml_dtypes.bfloat16)
             return self.native_to_numpy(t)  # type: ignore[return-value]
         return np.asarray(t)
 
