@@ -4,6 +4,7 @@ jax.test_util.check_grads, with each tool's verdict on (1 + delta) mutants besid
     python benchmarks/speed_vs_anchors.py                  # n = 10, 100, 1000, 10000
     python benchmarks/speed_vs_anchors.py --sizes 1000 --reps 15
     python benchmarks/speed_vs_anchors.py --slow-max-n 10000   # torch slow mode at 10^4 too
+    python benchmarks/speed_vs_anchors.py --sizes 1000 10000 --clock cpu --skip-part2
 
 Part 1, per function (elementwise chain, dense layer, logsumexp) and size: the fastest of
 ``--reps`` interleaved runs of each tool on the correct function (see ``_common``), its ratio
@@ -98,16 +99,16 @@ def _correct_verdict(name: str, thunk) -> str:
     return "ok" if out in (True, None) else "FALSE ALARM"
 
 
-def part1(sizes: list[int], reps: int, slow_max_n: int) -> None:
-    print("Part 1: per-check wall time on the correct function (fastest of interleaved runs),"
-          " ratio to torch fast mode, and verdicts on (1 + delta) mutants")
+def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str) -> None:
+    print(f"Part 1: per-check {clock} time on the correct function (fastest of interleaved "
+          "runs), ratio to torch fast mode, and verdicts on (1 + delta) mutants")
     head = f"{'function':12s} {'n':>6s} {'tool':30s} {'ms':>9s} {'x fast':>7s} {'correct':>11s}"
     print(head + "".join(f" {'d=' + format(d, 'g'):>7s}" for d in DELTAS))
     for n in sizes:
         for w in workloads(n):
             tools = _tools(w, slow=n <= slow_max_n)
             times = interleaved({k: v[0] for k, v in tools.items() if "slow" not in k},
-                                reps=reps)
+                                reps=reps, clock=clock)
             if "torch.gradcheck slow" in tools:
                 times["torch.gradcheck slow"], _ = once(tools["torch.gradcheck slow"][0])
             mutants = {d: (torch_mutant(w.torch_fn, d), jax_mutant(w.jax_fn, d)) for d in DELTAS}
@@ -161,12 +162,14 @@ def main() -> None:
     ap.add_argument("--slow-max-n", type=int, default=1000,
                     help="largest n at which torch's slow mode is timed (one run)")
     ap.add_argument("--localize-n", type=int, default=1000)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: process CPU time, robust to a shared machine (part 1 only)")
     ap.add_argument("--skip-part1", action="store_true")
     ap.add_argument("--skip-part2", action="store_true")
     args = ap.parse_args()
     setup()
     if not args.skip_part1:
-        part1(args.sizes, args.reps, args.slow_max_n)
+        part1(args.sizes, args.reps, args.slow_max_n, args.clock)
     if not args.skip_part2:
         part2(args.localize_n)
 

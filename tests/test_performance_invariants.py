@@ -193,14 +193,15 @@ def _richardson_by_argmin(d, rounding, base):
         w = base**j - 1.0
         cur = prev[:, 1:] + (prev[:, 1:] - prev[:, :-1]) / w
         amp *= (base**j + 1.0) / w
-        trunc = np.abs(cur - prev[:, 1:])
-        if cur.shape[1] > 1:
-            stab = np.abs(np.diff(cur, axis=1))
-            trunc[:, 1:] = np.maximum(trunc[:, 1:], stab)
-            trunc[:, 0] = np.maximum(trunc[:, 0], stab[:, 0])
+        prev_col, prev = prev[:, 1:], cur
+        if cur.shape[1] < 2:  # a single entry cannot confirm convergence: never a candidate
+            break
+        trunc = np.abs(cur - prev_col)
+        stab = np.abs(np.diff(cur, axis=1))
+        trunc[:, 1:] = np.maximum(trunc[:, 1:], stab)
+        trunc[:, 0] = np.maximum(trunc[:, 0], stab[:, 0])
         vals.append(cur)
         errs.append(trunc + amp * rounding[:, j:])
-        prev = cur
     v, e = np.concatenate(vals, axis=1), np.concatenate(errs, axis=1)
     e = np.where(np.isfinite(v) & np.isfinite(e), e, np.inf)
     best = np.argmin(e, axis=1)[:, None, :]
