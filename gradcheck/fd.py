@@ -161,10 +161,16 @@ def directional_derivatives(
     h0: float | None = None,
     chunk: int = 4096,
     retries: int = _RETRIES,
+    f0: np.ndarray | None = None,
+    one_sided: bool = True,
 ) -> FDEstimate:
     """Estimate ``J(x) u`` for each row ``u`` of ``directions`` with an error estimate.
 
     ``f_batch`` maps a ``(B, n)`` float64 array of points to a ``(B, m)`` array of outputs.
+    ``f0``: ``f(x)`` when the caller already has it (saves an evaluation; ``evaluations`` then
+    counts the noise and table points only).  ``one_sided=False`` skips the two one-sided
+    tables, two thirds of the post-processing: no kink detection (``kink`` all False,
+    ``left``/``right`` NaN); for callers that do not use it (:func:`jacobian`).
     The estimate is along :attr:`FDEstimate.directions`, ``directions`` rounded by
     :func:`representable_direction`; compare AD results along those.  Elements whose estimate is
     non-finite or has not converged are recomputed with steps ``2^-8`` times smaller, up to
@@ -174,8 +180,12 @@ def directional_derivatives(
         raise ValueError(f"levels={levels} must be at least 3 (a column needs two entries)")
     x = np.asarray(x, dtype=np.float64).ravel()
     raw = np.atleast_2d(np.asarray(directions, dtype=np.float64))
-    f0 = _evaluate(f_batch, x[None, :], chunk)[0]
-    evaluations = 1
+    if f0 is None:
+        f0 = _evaluate(f_batch, x[None, :], chunk)[0]
+        evaluations = 1
+    else:
+        f0 = np.asarray(f0, dtype=np.float64).ravel()
+        evaluations = 0
     h = np.array([_pow2_floor(h0) if h0 else initial_step(x, u) for u in raw])
     halvings = levels - 1 + 8 * retries
     dirs = np.stack([representable_direction(x, u, hp, halvings)
@@ -186,7 +196,7 @@ def directional_derivatives(
     all_steps, all_tables = [], []
     for attempt in range(retries + 1):
         steps = (h * _RETRY_SHRINK**attempt)[:, None] * 0.5 ** np.arange(levels)[None, :]
-        tab, n_eval = _tables(f_batch, x, dirs, steps, f0, noise, chunk)
+        tab, n_eval = _tables(f_batch, x, dirs, steps, f0, noise, chunk, one_sided)
         evaluations += n_eval
         all_steps.append(steps)
         all_tables.append(tab.central)
@@ -288,7 +298,7 @@ def _evaluate_chunk(f_batch: BatchFn, points: np.ndarray) -> np.ndarray:
     return np.stack([nan if r is None else r for r in rows])
 
 
-def _tables(f_batch, x, dirs, steps, f0, noise, chunk) -> tuple[_Tables, int]:
+def _tables(f_batch, x, dirs, steps, f0, noise, chunk, one_sided=True) -> tuple[_Tables, int]:
     """Evaluate ``f`` at ``x +- h_k u_p`` in one batch and build the three Richardson tables."""
     P, K = steps.shape
     offsets = steps[:, :, None] * dirs[:, None, :]  # (P, K, n)
@@ -298,15 +308,19 @@ def _tables(f_batch, x, dirs, steps, f0, noise, chunk) -> tuple[_Tables, int]:
         fp, fm = values[:, 0], values[:, 1]  # (P, K, m)
         hk = steps[:, :, None]
         central = (fp - fm) / (2 * hk)
-        right = (fp - f0) / hk
-        left = (f0 - fm) / hk
         nz = _NOISE_BOUND * noise[:, None, :]  # measured noise, bounds each value of f
-        ap, am, a0 = (np.maximum(EPS64 * np.abs(v), nz) for v in (fp, fm, f0))
+        ap, am = (np.maximum(EPS64 * np.abs(v), nz) for v in (fp, fm))
         round_c = (ap + am) / (2 * hk)
-        round_1 = (ap + am + 2 * a0) / hk
         c_val, c_err = _richardson(central, round_c, 4.0)
-        r_val, r_err = _richardson(right, round_1, 2.0)
-        l_val, l_err = _richardson(left, round_1, 2.0)
+        if one_sided:
+            right = (fp - f0) / hk
+            left = (f0 - fm) / hk
+            a0 = np.maximum(EPS64 * np.abs(f0), nz)
+            round_1 = (ap + am + 2 * a0) / hk
+            r_val, r_err = _richardson(right, round_1, 2.0)
+            l_val, l_err = _richardson(left, round_1, 2.0)
+        else:
+            r_val = r_err = l_val = l_err = np.full_like(c_val, np.nan)
         mid = K // 2
         curvature = (fp[:, mid] - 2 * f0 + fm[:, mid]) / steps[:, mid, None] ** 2
     return _Tables(c_val, c_err, l_val, l_err, r_val, r_err, central, curvature), P * 2 * K
@@ -318,14 +332,20 @@ def _richardson(d: np.ndarray, rounding: np.ndarray, base: float) -> tuple[np.nd
     ``base`` is 4 for central differences (even powers) and 2 for one-sided ones.
     """
     P, K, m = d.shape
-    cand_val = []
-    cand_err = []
+    # Candidates are visited column by column (j), row by row, keeping a running minimum of
+    # the error per element: the same choice as an argmin over all candidates (strict ``<``
+    # keeps the first minimum; NaN and infinite errors never win) without materialising the
+    # (P, C, m) candidate stack.  In-place updates keep the floating-point results identical.
+    best_val = np.full((P, m), np.nan)
+    best_err = np.full((P, m), np.inf)
     prev = d
     amp = 1.0
     # column 0 entries have no error estimate of their own except via column 1
     for j in range(1, K):
         w = base**j - 1.0
-        cur = prev[:, 1:] + (prev[:, 1:] - prev[:, :-1]) / w  # rows j..K-1
+        cur = prev[:, 1:] - prev[:, :-1]
+        cur /= w
+        cur += prev[:, 1:]  # rows j..K-1
         amp *= (base**j + 1.0) / w
         prev_col, prev = prev[:, 1:], cur
         if cur.shape[1] < 2:
@@ -333,21 +353,18 @@ def _richardson(d: np.ndarray, rounding: np.ndarray, base: float) -> tuple[np.nd
             # correction |T[k,j] - T[k,j-1]| alone is tiny by construction (divided by 4^j - 1)
             # even when T[k,j-1] is far off, so it is never a candidate
             break
-        trunc = np.abs(cur - prev_col)
+        trunc = cur - prev_col
+        np.abs(trunc, out=trunc)
         stab = np.abs(np.diff(cur, axis=1))
-        trunc[:, 1:] = np.maximum(trunc[:, 1:], stab)
-        trunc[:, 0] = np.maximum(trunc[:, 0], stab[:, 0])
-        err = trunc + amp * rounding[:, j:]
-        cand_val.append(cur)
-        cand_err.append(err)
-    vals = np.concatenate(cand_val, axis=1)  # (P, C, m)
-    errs = np.concatenate(cand_err, axis=1)
-    errs = np.where(np.isfinite(vals) & np.isfinite(errs), errs, np.inf)
-    best = np.argmin(errs, axis=1)  # (P, m)
-    value = np.take_along_axis(vals, best[:, None, :], axis=1)[:, 0]
-    error = np.take_along_axis(errs, best[:, None, :], axis=1)[:, 0]
-    value = np.where(np.isfinite(error), value, np.nan)
-    return value, error
+        np.maximum(trunc[:, 1:], stab, out=trunc[:, 1:])
+        np.maximum(trunc[:, 0], stab[:, 0], out=trunc[:, 0])
+        err = trunc
+        err += amp * rounding[:, j:]
+        for row in range(cur.shape[1]):
+            better = err[:, row] < best_err  # False for NaN; finite value => finite error
+            np.copyto(best_err, err[:, row], where=better)
+            np.copyto(best_val, cur[:, row], where=better)
+    return best_val, best_err
 
 
 def jacobian(
@@ -356,12 +373,32 @@ def jacobian(
     *,
     levels: int = 5,
     chunk: int = 4096,
+    f0: np.ndarray | None = None,
+    columns: int = 128,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Full Jacobian ``(m, n)`` and its error estimate, one coordinate direction per column.
 
-    Used to localize a failed projected check; all evaluations are batched.
+    Used to localize a failed projected check.  Every coordinate is stepped from the same
+    ``h0 = 2^-3 * max(1, rms(x))``: ``initial_step`` of a unit vector ``e_b`` would be
+    ``sqrt(n)`` times larger (rms(e_b) = 1/sqrt(n)), steps of ~4 at n = 1000.  The kink tables
+    are skipped (unused here) and ``columns`` directions share one batched call, which bounds
+    memory at ``2 * levels * columns`` points per call (plus the noise points and retries of
+    :func:`directional_derivatives`).
     """
     x = np.asarray(x, dtype=np.float64).ravel()
     n = x.size
-    est = directional_derivatives(f_batch, x, np.eye(n), levels=levels, chunk=chunk)
-    return est.value.T.copy(), est.error.T.copy()
+    if f0 is None:
+        f0 = _evaluate(f_batch, x[None, :], chunk)[0]
+    f0 = np.asarray(f0, dtype=np.float64).ravel()
+    h0 = initial_step(x, np.ones(1))
+    J = np.empty((f0.size, n))
+    E = np.empty((f0.size, n))
+    for start in range(0, n, columns):
+        stop = min(start + columns, n)
+        dirs = np.zeros((stop - start, n))
+        dirs[np.arange(stop - start), np.arange(start, stop)] = 1.0
+        est = directional_derivatives(f_batch, x, dirs, levels=levels, h0=h0, chunk=chunk,
+                                      f0=f0, one_sided=False)
+        J[:, start:stop] = est.value.T
+        E[:, start:stop] = est.error.T
+    return J, E

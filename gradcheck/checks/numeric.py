@@ -30,8 +30,11 @@ from ..backends.base import Backend
 from ..results import CheckKind, CheckResult, Status, WorstElement
 from . import rounding
 
-_LOCALIZE_MAX_ELEMENTS = 250_000
-_LOCALIZE_MAX_CALLS = 512
+# Localization is batched (FD columns and AD rows/columns in vectorized calls), so its cost is
+# set by the Jacobian's size: up to 2048 x 2048 elements (~10 s on a slow CPU for a cheap f).
+_LOCALIZE_MAX_ELEMENTS = 2048 * 2048
+_LOCALIZE_MAX_COLUMNS = 2048  # the FD Jacobian costs 6 + 2 x 5 evaluations of f per input element
+_LOCALIZE_ROWS = 256  # unit cotangents / tangents per batched AD call (bounds memory)
 _WORST = 5
 
 
@@ -244,6 +247,13 @@ def _out_slices(ctx: _Ctx) -> dict[int, slice]:
     return out
 
 
+def _f0(ctx: _Ctx) -> np.ndarray:
+    """``f(x)`` as the FD oracle sees it (float outputs, flattened, concatenated): already
+    evaluated by :func:`_prepare`, so the oracle does not evaluate it again."""
+    return np.concatenate([np.asarray(ctx.outs64[i], dtype=np.float64).ravel()
+                           for i in ctx.float_outs])
+
+
 def _batch_fn(ctx: _Ctx, j: int) -> Callable[[np.ndarray], np.ndarray]:
     """``X (B, n_j)`` -> concatenated flattened float outputs ``(B, m)``, float64."""
     shape = ctx.args64[j].shape
@@ -300,41 +310,71 @@ def _checked_grads(ctx: _Ctx, grads: Sequence[Any], want: Sequence[np.ndarray], 
     return out
 
 
+def _batched_cotangents(ctx: _Ctx, i: int, vs: Sequence[np.ndarray], dtype: Any
+                        ) -> list[np.ndarray]:
+    """The rows ``vs`` for output ``i`` (zeros for the others), stacked: one batched call."""
+    rows = [_cotangents(ctx, i, v, dtype) for v in vs]
+    return [np.stack([r[k] for r in rows]) for k in range(len(ctx.outs64))]
+
+
+def _unstack(grads: Sequence[Any], rows: int, what: str) -> list[list[np.ndarray]]:
+    """``grads[k]`` with a leading batch axis -> per row, the list over ``k``."""
+    grads = [np.asarray(g) for g in grads]
+    for g in grads:
+        if g.ndim == 0 or len(g) != rows:
+            raise ValueError(f"{what} returned shape {g.shape}, expected {rows} stacked rows")
+    return [[g[b] for g in grads] for b in range(rows)]
+
+
 def _reverse(ctx: _Ctx, pr: _Probes, args: list[np.ndarray], dtype: Any, alternative: bool
              ) -> dict[tuple[int, int], list[list[np.ndarray]]]:
-    """(output i, probe p) -> VJP per diff input; raises per output on adapter errors."""
+    """(output i, probe p) -> VJP per diff input; raises per output on adapter errors.
+
+    All probes of one output share one call (:meth:`Backend.vjp_batch`, not vectorized: one
+    forward pass, then the backward path under test once per probe).
+    """
     out: dict[tuple[int, int], Any] = {}
     want = [args[k] for k in ctx.diff]
     for i in ctx.float_outs:
-        for p, v in enumerate(pr.v[i]):
-            cts = _cotangents(ctx, i, v, dtype)
-            try:
-                if alternative:
-                    alts = ctx.backend.alternative_vjps(ctx.fn, args, ctx.diff, cts, ctx.device)
-                    out[(i, p)] = {n: _checked_grads(ctx, g, want, n, dtype)
-                                   for n, g in alts.items()}
-                else:
-                    g = ctx.backend.vjp(ctx.fn, args, ctx.diff, cts, ctx.device)
-                    out[(i, p)] = _checked_grads(ctx, g, want, "the VJP", dtype)
-            except Exception as exc:
+        P = len(pr.v[i])
+        cts = _batched_cotangents(ctx, i, pr.v[i], dtype)
+        try:
+            if alternative:
+                alts = ctx.backend.alternative_vjps_batch(ctx.fn, args, ctx.diff, cts,
+                                                          ctx.device)
+                rows = {n: _unstack(g, P, n) for n, g in alts.items()}
+                for p in range(P):
+                    out[(i, p)] = {n: _checked_grads(ctx, r[p], want, n, dtype)
+                                   for n, r in rows.items()}
+            else:
+                g = _unstack(ctx.backend.vjp_batch(ctx.fn, args, ctx.diff, cts, ctx.device),
+                             P, "the VJP")
+                for p in range(P):
+                    out[(i, p)] = _checked_grads(ctx, g[p], want, "the VJP", dtype)
+        except Exception as exc:
+            for p in range(P):
                 out[(i, p)] = exc
     return out
 
 
 def _forward(ctx: _Ctx, pr: _Probes) -> dict[tuple[int, int], Any]:
-    """(input j, probe p) -> JVP per output (or the exception)."""
+    """(input j, probe p) -> JVP per output (or the exception); one batched call per input."""
     out: dict[tuple[int, int], Any] = {}
+    want = [np.asarray(o) for o in ctx.outs64]
     for j in ctx.diff:
-        for p in range(ctx.cfg.probes):
-            tans = [pr.u[j][p] if k == j else np.zeros_like(ctx.args64[k]) for k in ctx.diff]
-            try:
-                t = ctx.backend.jvp(ctx.fn, ctx.args64, ctx.diff, tans, ctx.device)
-                want = [np.asarray(ctx.outs64[i]) for i in range(len(ctx.outs64))]
-                if len(t) != len(want):
-                    raise ValueError(f"the JVP returned {len(t)} outputs, expected {len(want)}")
-                out[(j, p)] = {i: _checked_grads(ctx, [t[i]], [want[i]], "the JVP",
-                                                 np.float64)[0] for i in ctx.float_outs}
-            except Exception as exc:
+        P = ctx.cfg.probes
+        tans = [np.stack(pr.u[j]) if k == j else np.zeros((P,) + ctx.args64[k].shape)
+                for k in ctx.diff]
+        try:
+            t = ctx.backend.jvp_batch(ctx.fn, ctx.args64, ctx.diff, tans, ctx.device)
+            if len(t) != len(want):
+                raise ValueError(f"the JVP returned {len(t)} outputs, expected {len(want)}")
+            rows = _unstack([t[i] for i in ctx.float_outs], P, "the JVP")
+            for p in range(P):
+                out[(j, p)] = {i: _checked_grads(ctx, [r], [want[i]], "the JVP", np.float64)[0]
+                               for i, r in zip(ctx.float_outs, rows[p], strict=True)}
+        except Exception as exc:
+            for p in range(P):
                 out[(j, p)] = exc
     return out
 
@@ -347,7 +387,7 @@ def _first_order(ctx: _Ctx) -> None:
         try:
             fds[j] = fd.directional_derivatives(
                 _batch_fn(ctx, j), ctx.args64[j].ravel(),
-                np.stack([u.ravel() for u in pr.u[j]]))
+                np.stack([u.ravel() for u in pr.u[j]]), f0=_f0(ctx))
         except Exception as exc:
             fds[j] = exc
         else:  # the oracle rounds the directions so that x + h u is exact: project AD on those
@@ -618,11 +658,10 @@ def _localize(ctx: _Ctx, kind: CheckKind, i: int, j: int):
     """Full Jacobian block ``J_ij`` from FD and from AD; the worst elements."""
     n = ctx.args64[j].size
     m = int(np.size(ctx.outs64[i]))
-    calls = m if kind is CheckKind.VJP else n
-    if m * n > _LOCALIZE_MAX_ELEMENTS or calls > _LOCALIZE_MAX_CALLS:
+    if m * n > _LOCALIZE_MAX_ELEMENTS or n > _LOCALIZE_MAX_COLUMNS:
         return (), {"localized": f"skipped: block {m}x{n} too large to localize"}
     try:
-        J_fd, E_fd = fd.jacobian(_batch_fn(ctx, j), ctx.args64[j].ravel())
+        J_fd, E_fd = fd.jacobian(_batch_fn(ctx, j), ctx.args64[j].ravel(), f0=_f0(ctx))
         sl = _out_slices(ctx)[i]
         J_fd, E_fd = J_fd[sl], E_fd[sl]
         J_ad = _ad_jacobian(ctx, kind, i, j, m, n)
@@ -652,23 +691,29 @@ def _localize(ctx: _Ctx, kind: CheckKind, i: int, j: int):
 
 
 def _ad_jacobian(ctx: _Ctx, kind: CheckKind, i: int, j: int, m: int, n: int) -> np.ndarray:
+    """The AD block ``J_ij``: rows from batched VJPs with unit cotangents, or columns from
+    batched JVPs with unit tangents, ``_LOCALIZE_ROWS`` per call, vectorized (the engine's
+    vmap) where it can be: localization is a diagnosis, its cost scales with the block."""
     J = np.empty((m, n))
     pos = ctx.diff.index(j)
-    if kind is CheckKind.VJP:
-        for a in range(m):
-            e = np.zeros(m)
-            e[a] = 1.0
-            cts = _cotangents(ctx, i, e.reshape(np.shape(ctx.outs64[i])), np.float64)
-            J[a] = np.asarray(ctx.backend.vjp(ctx.fn, ctx.args64, ctx.diff, cts, ctx.device)[pos],
-                              dtype=np.float64).ravel()
-    else:
-        for b in range(n):
-            e = np.zeros(n)
-            e[b] = 1.0
-            tans = [e.reshape(ctx.args64[j].shape) if k == j else np.zeros_like(ctx.args64[k])
-                    for k in ctx.diff]
-            J[:, b] = np.asarray(ctx.backend.jvp(ctx.fn, ctx.args64, ctx.diff, tans,
-                                                 ctx.device)[i], dtype=np.float64).ravel()
+    out_shape, in_shape = np.shape(ctx.outs64[i]), ctx.args64[j].shape
+    size = m if kind is CheckKind.VJP else n
+    for start in range(0, size, _LOCALIZE_ROWS):
+        stop = min(start + _LOCALIZE_ROWS, size)
+        unit = np.zeros((stop - start, size))
+        unit[np.arange(stop - start), np.arange(start, stop)] = 1.0
+        if kind is CheckKind.VJP:
+            cts = [unit.reshape((-1,) + out_shape) if k == i else
+                   np.zeros((stop - start,) + np.shape(o)) for k, o in enumerate(ctx.outs64)]
+            g = ctx.backend.vjp_batch(ctx.fn, ctx.args64, ctx.diff, cts, ctx.device,
+                                      vectorize=True)[pos]
+            J[start:stop] = np.asarray(g, dtype=np.float64).reshape(stop - start, n)
+        else:
+            tans = [unit.reshape((-1,) + in_shape) if k == j else
+                    np.zeros((stop - start,) + ctx.args64[k].shape) for k in ctx.diff]
+            t = ctx.backend.jvp_batch(ctx.fn, ctx.args64, ctx.diff, tans, ctx.device,
+                                      vectorize=True)[i]
+            J[:, start:stop] = np.asarray(t, dtype=np.float64).reshape(stop - start, m).T
     return J
 
 
