@@ -226,7 +226,9 @@ class _Float64Side:
             return h.loss_batch(self.loss_fn, name, rows, self.batch).reshape(len(X), 1)
 
         est = fd.directional_derivatives(f_batch, base.ravel(), U.reshape(_PROBES, -1))
-        return U, est
+        # the oracle differentiates along directions rounded so that x + h u is exact
+        # (fd.representable_direction): project the AD gradient on those same directions
+        return est.directions.reshape(U.shape), est
 
 
 def _float64_side(ctx: ProbeContext, hooks: Any, loss_fn: Callable, batch: Any
