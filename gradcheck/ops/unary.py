@@ -141,7 +141,10 @@ SPECS: tuple[OpSpec, ...] = (
                         _const("very_negative", -40.0)), known=_ELU),
     _u("erf", special=(_const("zero", 0.0), _saturated(6.0))),
     _u("erfc", special=(_const("large", 10.0), _const("very_negative", -6.0))),
-    _u("erfinv", uniform(-0.9, 0.9, S), (_const("zero", 0.0), _saturated(0.999999))),
+    _u("erfinv", uniform(-0.9, 0.9, S), (_const("zero", 0.0), _saturated(0.999999)), known=known(
+        "jax", "jax.scipy.special.erfinv loses accuracy in the tail: at 0.999999 the value is off "
+        "by 4e-13 and the derivative by 1.1e-11 relative (mpmath); torch and SciPy are exact",
+        checks=("reference",), dtypes=F64, points=("saturated",), link=_DOC)),
     _u("lgamma", uniform(0.2, 6.0, S), (
         point("reflection", _REFLECTION, fd=False), _const("large", 1e6)), known=_LGAMMA),
     _u("digamma", uniform(0.2, 6.0, S), (
