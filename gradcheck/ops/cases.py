@@ -89,8 +89,15 @@ def selected_specs(sel: Selection, check: str = "vjp") -> list[OpSpec]:
     return [s for s in specs if _op_selected(s.name, sel.ops)]
 
 
+DEFAULT_BACKENDS = ("numpy", "torch", "jax")
+
+
 def backend_names(sel: Selection) -> list[str]:
-    return list(sel.backends) if sel.backends else installed_backends()
+    """The selected backends; by default the built-in ones that are installed (further
+    adapters, e.g. from entry points, run when named)."""
+    if sel.backends:
+        return list(sel.backends)
+    return [b for b in DEFAULT_BACKENDS if b in installed_backends()]
 
 
 def _devices(backend: str, sel: Selection) -> list[tuple[str, str]]:
