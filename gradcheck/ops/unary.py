@@ -82,7 +82,8 @@ _I0 = known("jax", "jax.scipy.special.i0 = exp(|x|) i0e(x) differentiates |x| at
     dtypes=F64, points=("random",), link=_DOC)
 _SINC_WHY = ("sinc' at 1e-5 is computed as (cos(pi x) - sinc(x)) / x (or an equivalent form) "
              "that cancels: relative error ~3e-7 in float64")
-_SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference"), points=("near_zero",),
+_SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference", "cross_backend"),
+              points=("near_zero",),
               link=_DOC) + known("jax", _SINC_WHY + "; forward and reverse mode cancel "
                                  "differently, so they also disagree with each other",
                                  checks=("vjp", "jvp", "fwd_rev", "reference"),
