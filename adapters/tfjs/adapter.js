@@ -17,6 +17,17 @@ const DTYPE = 'float32'; // tfjs has no float64
 class Unsupported extends Error {}
 class InvalidRequest extends Error {}
 
+// ---- scalars: JSON numbers, or "NaN" / "Infinity" / "-Infinity" (JSON has no non-finite) ----
+function decodeScalar(v) {
+  if (typeof v === 'number') return v;
+  if (v === 'NaN' || v === 'Infinity' || v === '-Infinity') return Number(v);
+  throw new InvalidRequest(`scalar must be a number or "NaN"/"Infinity"/"-Infinity", got ${JSON.stringify(v)}`);
+}
+
+function encodeScalar(x) {
+  return Number.isFinite(x) ? x : String(x); // 'NaN', 'Infinity', '-Infinity'
+}
+
 // ---- arrays: {dtype, shape, data: base64 of little-endian float64} --------------------------
 function decode(obj) {
   if (!obj || !Array.isArray(obj.shape) || typeof obj.data !== 'string') {
@@ -177,7 +188,7 @@ const METHODS = {
     setGrads(s, byParam); // functional: the fresh gradients replace the stored ones
     const loss = value.dataSync()[0];
     value.dispose();
-    return { loss };
+    return { loss: encodeScalar(loss) };
   },
   'train.grads'(p) {
     const s = session(p);
@@ -194,15 +205,18 @@ const METHODS = {
   'train.zero_grad'(p) { setGrads(session(p), {}); return {}; },
   'train.clip_grad_norm'(p) {
     const s = session(p);
+    // tfjs has no clip-by-global-norm utility: this is ours, so it validates like torch's does.
+    const maxNorm = decodeScalar(p.max_norm);
+    if (!(maxNorm >= 0)) throw new InvalidRequest(`max_norm must be a non-negative number, got ${p.max_norm}`);
     const gs = Object.values(s.grads);
     if (gs.length === 0) return { total_norm: 0 };
     const total = tf.tidy(() => tf.sqrt(gs.map(g => tf.sum(tf.square(g))).reduce((a, b) => tf.add(a, b))).dataSync()[0]);
-    if (total > p.max_norm) {
+    if (Number.isFinite(total) && total > maxNorm) {
       const scaled = {};
-      for (const [k, g] of Object.entries(s.grads)) scaled[k] = tf.mul(g, p.max_norm / total);
+      for (const [k, g] of Object.entries(s.grads)) scaled[k] = tf.mul(g, maxNorm / total);
       setGrads(s, scaled);
     }
-    return { total_norm: total };
+    return { total_norm: encodeScalar(total) };
   },
   'train.step'(p) {
     const s = session(p);

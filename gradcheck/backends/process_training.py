@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .wire import ProtocolError, decode_array, encode_array
+from .wire import ProtocolError, decode_array, decode_scalar, encode_array, encode_scalar
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ class ProcessTraining:
         loss = {"op": op, "args": wire_args}
         if weights is not None:
             loss["weights"] = encode_array(weights, self.dtype)
-        return float(self._req("train.backward", loss=loss).get("loss", float("nan")))
+        res = self._req("train.backward", loss=loss)
+        return decode_scalar(res["loss"], "train.backward: loss") if "loss" in res else float("nan")
 
     def grads(self) -> dict[str, np.ndarray | None]:
         """The stored gradient of every parameter (None where the engine holds none)."""
@@ -94,7 +95,8 @@ class ProcessTraining:
     def clip_grad_norm(self, max_norm: float) -> float:
         """Scale stored gradients so their global L2 norm is at most ``max_norm``; returns the
         norm before clipping, as the engine computed it."""
-        return float(self._req("train.clip_grad_norm", max_norm=float(max_norm))["total_norm"])
+        res = self._req("train.clip_grad_norm", max_norm=encode_scalar(max_norm))
+        return decode_scalar(res.get("total_norm"), "train.clip_grad_norm: total_norm")
 
     def step(self, lr: float) -> None:
         """One SGD step ``p -= lr * grad`` with the stored gradients."""

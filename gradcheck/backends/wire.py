@@ -68,6 +68,30 @@ def decode_array(obj: Any, what: str = "array") -> np.ndarray:
     return np.frombuffer(raw, dtype="<f8").astype(np.float64).reshape(shape)
 
 
+_NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def encode_scalar(x: float) -> float | str:
+    """A float for JSON: finite values as numbers, non-finite ones as the strings ``"NaN"``,
+    ``"Infinity"`` and ``"-Infinity"`` (JSON has no non-finite numbers)."""
+    x = float(x)
+    if np.isfinite(x):
+        return x
+    return "NaN" if np.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def decode_scalar(v: Any, what: str = "scalar") -> float:
+    """The inverse of :func:`encode_scalar`; raises :class:`ProtocolError` for anything else."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ProtocolError(f"{what} must be a number or one of {sorted(_NONFINITE)}, got {v!r}")
+    if isinstance(v, str):
+        if v not in _NONFINITE:
+            raise ProtocolError(f"{what} must be a number or one of {sorted(_NONFINITE)}, "
+                                f"got {v!r}")
+        return _NONFINITE[v]
+    return float(v)
+
+
 def dumps_request(request_id: int, method: str, params: dict[str, Any]) -> str:
     """One request line (no newline)."""
     return json.dumps({"id": request_id, "method": method, "params": params},

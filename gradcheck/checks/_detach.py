@@ -63,9 +63,9 @@ def run_detach(ctx: ProbeContext) -> None:
     be, device = ctx.backend, ctx.device
     if be.semantics.stop_gradient is None:
         ctx.emit("detach", Status.SKIPPED, f"backend {be.name!r} declares no stop-gradient "
-                 "primitive", dtype="float64")
+                 "primitive", dtype=ctx.rule_dtype)
         return
-    hooks = ctx.hooks("float64")
+    hooks = ctx.hooks(ctx.rule_dtype)
     if not hooks.python_losses:
         _op_stop(ctx, hooks)
         return
@@ -82,7 +82,7 @@ def run_detach(ctx: ProbeContext) -> None:
     for name, mode, run, ref, err, _ in checks:
         got = np.asarray(run(), dtype=np.float64)
         mag = np.abs(got) + np.abs(ref)
-        ctx.record(name, assess(got, ref, mag, "float64", np.abs(err)), dtype="float64",
+        ctx.record(name, assess(got, ref, mag, ctx.rule_dtype, np.abs(err)), dtype=ctx.rule_dtype,
                    bug=BugClass.STOP_GRADIENT_LEAKS,
                    what=f"{mode} of x * {stop}(x * x) + sin(x) vs FD of the function with the "
                         "stopped value frozen")
@@ -104,13 +104,13 @@ def _op_stop(ctx: ProbeContext, hooks: Any) -> None:
     est = fd.directional_derivatives(lambda X: np.sum(X * p, axis=1, keepdims=True), p,
                                      np.eye(4))  # the stopped factor frozen at p
     ref, err = est.value[:, 0], est.error[:, 0]
-    ctx.record("detach.op_stop", assess(g, ref, np.abs(g) + np.abs(ref), "float64", err),
-               dtype="float64", bug=BugClass.STOP_GRADIENT_LEAKS,
+    ctx.record("detach.op_stop", assess(g, ref, np.abs(g) + np.abs(ref), ctx.rule_dtype, err),
+               dtype=ctx.rule_dtype, bug=BugClass.STOP_GRADIENT_LEAKS,
                what=f"gradient of sum(w * {ctx.backend.semantics.stop_gradient}(w)) through the "
                     "op protocol vs FD with the stopped factor frozen")
     ctx.emit("detach", Status.SKIPPED, f"backend {ctx.backend.name!r} trains through the op "
              "protocol: forward-mode, order-2 and no-grad-region probes need Python losses",
-             dtype="float64")
+             dtype=ctx.rule_dtype)
 
 
 def _order2(ctx: ProbeContext, fns: _Functions, x0, v, u, w, stop: str) -> None:
@@ -133,8 +133,8 @@ def _order2(ctx: ProbeContext, fns: _Functions, x0, v, u, w, stop: str) -> None:
                       np.abs(F) @ np.abs(w)))
     for name, mode, run, ref, err in cases:
         got = np.asarray(run(), dtype=np.float64)
-        ctx.record(name, assess(got, ref, np.abs(got) + np.abs(ref), "float64", err),
-                   dtype="float64", bug=BugClass.STOP_GRADIENT_LEAKS,
+        ctx.record(name, assess(got, ref, np.abs(got) + np.abs(ref), ctx.rule_dtype, err),
+                   dtype=ctx.rule_dtype, bug=BugClass.STOP_GRADIENT_LEAKS,
                    what=f"order 2, {mode}, of x * {stop}(x * x) + sin(x) vs FD of the frozen "
                         "function's first derivative")
 
@@ -145,30 +145,30 @@ def _no_grad_region(ctx: ProbeContext, hooks: Any, x0, v, u) -> None:
     try:
         fns = _Functions(hooks, x0, lambda fn, *a: hooks.no_grad_region(fn)(*a))
     except NotImplementedError as exc:
-        ctx.emit(name, Status.SKIPPED, str(exc), dtype="float64")
+        ctx.emit(name, Status.SKIPPED, str(exc), dtype=ctx.rule_dtype)
         return
     J_blocked, E_b = _jacobian(be, fns.frozen, [x0], device)
     J_open, E_o = _jacobian(be, fns.open, [x0], device)
     rev = np.asarray(be.vjp(fns.probe, [x0], [0], [v], device)[0], dtype=np.float64)
     rev_blocked = assess(rev, J_blocked.T @ v, np.abs(rev) + np.abs(J_blocked.T @ v),
-                         "float64", np.abs(E_b.T) @ v)
+                         ctx.rule_dtype, np.abs(E_b.T) @ v)
     if not rev_blocked.ok:
-        ctx.record(name, rev_blocked, dtype="float64", bug=BugClass.STOP_GRADIENT_LEAKS,
+        ctx.record(name, rev_blocked, dtype=ctx.rule_dtype, bug=BugClass.STOP_GRADIENT_LEAKS,
                    what="reverse mode through a no-grad region vs FD with the region frozen")
         return
     if not be.supports_jvp:
-        ctx.record(name, rev_blocked, dtype="float64", bug=BugClass.STOP_GRADIENT_LEAKS,
+        ctx.record(name, rev_blocked, dtype=ctx.rule_dtype, bug=BugClass.STOP_GRADIENT_LEAKS,
                    what="reverse mode through a no-grad region vs FD with the region frozen "
                         "(no forward mode to compare)")
         return
     fwd = np.asarray(be.jvp(fns.probe, [x0], [0], [u], device)[0], dtype=np.float64)
     declared = be.semantics.forward_mode_respects_no_grad
     J_exp, E_exp = (J_blocked, E_b) if declared else (J_open, E_o)
-    a = assess(fwd, J_exp @ u, np.abs(fwd) + np.abs(J_exp @ u), "float64", np.abs(E_exp) @ u)
+    a = assess(fwd, J_exp @ u, np.abs(fwd) + np.abs(J_exp @ u), ctx.rule_dtype, np.abs(E_exp) @ u)
     how = "blocks it" if declared else "does NOT block it (tangents flow through the region)"
     note = "" if declared else (f" - documented {be.name} behaviour: forward-mode AD ignores "
                                 "the no-grad region; reverse and forward mode disagree there")
-    ctx.record(name, a, dtype="float64", bug=BugClass.NO_GRAD_MODE_MISMATCH,
+    ctx.record(name, a, dtype=ctx.rule_dtype, bug=BugClass.NO_GRAD_MODE_MISMATCH,
                what=f"reverse mode blocks the no-grad region; forward mode, declared to "
                     f"{'respect' if declared else 'ignore'} it, {how}: JVP vs FD{note}",
                details={"forward_mode_respects_no_grad": declared})

@@ -104,6 +104,12 @@ class ProbeContext:
 
         return as_training_hooks(self.backend, self.device, dtype or self.dtype)
 
+    @property
+    def rule_dtype(self) -> str:
+        """The dtype of the rule probes (fan-out, detach): float64, or the run's dtype where the
+        backend has no float64."""
+        return "float64" if "float64" in self.backend.dtypes else self.dtype
+
     def rng(self, salt: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, salt])
 

@@ -48,6 +48,17 @@ FAMILIES: dict[str, Callable[..., None]] = {
 __all__ = ["FAMILIES", "BugClass", "check_semantics", "semantics_table"]
 
 
+_WIDTH_ORDER = ("float64", "float32", "bfloat16", "float16")
+
+
+def _widest_dtype(be: Backend) -> str:
+    """float64 where the backend has it, else its widest floating dtype."""
+    for d in _WIDTH_ORDER:
+        if d in be.dtypes:
+            return d
+    return be.dtypes[0]
+
+
 def _validate(be: Backend, device: str, dtype: str, probes: Sequence[str] | None,
               examples: int) -> tuple[str, ...]:
     if device not in be.devices():
@@ -70,7 +81,7 @@ def _validate(be: Backend, device: str, dtype: str, probes: Sequence[str] | None
 def check_semantics(
     backend: str | Backend,
     device: str = "cpu",
-    dtype: str = "float64",
+    dtype: str | None = None,
     seed: int = 0,
     *,
     probes: Sequence[str] | None = None,
@@ -80,7 +91,8 @@ def check_semantics(
 
     ``backend`` is a name, ``"module:Attr"`` path or adapter instance whose
     :meth:`~gradcheck.Backend.training` returns training hooks.  ``dtype`` is the precision of the
-    accumulation and clip probes (fan-out and detach probes check the rule in float64; the
+    accumulation and clip probes (default: float64, or the backend's widest float dtype where it
+    has no float64; fan-out and detach probes check the rule in float64 where available; the
     low-precision norm probes use float16 and bfloat16 where the backend has them).  ``probes``
     selects families (default: all of ``accumulation``, ``clip``, ``fanout``, ``detach``);
     ``examples`` is the number of Hypothesis DAGs; ``seed`` fixes every random choice.
@@ -89,6 +101,8 @@ def check_semantics(
     :class:`InvalidArgument` for invalid arguments.
     """
     be = get_backend(backend)
+    if dtype is None:
+        dtype = _widest_dtype(be)
     chosen = _validate(be, device, dtype, probes, examples)
     ctx = ProbeContext(be, device, dtype, seed, reproducer=(
         f"gradcheck.check_semantics({be.name!r}, device={device!r}, dtype={dtype!r}, "

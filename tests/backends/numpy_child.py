@@ -8,6 +8,7 @@ without Node.js.
     python numpy_child.py [--protocol N] [--refuse-version] [--crash-on METHOD[:K]]
                           [--hang-on METHOD] [--malformed-on METHOD] [--wrong-vjp SCALE]
                           [--accumulation accumulate|functional] [--declare-dtypes a,b]
+                          [--unchecked-clip]
 """
 
 from __future__ import annotations
@@ -20,6 +21,23 @@ import sys
 import time
 
 import numpy as np
+
+_NONFINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def encode_scalar(x: float) -> float | str:
+    """Non-finite floats travel as the strings "NaN", "Infinity", "-Infinity"."""
+    if np.isfinite(x):
+        return float(x)
+    return "NaN" if np.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+
+
+def decode_scalar(v, what: str) -> float:
+    if isinstance(v, str) and v in _NONFINITE:
+        return _NONFINITE[v]
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError(f"{what} must be a number or 'NaN'/'Infinity'/'-Infinity', got {v!r}")
 
 VERSION = 1
 
@@ -130,7 +148,7 @@ class Child:
                 s["grads"][k] = s["grads"].get(k, 0) + g
         else:
             s["grads"] = fresh
-        return {"loss": float(np.sum(w * y))}
+        return {"loss": encode_scalar(float(np.sum(w * y)))}
 
     def train_grads(self, p):
         s = self.sessions[p["session"]]
@@ -146,10 +164,13 @@ class Child:
 
     def train_clip_grad_norm(self, p):
         s = self.sessions[p["session"]]
+        max_norm = decode_scalar(p["max_norm"], "max_norm")
+        if not max_norm >= 0 and not self.o.unchecked_clip:
+            raise ValueError(f"max_norm must be a non-negative number, got {p['max_norm']!r}")
         total = float(np.sqrt(sum(np.sum(g * g) for g in s["grads"].values())))
-        if total > p["max_norm"]:
-            s["grads"] = {k: g * (p["max_norm"] / total) for k, g in s["grads"].items()}
-        return {"total_norm": total}
+        if np.isfinite(total) and total > max_norm:
+            s["grads"] = {k: g * (max_norm / total) for k, g in s["grads"].items()}
+        return {"total_norm": encode_scalar(total)}
 
     def train_step(self, p):
         s = self.sessions[p["session"]]
@@ -207,6 +228,8 @@ def main():
     ap.add_argument("--wrong-vjp", type=float, default=1.0)
     ap.add_argument("--accumulation", default="functional")
     ap.add_argument("--declare-dtypes", default="float64,float32")
+    ap.add_argument("--unchecked-clip", action="store_true",
+                    help="mutant: apply a negative or NaN max_norm instead of refusing it")
     opts = ap.parse_args()
     child = Child(opts)
     for line in sys.stdin:

@@ -4,6 +4,7 @@ declaration mismatch), each failing only the affected checks with a clear messag
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -17,7 +18,8 @@ from adapter_checks import assert_training_probes
 import gradcheck
 from gradcheck import Accumulation, Semantics, Status
 from gradcheck.backends.process import ProcessBackend, ProtocolError, RemoteOp
-from gradcheck.backends.wire import decode_array, encode_array
+from gradcheck.backends.wire import decode_array, decode_scalar, encode_array, encode_scalar
+from gradcheck.checks.semantics import check_semantics
 from gradcheck.testing import format_conformance, run_conformance
 
 CHILD = str(Path(__file__).with_name("numpy_child.py"))
@@ -181,3 +183,27 @@ def test_wire_arrays_round_trip_and_reject_garbage():
         decode_array({**bad, "data": "***"})
     with pytest.raises(ProtocolError, match="invalid shape"):
         decode_array({**bad, "shape": [2, -3]})
+
+
+def test_wire_scalars_carry_non_finite_values():
+    for x in (1.5, 0.0, np.inf, -np.inf):
+        assert decode_scalar(encode_scalar(x)) == x
+    assert np.isnan(decode_scalar(encode_scalar(np.nan)))
+    assert json.loads(json.dumps(encode_scalar(np.inf))) == "Infinity"  # JSON has no bare inf
+    for bad in (None, "inf", True, [1.0]):
+        with pytest.raises(ProtocolError, match="must be a number or one of"):
+            decode_scalar(bad)
+
+
+@pytest.mark.parametrize("flags,expected", [((), Status.PASSED),
+                                            (("--unchecked-clip",), Status.FAILED)])
+def test_clip_probes_through_the_protocol(make, flags, expected):
+    """The clip probes reach the child: a child that applies a negative threshold (the mutant)
+    is caught; one that refuses it passes; an infinite gradient's norm comes back as inf."""
+    report = check_semantics(make(*flags), probes=["clip"])
+    by_name = {r.name: r for r in report.results}
+    assert by_name["clip.threshold_validation"].status is expected, \
+        by_name["clip.threshold_validation"].message
+    nonfinite = by_name["clip.nonfinite"]
+    assert nonfinite.status is Status.PASSED and "returned norm inf" in nonfinite.message, \
+        nonfinite.message
