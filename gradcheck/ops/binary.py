@@ -93,7 +93,7 @@ SPECS: tuple[OpSpec, ...] = (
 )
 
 # the ops of the quick profile (every plain `pytest` run)
-QUICK: tuple[str, ...] = ("atan2", "maximum", "div_bcast")
+QUICK: tuple[str, ...] = ("atan2", "maximum")
 
 
 SPECS = with_cross_backend_known(SPECS, {

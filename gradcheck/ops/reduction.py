@@ -103,7 +103,7 @@ SPECS: tuple[OpSpec, ...] = (
 )
 
 # the ops of the quick profile (every plain `pytest` run)
-QUICK: tuple[str, ...] = ("prod", "logsumexp", "cumprod_axis1")
+QUICK: tuple[str, ...] = ("prod", "logsumexp")
 
 
 SPECS = with_cross_backend_known(SPECS, {
