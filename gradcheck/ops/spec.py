@@ -118,3 +118,16 @@ def known(backend: str, reason: str, *, checks: tuple[str, ...] = ("*",),
     """One :class:`KnownDiscrepancy` per (check, dtype, point) combination of the arguments."""
     return tuple(KnownDiscrepancy(backend, reason, link, d, c, p)
                  for c in checks for d in dtypes for p in points)
+
+
+def with_cross_backend_known(specs: tuple[OpSpec, ...], wrong: dict[tuple[str, str], str],
+                             link: str = "") -> tuple[OpSpec, ...]:
+    """Add a float64 ``cross_backend`` :class:`KnownDiscrepancy` for each ``(op, point): backend``
+    in ``wrong``: where one engine is known wrong, two engines disagree too (listed explicitly,
+    because where both are wrong the same way they still agree)."""
+    from dataclasses import replace
+
+    return tuple(replace(s, known=s.known + tuple(
+        KnownDiscrepancy(be, f"{be} is known wrong at this point (see this op's other entries)",
+                         link, "float64", "cross_backend", pt)
+        for (op, pt), be in wrong.items() if op == s.name)) for s in specs)
