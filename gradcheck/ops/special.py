@@ -39,7 +39,7 @@ def _pair(first, second):
 SPECS: tuple[OpSpec, ...] = (
     _sp("betaln", 2, uniform(0.5, 5.0, S, S), known=known(
         "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
-        dtypes=("float64",), points=("random",), link=_DOC))),
+        dtypes=("float64",), points=("random",), link=_DOC)),
     _sp("polygamma1", 1, uniform(0.3, 5.0, S), known=known(
         "torch", "torch's float64/float32 trigamma forward truncates its asymptotic series "
         "(relative error up to 5e-10, mpmath); its backward polygamma(2, x) is accurate, so it "
@@ -75,7 +75,7 @@ SPECS: tuple[OpSpec, ...] = (
         point("near_one", np.full(S, 1.0 - 2.0**-30), fd=False))),
     _sp("multigammaln", 1, uniform(3.0, 7.0, S), known=known(  # FD steps stay inside a > 1
         "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
-        dtypes=("float64",), points=("random",), link=_DOC))),
+        dtypes=("float64",), points=("random",), link=_DOC)),
     _sp("gammainc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
     _sp("gammaincc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
 )
