@@ -21,6 +21,10 @@ from .backends import (
     installed_backends,
     known_backends,
 )
+from .backends.training import ClipSemantics, CutPoint, NumpyLoss, TrainingHooks
+from .checks._probing import BugClass
+from .checks.audit import AuditReport, FlowStatus, ParameterFlow, TrainStep, audit
+from .checks.semantics import check_semantics, semantics_table
 from .errors import GradcheckError, GradientMismatch, InvalidArgument
 from .results import CheckKind, CheckResult, Report, Status, WorstElement
 
@@ -28,6 +32,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Accumulation",
+    "AuditReport",
+    "BugClass",
+    "ClipSemantics",
+    "CutPoint",
+    "FlowStatus",
+    "NumpyLoss",
+    "ParameterFlow",
+    "TrainStep",
+    "TrainingHooks",
+    "audit",
+    "check_semantics",
+    "semantics_table",
     "Backend",
     "CheckKind",
     "CheckResult",

@@ -7,11 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from . import stream
 from .backends.base import Backend
+from .backends.numpy_backend import NumpyFunction
 from .backends.registry import get_backend
 from .checks.numeric import CheckConfig, run_numeric_checks
 from .errors import GradientMismatch, InvalidArgument
-from .results import Report, Status
+from .results import CheckResult, Report, Status
 
 _MODES = ("rev", "fwd")
 
@@ -38,6 +40,8 @@ def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device
                 dtype: str, modes: tuple[str, ...], order: int, seed: int) -> str:
     owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    if isinstance(fn, NumpyFunction):  # named after its forward, defined where that was
+        fn = fn.forward
     if isinstance(owner, type):  # a bound classmethod such as MyFunction.apply
         name = f"{owner.__qualname__}.{fn.__name__}"
         fn = owner
@@ -116,7 +120,8 @@ def check(
         name=fn_name,
         reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed),
     )
-    return Report(run_numeric_checks(be, fn, arrays, device=device, dtype=dt, config=cfg))
+    results = run_numeric_checks(be, fn, arrays, device=device, dtype=dt, config=cfg)
+    return Report(stream.record_many(results))  # appended to the active result stream, if any
 
 
 def format_failure(report: Report) -> str:
@@ -124,20 +129,26 @@ def format_failure(report: Report) -> str:
     lines = [f"gradient check failed: {report.summary()}"]
     for r in report.failures:
         lines.append("")
+        computed = r.details.get("computed_in")
+        dtype = f"{r.dtype} (checked in {computed})" if computed else r.dtype
         lines.append(f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
-                     f"device={r.device}, dtype={r.dtype}, seed={r.seed})")
+                     f"device={r.device}, dtype={dtype}, seed={r.seed})")
         if r.status is Status.FAILED and r.discrepancy is not None:
             d = r.details
-            lines.append(f"  compared: actual {r.actual:.10g} vs expected {r.expected:.10g}")
+            what, by_ad, by_ref = _COMPARED.get(r.kind, ("value", "actual", "expected"))
+            probe = f" (probe {d['probe'] + 1} of {d['probes']})" if "probe" in d else ""
+            lines.append(f"  compared {what}{probe}: {r.actual:.10g} {by_ad} vs "
+                         f"{r.expected:.10g} {by_ref}")
             lines.append(f"  max abs discrepancy {d.get('max_abs_discrepancy', r.discrepancy):.3g}"
                          f", relative {d.get('max_rel_discrepancy', r.relative_discrepancy):.3g}")
             lines.append(f"  allowed {r.allowed:.3g} from {r.allowed_source}; "
                          f"ratio {r.discrepancy_ratio:.3g}")
             if r.worst:
-                lines.append("  worst elements (index: AD vs oracle, allowed):")
+                lines.append(f"  worst elements ({by_ad.removeprefix('by ')} vs "
+                             f"{by_ref.removeprefix('by ')}, allowed):")
                 for w in r.worst:
-                    lines.append(f"    {w.index}: {w.actual:.10g} vs {w.expected:.10g} "
-                                 f"(allowed {w.allowed:.3g})")
+                    lines.append(f"    {_element(r, w.index)}: {w.actual:.10g} vs "
+                                 f"{w.expected:.10g} (allowed {w.allowed:.3g})")
             elif "localized" in d:
                 lines.append(f"  localization: {d['localized']}")
         else:
@@ -145,6 +156,28 @@ def format_failure(report: Report) -> str:
         if r.reproducer:
             lines.append(f"  reproduce: {r.reproducer}")
     return "\n".join(lines)
+
+
+_COMPARED = {
+    "vjp": ("<J^T v, u>", "by reverse mode", "by finite differences"),
+    "jvp": ("<v, J u>", "by forward mode", "by finite differences"),
+    "fwd_rev": ("<v, J u>", "by forward mode", "by reverse mode"),
+    "eager_func": ("<J^T v, u>", "by the alternative path", "by the VJP"),
+    "rounding": ("||J^T v||", "in the dtype under test", "in float64"),
+    "vjp_of_vjp": ("the VJP's <J^T v, u>", "by reverse mode", "by finite differences"),
+    "jvp_of_vjp": ("the VJP's <v, J u>", "by forward mode", "by finite differences"),
+    "jvp_of_jvp": ("the JVP's <v, J u>", "by forward mode", "by finite differences"),
+}
+
+
+def _element(r: CheckResult, index: tuple[int, ...]) -> str:
+    """``output[i, j] / input[k]`` for a Jacobian element, ``input[k]`` for a gradient one."""
+    n_in = len(r.shapes[r.input_index]) if r.input_index is not None and r.input_index < len(
+        r.shapes) else 0
+    inp = f"input {r.input_index}{list(index[len(index) - n_in:])}"
+    if len(index) > n_in:
+        return f"d output {r.output_index}{list(index[:len(index) - n_in])} / d {inp}"
+    return inp
 
 
 def assert_gradients(fn: Callable, *inputs: Any, **kwargs: Any) -> Report:

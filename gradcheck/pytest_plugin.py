@@ -1,19 +1,169 @@
-"""The gradcheck pytest plugin: options, profiles and result collection (kept thin)."""
+"""The gradcheck pytest plugin: options, profiles, parametrization (kept thin).
+
+A suite test asks for the ``gradcheck_case`` fixture and says which check it runs::
+
+    @pytest.mark.gradcheck(check="vjp")
+    def test_vjp(gradcheck_case):
+        assert_check(gradcheck_case)
+
+and the plugin parametrizes it over backend x device x dtype x op (x special point) with ids
+such as ``test_vjp[torch-cpu-float64-atan2]`` (see :mod:`gradcheck.ops.cases`).  An op a
+backend lacks and an absent device become skips with the reason; a known discrepancy from the
+op's spec becomes a strict xfail.  Selection comes from the command line or from the ini
+(``pyproject.toml`` ``[tool.pytest.ini_options]``), the command line winning.  State lives in
+``config.stash``.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pytest
 
 PROFILES = ("quick", "ci", "thorough")
+_HYPOTHESIS_PROFILES = {
+    # derandomized and deadline-free: CI runs are reproducible and never flaky on timing
+    "quick": dict(max_examples=3, derandomize=True, deadline=None, database=None),
+    "ci": dict(max_examples=2, derandomize=True, deadline=None, database=None),
+    "thorough": dict(max_examples=40, deadline=None),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved gradcheck options of this pytest run."""
+
+    profile: str
+    backends: tuple[str, ...] | None
+    devices: tuple[str, ...] | None
+    dtypes: tuple[str, ...] | None
+    ops: tuple[str, ...] | None
+    report_dir: str | None
+
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+
+# the report hooks (streams, shards, xdist merge, HTML/JUnit) load with this plugin; they must be
+# registered before the command line is parsed (not from pytest_configure) for their options
+pytest_plugins = ["gradcheck._pytest_report"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gradcheck", "gradient checking")
     group.addoption("--gradcheck-backend", action="append", default=None,
-                    help="backend(s) to run the suites on (name or module:Attr); default: all "
-                         "installed")
+                    help="backend(s) to run the suites on: a name or 'package.module:Attr' "
+                         "(repeatable; default: every installed backend)")
+    group.addoption("--gradcheck-device", action="append", default=None,
+                    help="device(s), e.g. cpu, cuda, gpu, cpu:1 (repeatable; default: cpu and "
+                         "each backend's GPU, skipped where absent)")
+    group.addoption("--gradcheck-dtype", action="append", default=None,
+                    help="dtype(s) to check (repeatable; default: float64 and float32)")
+    group.addoption("--gradcheck-op", action="append", default=None,
+                    help="only ops whose name contains this text or matches this glob "
+                         "(repeatable)")
     group.addoption("--gradcheck-profile", choices=PROFILES, default=None,
                     help="suite size: quick (default), ci, thorough")
     group.addoption("--gradcheck-report-dir", default=None,
                     help="directory for results.jsonl and index.html")
-    parser.addini("gradcheck_profile", "default suite profile", default="quick")
+    parser.addini("gradcheck_profile", "default suite profile (quick, ci, thorough)",
+                  default="quick")
+    parser.addini("gradcheck_backend", "backends to run the suites on", type="args", default=[])
+    parser.addini("gradcheck_device", "devices to run the suites on", type="args", default=[])
+    parser.addini("gradcheck_dtype", "dtypes to check", type="args", default=[])
+    parser.addini("gradcheck_op", "op name filters (substring or glob)", type="args",
+                  default=[])
+
+
+def _setting(config: pytest.Config, name: str) -> tuple[str, ...] | None:
+    values = config.getoption(f"--gradcheck-{name}") or config.getini(f"gradcheck_{name}")
+    return tuple(values) if values else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gradcheck(check): a suite test parametrized over "
+                                       "backend x device x dtype x op by the gradcheck plugin")
+    profile = config.getoption("--gradcheck-profile") or config.getini("gradcheck_profile")
+    if profile not in PROFILES:
+        raise pytest.UsageError(f"gradcheck_profile={profile!r} is not valid; choose one of: "
+                                f"{', '.join(PROFILES)}")
+    config.stash[SETTINGS_KEY] = Settings(
+        profile=profile, backends=_setting(config, "backend"), devices=_setting(config, "device"),
+        dtypes=_setting(config, "dtype"), ops=_setting(config, "op"),
+        report_dir=config.getoption("--gradcheck-report-dir"))
+    _register_hypothesis_profiles(profile)
+    try:
+        from . import _pytest_report
+    except ImportError as exc:  # only "the report module is absent" is silent
+        absent = exc.name in (__package__, f"{__package__}._pytest_report") and \
+            "_pytest_report" in str(exc)
+        if not absent:
+            raise
+        return
+    if not config.pluginmanager.is_registered(_pytest_report):
+        config.pluginmanager.register(_pytest_report, "gradcheck-report")
+
+
+def _register_hypothesis_profiles(active: str) -> None:
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:  # pragma: no cover - hypothesis is a dependency
+        return
+    for name, kw in _HYPOTHESIS_PROFILES.items():
+        settings.register_profile(f"gradcheck-{name}", suppress_health_check=list(HealthCheck),
+                                  **kw)
+
+
+def settings_of(config: pytest.Config) -> Settings:
+    """The :class:`Settings` of this run (from ``config.stash``)."""
+    return config.stash[SETTINGS_KEY]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    s = settings_of(config)
+    return (f"gradcheck: profile={s.profile} backends={','.join(s.backends or ['installed'])} "
+            f"devices={','.join(s.devices or ['auto'])} dtypes={','.join(s.dtypes or ['auto'])}"
+            + (f" ops={','.join(s.ops)}" if s.ops else ""))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "gradcheck_case" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("gradcheck")
+    if marker is None or "check" not in marker.kwargs:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: a test using gradcheck_case "
+                                "needs @pytest.mark.gradcheck(check=...)")
+    from .errors import InvalidArgument
+    from .ops.cases import Selection, plan
+
+    s = settings_of(metafunc.config)
+    sel = Selection(s.profile, s.backends, s.devices, s.dtypes, s.ops)
+    try:
+        planned = plan(marker.kwargs["check"], sel)
+    except InvalidArgument as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    params = [pytest.param(p, id=p.id, marks=_marks(p)) for p in planned]
+    metafunc.parametrize("gradcheck_case", params)
+
+
+def _marks(p) -> list[pytest.MarkDecorator]:
+    # tests of one case share one memoized run: `-n N --dist loadgroup` keeps them together
+    group = pytest.mark.xdist_group(p.case.id.replace("@", "_"))
+    if p.skip:
+        return [pytest.mark.skip(reason=p.skip), group]
+    if p.xfail:
+        return [pytest.mark.xfail(strict=True, reason=f"known discrepancy: {p.xfail}"), group]
+    return [group]
+
+
+@pytest.fixture
+def gradcheck_settings(request: pytest.FixtureRequest) -> Settings:
+    """The gradcheck options of this run."""
+    return settings_of(request.config)
+
+
+@pytest.fixture
+def gradcheck_seed(request: pytest.FixtureRequest) -> int:
+    """A seed derived from the test's id (stable across runs, processes and machines)."""
+    from .ops.runner import stable_seed
+
+    return stable_seed(request.node.name)

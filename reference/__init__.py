@@ -1,0 +1,5 @@
+"""Independent implementations of the catalog ops, used as oracles.
+
+* :mod:`reference.numpy`: forward and hand-derived VJP/JVP, NumPy/SciPy only (no AD engine).
+* :mod:`reference.jax`: the same ops written for JAX, an independent AD engine.
+"""

@@ -9,8 +9,10 @@ Required: :meth:`Backend.version`, :meth:`Backend.devices`, :meth:`Backend.evalu
 :meth:`Backend.vjp`.  Optional (declared by class attributes): :meth:`Backend.jvp`
 (``supports_jvp``), :meth:`Backend.vjp_function` / :meth:`Backend.jvp_function` for order 2
 (``supports_order2``), batched evaluation (:meth:`Backend.evaluate_batch` falls back to a loop),
-alternative derivative paths (:meth:`Backend.alternative_vjps`) and the stateful training hooks
-used by the semantic checks (:meth:`Backend.training`).
+alternative derivative paths (:meth:`Backend.alternative_vjps`), batched derivatives
+(:meth:`Backend.vjp_batch`, :meth:`Backend.jvp_batch`, :meth:`Backend.alternative_vjps_batch`,
+which fall back to loops) and the stateful training hooks used by the semantic checks
+(:meth:`Backend.training`).
 
 Semantics are *declared* (:class:`Semantics`) and *measured* by the semantic checks.
 """
@@ -74,6 +76,17 @@ class Backend(ABC):
         suites then skip the op with a reason)."""
         return None
 
+    def oracle_forward(self, fn: Callable) -> Callable | None:
+        """A NumPy float64 forward of ``fn`` for the finite-difference oracle.
+
+        Only consulted for engines that cannot compute in float64 (``"float64"`` not in
+        :attr:`dtypes`, e.g. TensorFlow.js): finite differences of a float32 function are not
+        a reliable oracle, so such an engine's derivatives are compared against FD of this
+        float64 forward, with a rounding bound in the engine's widest dtype.  None (the
+        default): the checks are skipped with that reason for such an engine.
+        """
+        return None
+
     # -- calculus (NumPy in, NumPy out) -----------------------------------------------------
     @abstractmethod
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
@@ -88,10 +101,9 @@ class Backend(ABC):
         ``vmap`` override it.
         """
         size = next(len(a) for a, b in zip(args, batched, strict=True) if b)
-        rows = [
-            self.evaluate(fn, [a[i] if b else a for a, b in zip(args, batched, strict=True)], device)
-            for i in range(size)
-        ]
+        pairs = list(zip(args, batched, strict=True))
+        rows = [self.evaluate(fn, [a[i] if b else a for a, b in pairs], device)
+                for i in range(size)]
         return [np.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
 
     @abstractmethod
@@ -139,6 +151,62 @@ class Backend(ABC):
         """
         return {}
 
+    # -- batched derivatives (performance hooks; the defaults loop) ---------------------------
+    def vjp_batch(
+        self,
+        fn: Callable,
+        args: Sequence[np.ndarray],
+        diff: Sequence[int],
+        cotangents: Sequence[np.ndarray],
+        device: str,
+        vectorize: bool = False,
+    ) -> list[np.ndarray]:
+        """:meth:`vjp` for ``B`` cotangents at once: ``cotangents[k]`` has a leading axis of
+        length ``B``; returns, for each input in ``diff``, the ``B`` gradients stacked along a
+        leading axis.  The default loops over :meth:`vjp`.
+
+        With ``vectorize=False`` every row must come from the very path :meth:`vjp` takes (an
+        engine may share one forward pass between the rows); the projected checks use this,
+        so that a failure is the rule's, not a batching rule's (``vmap`` of PyTorch's
+        ``cdist`` pullback is wrong for every row but the first).  ``vectorize=True`` allows
+        the engine's ``vmap`` over the rows: for the many unit cotangents of a localization."""
+        rows = [self.vjp(fn, args, diff, [c[b] for c in cotangents], device)
+                for b in range(len(cotangents[0]))]
+        return _stack_rows(rows, len(diff))
+
+    def jvp_batch(
+        self,
+        fn: Callable,
+        args: Sequence[np.ndarray],
+        diff: Sequence[int],
+        tangents: Sequence[np.ndarray],
+        device: str,
+        vectorize: bool = False,
+    ) -> list[np.ndarray]:
+        """:meth:`jvp` for ``B`` tangents at once (leading axis ``B`` on each tangent); returns
+        every output's ``B`` tangents stacked.  The default loops over :meth:`jvp`;
+        ``vectorize`` as in :meth:`vjp_batch`."""
+        rows = [self.jvp(fn, args, diff, [t[b] for t in tangents], device)
+                for b in range(len(tangents[0]))]
+        return _stack_rows(rows, len(rows[0]) if rows else 0)
+
+    def alternative_vjps_batch(
+        self,
+        fn: Callable,
+        args: Sequence[np.ndarray],
+        diff: Sequence[int],
+        cotangents: Sequence[np.ndarray],
+        device: str,
+    ) -> dict[str, list[np.ndarray]]:
+        """:meth:`alternative_vjps` for ``B`` cotangents at once, stacked like
+        :meth:`vjp_batch` (never vectorized: each row comes from the alternative path
+        itself).  The default loops over :meth:`alternative_vjps`."""
+        rows = [self.alternative_vjps(fn, args, diff, [c[b] for c in cotangents], device)
+                for b in range(len(cotangents[0]))]
+        if not rows or not rows[0]:
+            return {}
+        return {name: _stack_rows([r[name] for r in rows], len(diff)) for name in rows[0]}
+
     # -- stateful training hooks (semantic checks) -----------------------------------------
     def training(self, device: str, dtype: str) -> Any:
         """Return a :class:`gradcheck.backends.training.TrainingHooks` for this engine, or raise
@@ -147,3 +215,8 @@ class Backend(ABC):
 
     def __repr__(self) -> str:
         return f"<gradcheck backend {self.name!r}>"
+
+
+def _stack_rows(rows: Sequence[Sequence[Any]], width: int) -> list[np.ndarray]:
+    """``rows[b][k]`` -> ``[stack_b rows[b][k] for k]``."""
+    return [np.stack([np.asarray(r[k]) for r in rows]) for k in range(width)]

@@ -2,6 +2,16 @@
 
 Imported only when the ``jax`` backend is asked for; ``import gradcheck`` never imports jax.
 Creating the adapter enables ``jax_enable_x64`` so float64 really is float64.
+
+Every transform of a user's function (evaluation, batched evaluation, batched VJP/JVP) runs
+under ``jax.jit``: the jitted wrappers are cached per function object and transform (see
+:mod:`._cache`; never shared between two functions) and ``jit`` caches the compiled code per
+shape and dtype, so checking the same function again (another point, another seed, another
+Hypothesis example) does not trace or compile again.  Like ``jax.jit`` itself this assumes the
+function is pure: its result must not depend on mutable Python state read at trace time
+(``JaxBackend(jit=False)`` runs everything eagerly).  A function ``jit`` cannot trace
+(Python control flow on values, host callbacks) runs eagerly, and where ``vmap`` fails too
+the batch is evaluated in a loop.
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._cache import FunctionCache, missing
 from .base import Accumulation, Backend, Semantics
 
 jax.config.update("jax_enable_x64", True)
@@ -20,6 +31,22 @@ import jax.numpy as jnp  # noqa: E402  (after x64 is on)
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _rows(f: Callable, xs: tuple, vectorize: bool) -> tuple:
+    """``f`` applied to each row of the stacked tuple ``xs``, results stacked per output:
+    ``jax.vmap`` if ``vectorize``, else one call per row (unrolled inside the trace)."""
+    if vectorize:
+        return _as_tuple(jax.vmap(f)(xs))
+    rows = [_as_tuple(f(tuple(x[b] for x in xs))) for b in range(xs[0].shape[0])]
+    return tuple(jnp.stack([r[k] for r in rows]) for k in range(len(rows[0])))
+
+
+def _raise_if_no_forward(exc: TypeError) -> None:
+    """A ``jax.custom_vjp`` function has no forward mode by construction: a skip, not an error."""
+    if "custom_vjp" in str(exc):
+        raise NotImplementedError(f"forward mode is not available for this function: "
+                                  f"{str(exc).splitlines()[0]}") from exc
 
 
 class JaxBackend(Backend):
@@ -36,11 +63,34 @@ class JaxBackend(Backend):
     supports_order2 = True
     dtypes = ("float64", "float32", "float16", "bfloat16")
 
+    def __init__(self, jit: bool = True) -> None:
+        self.jit = jit
+        self._compiled = FunctionCache()  # (fn, transform) -> jax.jit wrapper
+        self._eager = FunctionCache()  # (fn, transform) -> True where jit failed / vmap failed
+
     def version(self) -> str:
         return str(jax.__version__)
 
+    def _run(self, fn: Callable, key: tuple, build: Callable[[], Callable], *xs: Any) -> Any:
+        """``build()(*xs)``, jitted and cached per ``(fn, key)``; eager where jit cannot trace.
+
+        ``build`` must return a function of ``xs`` only (no point-dependent closure), so the
+        cached wrapper serves every later call with the same key.
+        """
+        if not self.jit or not missing(self._eager.peek(fn, key)):
+            return build()(*xs)
+        compiled = self._compiled.get(fn, key, lambda: jax.jit(build()))
+        try:
+            return compiled(*xs)
+        except Exception:
+            out = build()(*xs)  # the function's own error if it fails eagerly as well
+            self._eager.put(fn, key, True)
+            return out
+
     def devices(self) -> list[str]:
-        out = ["cpu"]
+        """``cpu`` (the first CPU device), ``cpu:1``... for further host devices (e.g. with
+        ``XLA_FLAGS=--xla_force_host_platform_device_count=2``), and ``gpu`` if present."""
+        out = ["cpu"] + [f"cpu:{i}" for i in range(1, len(jax.devices("cpu")))]
         try:
             if jax.devices("gpu"):
                 out.append("gpu")
@@ -57,28 +107,38 @@ class JaxBackend(Backend):
     def array_namespace(self) -> Any:
         return jnp
 
+    def op(self, name: str) -> Callable | None:
+        """Catalog op ``name`` written for JAX (``reference.jax``)."""
+        from reference.jax import get_op
+
+        return get_op(name)
+
     def _device(self, device: str) -> Any:
-        kind = "gpu" if device in ("gpu", "cuda") else device
-        return jax.devices(kind)[0]
+        kind, _, index = device.partition(":")
+        kind = "gpu" if kind in ("gpu", "cuda") else kind
+        return jax.devices(kind)[int(index or 0)]
 
     def to_native(self, a: np.ndarray, device: str) -> Any:
         return jax.device_put(np.asarray(a), self._device(device))
 
     def _to_np(self, x: Any) -> np.ndarray:
-        return self.native_to_numpy(x) if isinstance(x, jax.Array) else np.asarray(x)
+        return np.asarray(x)  # results keep the dtype under test, bfloat16 included
 
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
-        out = fn(*[self.to_native(a, device) for a in args])
+        out = self._run(fn, ("evaluate",), lambda: fn, *[self.to_native(a, device) for a in args])
         return [self._to_np(o) for o in _as_tuple(out)]
 
     def evaluate_batch(self, fn, args, batched, device):
         jargs = [self.to_native(a, device) for a in args]
         in_axes = tuple(0 if b else None for b in batched)
-        try:
-            out = jax.vmap(fn, in_axes=in_axes)(*jargs)
-        except Exception:  # not vmappable (host callbacks, python control flow): loop
-            return super().evaluate_batch(fn, args, batched, device)
-        return [self._to_np(o) for o in _as_tuple(out)]
+        key = ("evaluate_batch", in_axes)
+        if missing(self._eager.peek(fn, key + ("loop",))):
+            try:
+                out = self._run(fn, key, lambda: jax.vmap(fn, in_axes=in_axes), *jargs)
+                return [self._to_np(o) for o in _as_tuple(out)]
+            except Exception:  # not vmappable (host callbacks, python control flow): loop
+                self._eager.put(fn, key + ("loop",), True)
+        return super().evaluate_batch(fn, args, batched, device)
 
     def _partial(self, fn: Callable, jargs: list[Any], diff: Sequence[int]) -> Callable:
         def g(*xs: Any) -> tuple[Any, ...]:
@@ -97,13 +157,61 @@ class JaxBackend(Backend):
         )
         return [self._to_np(r) for r in pullback(cts)]
 
+    def vjp_batch(self, fn, args, diff, cotangents, device, vectorize=False):
+        """One ``jax.vjp`` and its pullback applied to each cotangent, all under one jit (the
+        rows unrolled in the trace); with ``vectorize`` the pullback is vmapped instead."""
+        diff = tuple(diff)
+
+        def build() -> Callable:
+            def run(jargs: tuple, cts: tuple) -> Any:
+                outs, pullback = jax.vjp(self._partial(fn, list(jargs), diff),
+                                         *[jargs[k] for k in diff])
+                cts = tuple(c.astype(o.dtype) for c, o in zip(cts, outs, strict=True))
+                return _rows(pullback, cts, vectorize)
+
+            return run
+
+        jargs = tuple(self.to_native(a, device) for a in args)
+        cts = tuple(self.to_native(c, device) for c in cotangents)
+        out = self._run(fn, ("vjp_batch", diff, len(args), vectorize), build, jargs, cts)
+        return [self._to_np(r) for r in out]
+
+    def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
+        """``jax.jvp`` for each tangent under one jit (``vectorize``: vmapped over them)."""
+        diff = tuple(diff)
+
+        def build() -> Callable:
+            def run(jargs: tuple, tans: tuple) -> Any:
+                primals = tuple(jargs[k] for k in diff)
+                g = self._partial(fn, list(jargs), diff)
+
+                def one(t: tuple) -> Any:
+                    t = tuple(ti.astype(p.dtype) for ti, p in zip(t, primals, strict=True))
+                    return jax.jvp(g, primals, t)[1]
+
+                return _rows(one, tans, vectorize)
+
+            return run
+
+        jargs = tuple(self.to_native(a, device) for a in args)
+        tans = tuple(self.to_native(t, device) for t in tangents)
+        try:
+            out = self._run(fn, ("jvp_batch", diff, len(args), vectorize), build, jargs, tans)
+        except TypeError as exc:
+            _raise_if_no_forward(exc)
+            raise
+        return [self._to_np(o) for o in _as_tuple(out)]
+
     def jvp(self, fn, args, diff, tangents, device):
         jargs = [self.to_native(a, device) for a in args]
         primals = tuple(jargs[k] for k in diff)
-        tans = tuple(
-            self.to_native(t, device).astype(p.dtype) for t, p in zip(tangents, primals, strict=True)
-        )
-        _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
+        tans = tuple(self.to_native(t, device).astype(p.dtype)
+                     for t, p in zip(tangents, primals, strict=True))
+        try:
+            _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
+        except TypeError as exc:
+            _raise_if_no_forward(exc)
+            raise
         return [self._to_np(o) for o in _as_tuple(out_t)]
 
     def vjp_function(self, fn, diff, n_args):
@@ -112,17 +220,22 @@ class JaxBackend(Backend):
             _, pullback = jax.vjp(self._partial(fn, args, diff), *[args[k] for k in diff])
             return tuple(pullback(tuple(cts)))
 
-        return g
+        # the same g object for the same (fn, diff, n_args): its compiled transforms are reused
+        return self._compiled.get(fn, ("vjp_function", tuple(diff), n_args), lambda: g)
 
     def jvp_function(self, fn, diff, n_args):
         def g(*xs: Any) -> tuple[Any, ...]:
             args, tans = list(xs[:n_args]), xs[n_args:]
-            _, out_t = jax.jvp(
-                self._partial(fn, args, diff), tuple(args[k] for k in diff), tuple(tans)
-            )
+            try:
+                _, out_t = jax.jvp(
+                    self._partial(fn, args, diff), tuple(args[k] for k in diff), tuple(tans)
+                )
+            except TypeError as exc:
+                _raise_if_no_forward(exc)
+                raise
             return _as_tuple(out_t)
 
-        return g
+        return self._compiled.get(fn, ("jvp_function", tuple(diff), n_args), lambda: g)
 
     def training(self, device: str, dtype: str) -> Any:
         from .training import JaxTraining

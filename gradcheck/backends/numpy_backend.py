@@ -25,6 +25,10 @@ class NumpyFunction:
     ones); ``cotangents`` has one array per output.
     ``jvp(args, tangents)`` (optional) returns one output tangent per output; ``tangents`` has one
     array per argument (zeros for arguments not being differentiated).
+
+    Order 2: ``vjp`` may itself be a :class:`NumpyFunction` whose ``forward(*args, *cotangents)``
+    returns the gradients and whose own ``vjp``/``jvp`` are the hand-derived second-order rules
+    (the VJP as a function of the arguments and the cotangents).
     """
 
     forward: Callable[..., Any]
@@ -54,7 +58,7 @@ class NumpyBackend(Backend):
         notes="hand-derived rules; every call returns fresh gradients",
     )
     supports_jvp = True
-    supports_order2 = False
+    supports_order2 = True  # for functions whose vjp is itself a NumpyFunction
     dtypes = ("float64", "float32", "float16")
 
     def version(self) -> str:
@@ -65,6 +69,12 @@ class NumpyBackend(Backend):
 
     def native_to_numpy(self, value: Any) -> np.ndarray | None:
         return value if isinstance(value, np.ndarray) else None
+
+    def op(self, name: str) -> Callable | None:
+        """The hand-derived reference of catalog op ``name`` (``reference.numpy``)."""
+        from reference.numpy import get_op
+
+        return get_op(name)
 
     def _require(self, fn: Callable) -> NumpyFunction:
         if not isinstance(fn, NumpyFunction):
@@ -80,7 +90,10 @@ class NumpyBackend(Backend):
 
     def vjp(self, fn, args, diff, cotangents, device):
         f = self._require(fn)
-        grads = _as_tuple(f.vjp(list(args), list(cotangents)))
+        if isinstance(f.vjp, NumpyFunction):
+            grads = _as_tuple(f.vjp.forward(*args, *cotangents))
+        else:
+            grads = _as_tuple(f.vjp(list(args), list(cotangents)))
         if len(grads) != len(args):
             raise ValueError(f"vjp returned {len(grads)} gradients for {len(args)} arguments")
         return [
@@ -95,3 +108,40 @@ class NumpyBackend(Backend):
         for k, t in zip(diff, tangents, strict=True):
             full[k] = t
         return [np.asarray(o) for o in _as_tuple(f.jvp(list(args), full))]
+
+    def vjp_function(self, fn, diff, n_args):
+        """The hand-written VJP as a :class:`NumpyFunction` of ``(*args, *cotangents)`` returning
+        the gradients of the ``diff`` inputs, with its own hand-written rules."""
+        f = self._require(fn)
+        inner = f.vjp
+        if not isinstance(inner, NumpyFunction):
+            raise NotImplementedError(
+                f"{f.__name__}: order 2 needs a vjp that is itself a NumpyFunction with its own "
+                "vjp/jvp (see gradcheck.NumpyFunction)")
+
+        def forward(*xs: np.ndarray) -> tuple[np.ndarray, ...]:
+            grads = _as_tuple(inner.forward(*xs))
+            return tuple(np.zeros_like(xs[k]) if grads[k] is None else grads[k] for k in diff)
+
+        def vjp(xs: Sequence[np.ndarray], cts: Sequence[np.ndarray]) -> Sequence[Any]:
+            full = [np.zeros_like(xs[k]) for k in range(n_args)]
+            for pos, k in enumerate(diff):
+                full[k] = cts[pos]
+            return inner.vjp(list(xs), full)
+
+        def jvp(xs: Sequence[np.ndarray], tans: Sequence[np.ndarray]) -> tuple[Any, ...]:
+            out = _as_tuple(inner.jvp(list(xs), list(tans)))  # type: ignore[misc]
+            return tuple(out[k] for k in diff)
+
+        return NumpyFunction(forward, vjp, jvp if inner.jvp is not None else None,
+                             name=f"vjp of {f.__name__}")
+
+    def jvp_function(self, fn, diff, n_args):
+        raise NotImplementedError(
+            "the numpy backend carries second-order rules through NumpyFunction.vjp only: "
+            "JVP of JVP is not checked")
+
+    def training(self, device: str, dtype: str) -> Any:
+        from .training import NumpyTraining
+
+        return NumpyTraining(self, device, dtype)

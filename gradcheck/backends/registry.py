@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 from typing import Any
 
 from ..errors import InvalidArgument
@@ -19,8 +20,14 @@ BUILTIN: dict[str, str] = {
     "numpy": "gradcheck.backends.numpy_backend:NumpyBackend",
     "torch": "gradcheck.backends.torch_backend:TorchBackend",
     "jax": "gradcheck.backends.jax_backend:JaxBackend",
+    "autograd": "gradcheck.backends.autograd_backend:AutogradBackend",
+    "tfjs": "gradcheck.backends.tfjs_backend:TfjsBackend",
+    "tensorflow": "gradcheck.backends.tensorflow_backend:TensorflowBackend",
 }
-_REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy"}
+_REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "autograd",
+             "tensorflow": "tensorflow"}
+# engines that are not Python modules: a cheap ``() -> reason | None`` says whether they run here
+_AVAILABILITY = {"tfjs": "gradcheck.backends.tfjs_backend:unavailable_reason"}
 _CACHE: dict[str, Backend] = {}
 
 
@@ -41,10 +48,22 @@ def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def unavailable_reason(name: str) -> str | None:
+    """Why the non-Python engine ``name`` cannot run here (None: it can, or it is a Python one)."""
+    if name not in _AVAILABILITY:
+        return None
+    module, _, attr = _AVAILABILITY[name].partition(":")
+    return getattr(importlib.import_module(module), attr)()
+
+
 def installed_backends() -> list[str]:
     """Names of the backends whose engine is importable here (no engine is imported)."""
     out = []
     for name, path in known_backends().items():
+        if name in _AVAILABILITY:
+            if unavailable_reason(name) is None:
+                out.append(name)
+            continue
         module = _REQUIRES.get(name, path.split(":")[0])
         try:
             if _importable(module.split(".")[0]):
@@ -66,6 +85,9 @@ def _load(path: str) -> Backend:
         obj = getattr(module, attr)
     except AttributeError as exc:
         raise InvalidArgument(f"backend={path!r}: {module_name} has no attribute {attr!r}") from exc
+    if isinstance(obj, type) and not issubclass(obj, Backend):
+        raise InvalidArgument(
+            f"backend={path!r} is the class {obj.__name__}, not a gradcheck.Backend subclass")
     backend = obj() if isinstance(obj, type) else obj
     if not isinstance(backend, Backend):
         raise InvalidArgument(
@@ -92,6 +114,9 @@ def get_backend(spec: str | Backend | Any) -> Backend:
                 f"backend={spec!r} is not installed (pip install 'gradcheck[{spec}]'); "
                 f"available: {', '.join(installed_backends())}"
             )
+        reason = unavailable_reason(spec)
+        if reason:
+            raise InvalidArgument(f"backend={spec!r} is not available: {reason}")
         backend = _load(known[spec])
     elif ":" in spec:
         backend = _load(spec)

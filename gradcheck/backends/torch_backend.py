@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._cache import FunctionCache, missing
 from .base import Accumulation, Backend, Semantics
 
 _DEVICE_NAMES = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
@@ -72,6 +73,8 @@ class TorchBackend(Backend):
 
     def native_to_numpy(self, value: Any) -> np.ndarray | None:
         if isinstance(value, torch.Tensor):
+            if value._is_zerotensor():  # efficient zeros (e.g. abs'' ) refuse .numpy()
+                value = torch.zeros(value.shape, dtype=value.dtype)
             t = value.detach().cpu()
             if t.dtype == torch.bfloat16:
                 t = t.float()
@@ -81,15 +84,30 @@ class TorchBackend(Backend):
     def array_namespace(self) -> Any:
         return torch
 
+    def op(self, name: str) -> Callable | None:
+        """Catalog op ``name`` written for torch (``gradcheck.backends.torch_ops``)."""
+        from .torch_ops import get_op
+
+        return get_op(name)
+
     # -- conversions ------------------------------------------------------------------------
     def _dev(self, device: str) -> torch.device:
         return torch.device(_DEVICE_NAMES.get(device, device))
 
     def to_native(self, a: np.ndarray, device: str) -> torch.Tensor:
-        return torch.as_tensor(np.ascontiguousarray(a), device=self._dev(device))
+        a = np.asarray(a)
+        if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: torch cannot read it directly
+            return torch.as_tensor(a.astype(np.float32), device=self._dev(device)).to(
+                torch.bfloat16)
+        # (ascontiguousarray alone would turn a 0-d array into shape (1,))
+        return torch.as_tensor(np.ascontiguousarray(a).reshape(a.shape), device=self._dev(device))
 
     def _to_np(self, t: Any) -> np.ndarray:
         if isinstance(t, torch.Tensor):
+            if t.dtype == torch.bfloat16:  # results keep the dtype under test (exact: bf16 < f32)
+                import ml_dtypes
+
+                return t.detach().cpu().float().numpy().astype(ml_dtypes.bfloat16)
             return self.native_to_numpy(t)  # type: ignore[return-value]
         return np.asarray(t)
 
@@ -99,15 +117,30 @@ class TorchBackend(Backend):
             out = fn(*[self.to_native(a, device) for a in args])
         return [self._to_np(o) for o in _as_tuple(out)]
 
+    def __init__(self) -> None:
+        # functions known not to vectorize, per transform: later checks go straight to the loop
+        self._no_vmap = FunctionCache()
+
+    def _vectorized(self, fn: Callable, what: str, batched: Callable, loop: Callable) -> Any:
+        """``batched()`` unless it failed for ``fn`` before; on failure remember and ``loop()``."""
+        if missing(self._no_vmap.peek(fn, what)):
+            try:
+                return batched()
+            except Exception:  # not vmappable (data-dependent control flow, .item(), ...)
+                self._no_vmap.put(fn, what, True)
+        return loop()
+
     def evaluate_batch(self, fn, args, batched, device):
-        targs = [self.to_native(a, device) for a in args]
-        in_dims = tuple(0 if b else None for b in batched)
-        try:
+        def vectorized():
+            targs = [self.to_native(a, device) for a in args]
+            in_dims = tuple(0 if b else None for b in batched)
             with torch.no_grad():
                 out = torch.func.vmap(fn, in_dims=in_dims)(*targs)
-        except Exception:  # not vmappable (data-dependent control flow, .item(), ...): loop
-            return super().evaluate_batch(fn, args, batched, device)
-        return [self._to_np(o) for o in _as_tuple(out)]
+            return [self._to_np(o) for o in _as_tuple(out)]
+
+        return self._vectorized(fn, "evaluate", vectorized,
+                                lambda: super(TorchBackend, self).evaluate_batch(
+                                    fn, args, batched, device))
 
     def _partial(self, fn: Callable, targs: list[torch.Tensor], diff: Sequence[int]) -> Callable:
         def g(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -137,6 +170,63 @@ class TorchBackend(Backend):
         return [self._to_np(g) if g is not None else np.zeros(args[k].shape, dtype=args[k].dtype)
                 for k, g in zip(diff, grads, strict=True)]
 
+    def vjp_batch(self, fn, args, diff, cotangents, device, vectorize=False):
+        """One forward pass, then one tape backward per cotangent on the retained graph; with
+        ``vectorize`` all ``B`` at once (``autograd.grad(is_grads_batched=True)``, a vmap over
+        the backward pass) where the backward vectorizes."""
+        targs = [self.to_native(a, device) for a in args]
+        leaves = []
+        for k in diff:
+            targs[k] = targs[k].detach().clone().requires_grad_(True)
+            leaves.append(targs[k])
+        outs = _as_tuple(fn(*targs))
+        pairs = [(o, self.to_native(c, device).to(o.dtype))
+                 for o, c in zip(outs, cotangents, strict=True)
+                 if isinstance(o, torch.Tensor) and o.requires_grad]
+        B = len(cotangents[0])
+        if not pairs:
+            return [np.zeros((B,) + args[k].shape, dtype=args[k].dtype) for k in diff]
+        outs_, cts = [p[0] for p in pairs], [p[1] for p in pairs]
+
+        def batched():
+            return torch.autograd.grad(outs_, leaves, cts, allow_unused=True, retain_graph=True,
+                                       is_grads_batched=True)
+
+        def loop():
+            rows = [torch.autograd.grad(outs_, leaves, [c[b] for c in cts], allow_unused=True,
+                                        retain_graph=True) for b in range(B)]
+            return [None if rows[0][k] is None else torch.stack([r[k] for r in rows])
+                    for k in range(len(leaves))]
+
+        grads = self._vectorized(fn, "vjp", batched, loop) if vectorize else loop()
+        return [self._to_np(g) if g is not None
+                else np.zeros((B,) + args[k].shape, dtype=args[k].dtype)
+                for k, g in zip(diff, grads, strict=True)]
+
+    def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
+        """``torch.func.jvp`` per tangent; with ``vectorize`` vmapped over the ``B`` tangents
+        (a loop where it cannot be)."""
+        targs = [self.to_native(a, device) for a in args]
+        g = self._partial(fn, targs, diff)
+        primals = tuple(targs[k] for k in diff)
+        tans = tuple(self.to_native(t, device).to(p.dtype)
+                     for t, p in zip(tangents, primals, strict=True))
+
+        def one(*t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return _as_tuple(torch.func.jvp(g, primals, t)[1])
+
+        def loop():
+            rows = [one(*[t[b] for t in tans]) for b in range(len(tangents[0]))]
+            return [torch.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
+
+        try:
+            out = (self._vectorized(fn, "jvp", lambda: torch.func.vmap(one)(*tans), loop)
+                   if vectorize else loop())
+        except RuntimeError as exc:
+            _raise_if_unsupported(exc, "forward mode")
+            raise
+        return [self._to_np(o) for o in _as_tuple(out)]
+
     def jvp(self, fn, args, diff, tangents, device):
         targs = [self.to_native(a, device) for a in args]
         g = self._partial(fn, targs, diff)
@@ -162,6 +252,25 @@ class TorchBackend(Backend):
         cts = tuple(self.to_native(c, device).to(o.dtype)
                     for c, o in zip(cotangents, outs, strict=True))
         return {"torch.func.vjp": [self._to_np(r) for r in pullback(cts)]}
+
+    def alternative_vjps_batch(self, fn, args, diff, cotangents, device):
+        """``torch.func.vjp``: one forward pass, its pullback applied to each cotangent (not
+        vmapped: see :meth:`Backend.vjp_batch`)."""
+        targs = [self.to_native(a, device) for a in args]
+        g = self._partial(fn, targs, diff)
+        try:
+            outs, pullback = torch.func.vjp(g, *[targs[k] for k in diff])
+        except RuntimeError as exc:
+            _raise_if_unsupported(exc, "torch.func.vjp")
+            raise
+        cts = tuple(self.to_native(c, device).to(o.dtype)
+                    for c, o in zip(cotangents, outs, strict=True))
+
+        def loop():
+            rows = [pullback(tuple(c[b] for c in cts)) for b in range(len(cotangents[0]))]
+            return [torch.stack([r[k] for r in rows]) for k in range(len(diff))]
+
+        return {"torch.func.vjp": [self._to_np(r) for r in loop()]}
 
     def vjp_function(self, fn, diff, n_args):
         """``torch.func.vjp`` (composes with every transform); old-style ``autograd.Function``

@@ -8,7 +8,7 @@ apply, and which discrepancies of real backends are known (``known``), as data.
 Implementations live elsewhere, keyed by ``name``:
 * ``reference/numpy``: forward + hand-derived VJP/JVP (a :class:`gradcheck.NumpyFunction`),
 * ``reference/jax``: the op written for JAX (also what the ``jax`` backend runs),
-* ``gradcheck/backends/torch_ops.py``: the op written for PyTorch.
+* ``gradcheck/backends/torch_ops/``: the op written for PyTorch.
 A backend that lacks an op is skipped for it with a reason.
 """
 
@@ -25,11 +25,18 @@ Sampler = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
 @dataclass(frozen=True)
 class SpecialPoint:
     """A named input where bugs cluster.  ``expect`` is the verdict a correct backend gets:
-    ``"passed"`` (smooth there) or ``"inconclusive"`` (a kink / non-differentiable point)."""
+    ``"passed"`` (smooth there) or ``"inconclusive"`` (a kink / non-differentiable point).
+
+    ``fd=False`` marks a point the finite-difference oracle cannot judge (its steps cross a
+    nearby pole, or the function's own evaluation error there exceeds ``eps * |f|``, shown by
+    the oracle disagreeing with the hand-derived reference and a high-precision evaluation):
+    only the exact comparisons (reference, cross-backend, cross-device) run there.
+    """
 
     name: str
     args: tuple[np.ndarray, ...]
     expect: str = "passed"
+    fd: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,16 @@ def uniform(low: float, high: float, *shapes: tuple[int, ...]) -> Sampler:
     return sample
 
 
-def point(name: str, *args: object, expect: str = "passed") -> SpecialPoint:
+def point(name: str, *args: object, expect: str = "passed", fd: bool = True) -> SpecialPoint:
     """Shorthand for a :class:`SpecialPoint` from array-likes (floats become float64)."""
     arrays = tuple(np.asarray(a, dtype=np.float64) if not isinstance(a, np.ndarray) else a
                    for a in args)
-    return SpecialPoint(name, arrays, expect)
+    return SpecialPoint(name, arrays, expect, fd)
+
+
+def known(backend: str, reason: str, *, checks: tuple[str, ...] = ("*",),
+          dtypes: tuple[str, ...] = ("*",), points: tuple[str, ...] = ("*",), link: str = ""
+          ) -> tuple[KnownDiscrepancy, ...]:
+    """One :class:`KnownDiscrepancy` per (check, dtype, point) combination of the arguments."""
+    return tuple(KnownDiscrepancy(backend, reason, link, d, c, p)
+                 for c in checks for d in dtypes for p in points)

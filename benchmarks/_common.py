@@ -1,0 +1,194 @@
+"""Shared pieces of the performance benchmarks: test functions, (1 + delta) mutants, timing.
+
+Timing protocol (the machine is shared, so single measurements are noisy): every contender of
+one comparison is run once to warm up, then the contenders are run in turn, ``reps`` rounds,
+and each reports its *fastest* round.  Interleaving exposes every contender to the same load;
+the minimum is the least disturbed run.  Ratios are only ever taken between numbers measured
+in the same interleaved comparison.  torch runs on one thread for every contender.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# one XLA CPU thread, like torch below (must be set before jax is imported)
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
+                                   "intra_op_parallelism_threads=1")
+
+DELTAS = (1e-3, 1e-5, 1e-7)
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def interleaved(contenders: dict[str, Callable[[], object]], reps: int = 7,
+                budget_s: float = 20.0, clock: str = "wall") -> dict[str, float]:
+    """Fastest time (seconds) of each contender over ``reps`` interleaved rounds; stops early
+    (after at least 2 rounds) once ``budget_s`` of wall time is spent.  ``clock="cpu"``
+    measures this process's CPU time instead of wall time: on a shared machine it leaves out
+    the time spent waiting for a core (every contender here is single-threaded)."""
+    now = CLOCKS[clock]
+    for f in contenders.values():
+        f()
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    start = time.perf_counter()
+    for r in range(reps):
+        for k, f in contenders.items():
+            t = now()
+            f()
+            times[k].append(now() - t)
+        if r >= 1 and time.perf_counter() - start > budget_s:
+            break
+    return {k: min(v) for k, v in times.items()}
+
+
+def once(f: Callable[[], object]) -> tuple[float, object]:
+    """Wall time (seconds) and result of one call."""
+    t = time.perf_counter()
+    out = f()
+    return time.perf_counter() - t, out
+
+
+# -- the functions under test ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One function at one size, written for torch and for jax, with its input."""
+
+    name: str
+    n: int
+    x: np.ndarray
+    torch_fn: Callable
+    jax_fn: Callable
+
+
+def _layer_weights(n: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    k = min(n, 64)
+    return rng.standard_normal((k, n)) / np.sqrt(n), rng.standard_normal(k)
+
+
+def workloads(n: int, seed: int = 0) -> list[Workload]:
+    """An elementwise chain (m = n), a dense layer ``tanh(W x + b)`` (m = min(n, 64)) and a
+    reduction ``logsumexp`` (m = 1), each at ``n`` input elements."""
+    import jax.numpy as jnp
+    import torch
+
+    x = np.random.default_rng(seed).standard_normal(n)
+    W, b = _layer_weights(n)
+    Wt, bt = torch.from_numpy(W), torch.from_numpy(b)
+    Wj, bj = jnp.asarray(W), jnp.asarray(b)
+    return [
+        Workload("elementwise", n, x,
+                 lambda v: torch.sin(v) * torch.exp(-v * v) + torch.tanh(v) ** 2,
+                 lambda v: jnp.sin(v) * jnp.exp(-v * v) + jnp.tanh(v) ** 2),
+        Workload("layer", n, x, lambda v: torch.tanh(Wt @ v + bt),
+                 lambda v: jnp.tanh(Wj @ v + bj)),
+        Workload("reduction", n, x, lambda v: torch.logsumexp(v, 0),
+                 lambda v: jnp.log(jnp.sum(jnp.exp(v - jnp.max(v)))) + jnp.max(v)),
+    ]
+
+
+# -- (1 + delta) mutants -------------------------------------------------------------------
+
+
+def torch_mutant(f: Callable, delta: float) -> Callable:
+    """``f`` with its backward pass scaled by ``1 + delta`` (a custom autograd.Function that
+    vmap can batch, so every tool evaluates it the way it evaluates ``f``)."""
+    import torch
+
+    class ScaledBackward(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x):
+            return f(x)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            _, pullback = torch.func.vjp(f, x)
+            return pullback(g)[0] * (1 + delta)
+
+    def mutant(x):
+        return ScaledBackward.apply(x)
+
+    mutant.__name__ = f"mutant_{delta:g}"
+    return mutant
+
+
+def jax_mutant(f: Callable, delta: float) -> Callable:
+    """``f`` with its VJP scaled by ``1 + delta`` (``jax.custom_vjp``; reverse mode only)."""
+    import jax
+
+    @jax.custom_vjp
+    def mutant(x):
+        return f(x)
+
+    def fwd(x):
+        return f(x), x
+
+    def bwd(x, ct):
+        _, pullback = jax.vjp(f, x)
+        return (pullback(ct)[0] * (1 + delta),)
+
+    mutant.defvjp(fwd, bwd)
+    return mutant
+
+
+# -- verdicts of each tool -------------------------------------------------------------------
+
+
+def torch_gradcheck_passes(f: Callable, x: np.ndarray, fast: bool) -> bool:
+    """``torch.autograd.gradcheck`` with its defaults (slow or fast mode)."""
+    import torch
+
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    try:
+        return bool(torch.autograd.gradcheck(f, (t,), fast_mode=fast, raise_exception=False))
+    except RuntimeError:
+        return False
+
+
+def jax_check_grads_passes(f: Callable, x: np.ndarray, modes: tuple[str, ...]) -> bool:
+    """``jax.test_util.check_grads`` at order 1 with its defaults."""
+    import jax.numpy as jnp
+    from jax.test_util import check_grads
+
+    try:
+        check_grads(f, (jnp.asarray(x),), order=1, modes=modes)
+        return True
+    except AssertionError:
+        return False
+
+
+def gradcheck_passes(f: Callable, x: np.ndarray, backend: str, **kw: object) -> bool:
+    import gradcheck
+
+    return gradcheck.check(f, x, backend=backend, **kw).passed
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1e3:9.2f}"
+
+
+def setup() -> None:
+    """One torch thread for every contender (the machine is shared; see module doc) and
+    64-bit JAX (what gradcheck's jax adapter turns on anyway)."""
+    import jax
+    import torch
+
+    torch.set_num_threads(1)
+    jax.config.update("jax_enable_x64", True)

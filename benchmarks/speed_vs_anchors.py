@@ -1,0 +1,178 @@
+"""Per-check wall time of gradcheck vs torch.autograd.gradcheck (slow and fast mode) and
+jax.test_util.check_grads, with each tool's verdict on (1 + delta) mutants beside its time.
+
+    python benchmarks/speed_vs_anchors.py                  # n = 10, 100, 1000, 10000
+    python benchmarks/speed_vs_anchors.py --sizes 1000 --reps 15
+    python benchmarks/speed_vs_anchors.py --slow-max-n 10000   # torch slow mode at 10^4 too
+    python benchmarks/speed_vs_anchors.py --sizes 1000 10000 --clock cpu --skip-part2
+
+Part 1, per function (elementwise chain, dense layer, logsumexp) and size: the fastest of
+``--reps`` interleaved runs of each tool on the correct function (see ``_common``), its ratio
+to torch's fast mode, whether it (wrongly) rejected the correct function, and whether it
+caught the mutants whose backward pass is scaled by 1 + delta, delta = 1e-3, 1e-5, 1e-7.
+Mutants are reverse-mode bugs, so every tool judges them in reverse mode ("caught" = the
+tool's reverse-mode comparison failed); torch mutants are custom autograd.Functions, jax
+mutants ``jax.custom_vjp`` functions.
+
+Part 2, full-Jacobian localization at n = 1000 (``--localize-n``): gradcheck on the
+delta = 1e-7 torch mutant with and without localization (their difference is the
+localization: FD Jacobian + batched AD Jacobian + worst elements), against torch's slow mode
+(which always builds the full Jacobian) on the same mutant.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from _common import (
+    DELTAS,
+    fmt_ms,
+    interleaved,
+    jax_check_grads_passes,
+    jax_mutant,
+    once,
+    setup,
+    torch_gradcheck_passes,
+    torch_mutant,
+    workloads,
+)
+
+
+def _tools(w, slow: bool) -> dict[str, tuple]:
+    """name -> (timing thunk on the correct function, verdict(f_torch, f_jax) -> passed)."""
+    import torch
+
+    import gradcheck
+
+    xt = torch.tensor(w.x, dtype=torch.float64, requires_grad=True)
+    x = w.x
+    tools = {
+        "torch.gradcheck fast": (
+            lambda: torch.autograd.gradcheck(w.torch_fn, (xt,), fast_mode=True),
+            lambda ft, fj: torch_gradcheck_passes(ft, x, fast=True)),
+    }
+    if slow:
+        tools["torch.gradcheck slow"] = (
+            lambda: torch.autograd.gradcheck(w.torch_fn, (xt,)),
+            lambda ft, fj: torch_gradcheck_passes(ft, x, fast=False))
+    tools.update({
+        "jax check_grads fwd+rev": (
+            lambda: jax_check_grads_passes(w.jax_fn, x, ("fwd", "rev")),
+            lambda ft, fj: jax_check_grads_passes(fj, x, ("rev",))),
+        "jax check_grads rev": (
+            lambda: jax_check_grads_passes(w.jax_fn, x, ("rev",)),
+            lambda ft, fj: jax_check_grads_passes(fj, x, ("rev",))),
+        "gradcheck[torch] default": (
+            lambda: gradcheck.check(w.torch_fn, x, backend="torch"),
+            lambda ft, fj: _vjp_passes(ft, x, "torch", {})),
+        "gradcheck[torch] rev 1 probe": (
+            lambda: gradcheck.check(w.torch_fn, x, backend="torch", modes=("rev",), probes=1),
+            lambda ft, fj: _vjp_passes(ft, x, "torch", {"probes": 1})),
+        "gradcheck[jax] default": (
+            lambda: gradcheck.check(w.jax_fn, x, backend="jax"),
+            lambda ft, fj: _vjp_passes(fj, x, "jax", {})),
+        "gradcheck[jax] rev 1 probe": (
+            lambda: gradcheck.check(w.jax_fn, x, backend="jax", modes=("rev",), probes=1),
+            lambda ft, fj: _vjp_passes(fj, x, "jax", {"probes": 1})),
+    })
+    return tools
+
+
+def _vjp_passes(f, x, backend: str, kw: dict) -> bool:
+    """gradcheck's reverse-mode verdict (the VJP check) on ``f``."""
+    import gradcheck
+
+    report = gradcheck.check(f, x, backend=backend, modes=("rev",), **kw)
+    return not any(r.kind == "vjp" and r.status.value == "failed" for r in report.results)
+
+
+def _correct_verdict(name: str, thunk) -> str:
+    """'ok' if the tool accepts the correct function, else 'FALSE ALARM'."""
+    import gradcheck
+
+    try:
+        out = thunk()
+    except Exception:  # torch raises GradcheckError, jax AssertionError
+        return "FALSE ALARM"
+    if isinstance(out, gradcheck.Report):
+        return "ok" if out.passed else "FALSE ALARM"
+    return "ok" if out in (True, None) else "FALSE ALARM"
+
+
+def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str) -> None:
+    print(f"Part 1: per-check {clock} time on the correct function (fastest of interleaved "
+          "runs), ratio to torch fast mode, and verdicts on (1 + delta) mutants")
+    head = f"{'function':12s} {'n':>6s} {'tool':30s} {'ms':>9s} {'x fast':>7s} {'correct':>11s}"
+    print(head + "".join(f" {'d=' + format(d, 'g'):>7s}" for d in DELTAS))
+    for n in sizes:
+        for w in workloads(n):
+            tools = _tools(w, slow=n <= slow_max_n)
+            times = interleaved({k: v[0] for k, v in tools.items() if "slow" not in k},
+                                reps=reps, clock=clock)
+            if "torch.gradcheck slow" in tools:
+                times["torch.gradcheck slow"], _ = once(tools["torch.gradcheck slow"][0])
+            mutants = {d: (torch_mutant(w.torch_fn, d), jax_mutant(w.jax_fn, d)) for d in DELTAS}
+            for name, (thunk, verdict) in tools.items():
+                caught = ["caught" if not verdict(*mutants[d]) else "missed" for d in DELTAS]
+                print(f"{w.name:12s} {n:6d} {name:30s} {fmt_ms(times[name])} "
+                      f"{times[name] / times['torch.gradcheck fast']:7.2f} "
+                      f"{_correct_verdict(name, thunk):>11s}"
+                      + "".join(f" {c:>7s}" for c in caught))
+            if n > slow_max_n:
+                print(f"{'':12s} {n:6d} torch.gradcheck slow: not run (n > --slow-max-n)")
+        print()
+
+
+def part2(n: int) -> None:
+    import torch
+
+    from gradcheck.backends.registry import get_backend
+    from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
+
+    print(f"Part 2: full-Jacobian localization at n = {n} (delta = 1e-7 torch mutant), "
+          "single runs")
+    print(f"{'function':12s} {'m x n':>11s} {'gradcheck total':>16s} {'of which localize':>18s}"
+          f" {'torch slow':>11s} {'slow / localize':>16s} {'slow / total':>13s}  worst element")
+    be = get_backend("torch")
+    for w in workloads(n):
+        f = torch_mutant(w.torch_fn, 1e-7)
+        xt = torch.tensor(w.x, dtype=torch.float64, requires_grad=True)
+
+        def run(localize: bool, f=f, w=w):
+            cfg = CheckConfig(modes=("rev",), probes=1, localize=localize)
+            return run_numeric_checks(be, f, [w.x], device="cpu", dtype="float64", config=cfg)
+
+        t_on, results = once(lambda: run(True))
+        t_off, _ = once(lambda: run(False))
+        t_slow, _ = once(lambda f=f, xt=xt: torch.autograd.gradcheck(f, (xt,),
+                                                                      raise_exception=False))
+        vjp = next(r for r in results if r.kind == "vjp")
+        m = int(torch.as_tensor(w.torch_fn(torch.as_tensor(w.x))).numel())
+        loc = max(t_on - t_off, 1e-9)
+        worst = (f"{vjp.worst[0].index}: {vjp.worst[0].actual:.9g} vs {vjp.worst[0].expected:.9g}"
+                 if vjp.worst else vjp.details.get("localized", "-"))
+        print(f"{w.name:12s} {f'{m}x{n}':>11s} {fmt_ms(t_on):>16s} {fmt_ms(loc):>18s} "
+              f"{fmt_ms(t_slow):>11s} {t_slow / loc:16.1f} {t_slow / t_on:13.1f}  {worst}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 10000])
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--slow-max-n", type=int, default=1000,
+                    help="largest n at which torch's slow mode is timed (one run)")
+    ap.add_argument("--localize-n", type=int, default=1000)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: process CPU time, robust to a shared machine (part 1 only)")
+    ap.add_argument("--skip-part1", action="store_true")
+    ap.add_argument("--skip-part2", action="store_true")
+    args = ap.parse_args()
+    setup()
+    if not args.skip_part1:
+        part1(args.sizes, args.reps, args.slow_max_n, args.clock)
+    if not args.skip_part2:
+        part2(args.localize_n)
+
+
+if __name__ == "__main__":
+    main()

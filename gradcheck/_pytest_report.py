@@ -1,0 +1,219 @@
+"""pytest hooks of the report: one result stream per process, test ids, shards, the xdist merge,
+and ``index.html`` + ``junit.xml`` at the end of the session.
+
+With ``--gradcheck-report-dir=DIR`` every process streams to its own file (written line by
+line, crash-safe): the main process (or the xdist controller) to ``DIR/results.jsonl`` and each
+xdist worker to ``DIR/results.<worker>.jsonl``.  At session end the controller merges the worker
+files into ``results.jsonl`` (atomically, then deletes them) and writes the report; if it dies
+first, ``gradcheck report DIR`` rebuilds the report from whatever files are there.  With
+``--gradcheck-shard=I/N`` only the I-th of N deterministic parts of the collected tests run and
+the stream is ``results.shard-I-of-N.jsonl``; ``gradcheck report`` merges the shards.
+
+Without a report directory, ``GRADCHECK_RESULTS=path`` still streams (every process appends to
+that one file).  Check results recorded during a test carry its node id.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import stream
+from .report import ReportFiles, model, write_report
+
+_STATE = pytest.StashKey["_State"]()
+
+
+@dataclass
+class _State:
+    path: Path | None = None  # this process's stream (owned by these hooks)
+    report_dir: Path | None = None
+    shard: tuple[int, int] | None = None
+    worker: str | None = None
+    files: ReportFiles | None = None
+    error: str = ""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gradcheck", "gradient checking")
+    group.addoption("--gradcheck-shard", metavar="I/N", default=None,
+                    help="run only the I-th of N deterministic parts of the collected tests "
+                         "(1 <= I <= N; merge the shards' streams with `gradcheck report`)")
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"2/4"`` -> ``(2, 4)``; raises ``pytest.UsageError`` for anything else."""
+    if text is None:
+        return None
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--gradcheck-shard={text!r}: expected I/N, e.g. 1/4") from None
+    if not 1 <= i <= n:
+        raise pytest.UsageError(f"--gradcheck-shard={text!r}: need 1 <= I <= N")
+    return i, n
+
+
+def shard_of(nodeid: str, n: int) -> int:
+    """The shard (1..n) a test belongs to: a stable hash of its node id, so every machine
+    agrees even if their collections differ (a backend missing on one of them)."""
+    return zlib.crc32(nodeid.encode("utf-8")) % n + 1
+
+
+def stream_name(shard: tuple[int, int] | None, worker: str | None = None) -> str:
+    stem = "results" if shard is None else f"results.shard-{shard[0]}-of-{shard[1]}"
+    return f"{stem}.{worker}.jsonl" if worker else f"{stem}.jsonl"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    state = _State(shard=parse_shard(config.getoption("gradcheck_shard", None)))
+    config.stash[_STATE] = state
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:  # an xdist worker: stream next to the controller's file
+        state.worker = str(workerinput.get("workerid", f"w{os.getpid()}"))
+        main = workerinput.get("gradcheck_stream")
+        if main:
+            state.path = Path(main).with_name(stream_name(state.shard, state.worker))
+    else:
+        config.pluginmanager.register(_TestRecorder(), "gradcheck-report-tests")
+        report_dir = config.getoption("gradcheck_report_dir", None)
+        if report_dir:
+            state.report_dir = Path(report_dir)
+            state.path = state.report_dir / stream_name(state.shard)
+            for old in [state.path, *_worker_files(state.path, state.shard)]:
+                old.unlink(missing_ok=True)  # a new run replaces the previous one
+    if state.path is not None:
+        stream.activate(state.path, role=state.worker or "main")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist (controller side): tell each worker where the controller streams."""
+    state = node.config.stash.get(_STATE, None)
+    if state is not None and state.path is not None:
+        node.workerinput["gradcheck_stream"] = str(state.path)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shard = config.stash[_STATE].shard
+    if shard is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        (keep if shard_of(item.nodeid, shard[1]) == shard[0] else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    stream.set_test_id(item.nodeid)
+    try:
+        yield
+    finally:
+        stream.set_test_id(None)
+
+
+def _outcome(report: pytest.TestReport) -> str | None:
+    """The test outcome this report settles, or None (one record per test phase that counts)."""
+    if hasattr(report, "wasxfail"):
+        return "xpassed" if report.passed else ("xfailed" if report.when == "call" or
+                                                report.skipped else None)
+    if report.when == "call":
+        return report.outcome
+    if report.failed:
+        return "error"
+    if report.when == "setup" and report.skipped:
+        return "skipped"
+    return None
+
+
+class _TestRecorder:
+    """Records test outcomes; registered only in the process that sees every report (the main
+    process or the xdist controller, which also sees the tests of crashed workers)."""
+
+    @staticmethod
+    def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+        outcome = _outcome(report)
+        if outcome is None:
+            return
+        message = report.longreprtext[-4000:] if report.failed else ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2])
+        stream.write_record({"record": "test", "test_id": report.nodeid, "outcome": outcome,
+                             "duration_s": report.duration, "message": message})
+
+
+def _worker_files(path: Path, shard: tuple[int, int] | None) -> list[Path]:
+    stem = stream_name(shard)[: -len(".jsonl")]
+    return sorted(p for p in path.parent.glob(f"{stem}.*.jsonl")
+                  if p.name != path.name and not p.name.startswith(f"{stem}.shard-"))
+
+
+def merge_files(target: Path, parts: list[Path]) -> None:
+    """Append the lines of ``parts`` to ``target`` atomically, then delete the parts."""
+    tmp = target.with_name(f".{target.name}.merge.tmp")
+    with open(tmp, "wb") as out:
+        for src in [target, *parts]:
+            if src.exists():
+                data = src.read_bytes()
+                out.write(data if not data or data.endswith(b"\n") else data + b"\n")
+    os.replace(tmp, target)
+    for part in parts:
+        part.unlink(missing_ok=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None or state.path is None:
+        return
+    stream.deactivate(int(exitstatus))
+    if state.worker is not None or state.report_dir is None:
+        return
+    try:
+        merge_files(state.path, _worker_files(state.path, state.shard))
+        state.files = write_report([state.path], state.report_dir)
+    except Exception as exc:  # the tests ran; a report failure must say so, not crash pytest
+        state.error = f"{type(exc).__name__}: {exc}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or state.report_dir is None:
+        return
+    tr = terminalreporter
+    tr.section("gradcheck")
+    if state.error or state.files is None:
+        tr.write_line(f"gradcheck: the report could not be written: {state.error or 'unknown'}",
+                      red=True)
+        return
+    summary_lines(state.files, tr.write_line)
+
+
+def summary_lines(files: ReportFiles, write: Any) -> None:
+    """The terminal summary: counts, per target, the worst failures, the report's path."""
+    data = files.data
+    counts = ", ".join(f"{n} {s}" for s, n in data.counts().items() if n)
+    write(f"{len(data.checks)} checks: {counts or 'none'}")
+    for (backend, device, dtype), c in model.counts_by_target(data.checks):
+        parts = ", ".join(f"{c[s]} {s}" for s in model.SEVERITY if c.get(s))
+        write(f"  {backend} {device} {dtype}: {parts}")
+    bad = sorted((r for r in data.checks if not r.ok),
+                 key=lambda r: (model.SEVERITY.index(r.status.value), -(r.discrepancy_ratio or 0)))
+    for r in bad[:10]:
+        ratio = f" ratio {r.discrepancy_ratio:.3g}" if r.discrepancy_ratio is not None else ""
+        write(f"  {r.status.value.upper()} {r.name}: {r.subject} [{r.backend} {r.device} "
+              f"{r.dtype}]{ratio}")
+    if len(bad) > 10:
+        write(f"  ... {len(bad) - 10} more in the report")
+    if data.problems:
+        write(f"{len(data.problems)} stream problem(s) (listed in the report)")
+    write(f"report: {files.html}")
+    write(f"junit:  {files.junit}")

@@ -1,0 +1,143 @@
+"""Semantic checks: training-step behaviour that numeric gradchecks cannot see.
+
+:func:`check_semantics` runs four probe families through a backend's
+:class:`~gradcheck.backends.training.TrainingHooks` and returns a :class:`~gradcheck.Report` of
+``kind="semantic"`` results, each named after its probe (``"accumulation.second_backward"``,
+``"clip.bound"``, ...):
+
+* ``accumulation``: second backward without reset (2x or 1x, as declared), reset, re-running a
+  retained graph, and the "measure, rescale the loss, backward again" clipping pattern with its
+  effective step factor;
+* ``clip``: ``grad(c L) = c grad(L)`` for ``c`` in {-1, 0, 1e-3, 0.5, 2}, clip-by-global-norm
+  direction, bound, unchanged below the threshold, the returned norm against the global L2 norm
+  recomputed in float64 (pre- vs post-clip as documented), non-finite gradients, invalid
+  thresholds, float16/bfloat16 norms;
+* ``fanout``: values used several times receive the sum of their contributions (fixed DAGs,
+  views and in-place updates, Hypothesis-generated DAGs vs the FD oracle), compiled runners
+  re-run and rebound;
+* ``detach``: the stop-gradient primitive blocks exactly the declared path in reverse, forward
+  and order-2 modes; no-grad regions in reverse vs forward mode as declared.
+
+A failed result's message starts with its bug class (:class:`BugClass`).  Failures that are real,
+investigated backend behaviours carry ``details["known_behaviour"]`` (see ``KNOWN_BEHAVIOURS``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from ..backends.base import Backend
+from ..backends.registry import get_backend
+from ..errors import InvalidArgument
+from ..results import Report, Status
+from ._accumulation import run_accumulation
+from ._clip import run_clip
+from ._detach import run_detach
+from ._fanout import DEFAULT_EXAMPLES, run_fanout
+from ._probing import BugClass, ProbeContext, describe_exc
+
+FAMILIES: dict[str, Callable[..., None]] = {
+    "accumulation": run_accumulation,
+    "clip": run_clip,
+    "fanout": run_fanout,
+    "detach": run_detach,
+}
+
+__all__ = ["FAMILIES", "BugClass", "check_semantics", "semantics_table"]
+
+
+def _validate(be: Backend, device: str, dtype: str, probes: Sequence[str] | None,
+              examples: int) -> tuple[str, ...]:
+    if device not in be.devices():
+        raise InvalidArgument.choice("device", device, be.devices())
+    if dtype not in be.dtypes:
+        raise InvalidArgument.choice("dtype", dtype, be.dtypes)
+    if isinstance(probes, str):
+        probes = (probes,)
+    chosen = tuple(FAMILIES) if probes is None else tuple(probes)
+    for p in chosen:
+        if p not in FAMILIES:
+            raise InvalidArgument.choice("probes", p, FAMILIES)
+    if not chosen:
+        raise InvalidArgument("probes=() selects nothing; omit it to run every family")
+    if examples < 1:
+        raise InvalidArgument(f"examples={examples!r} must be at least 1")
+    return chosen
+
+
+def check_semantics(
+    backend: str | Backend,
+    device: str = "cpu",
+    dtype: str = "float64",
+    seed: int = 0,
+    *,
+    probes: Sequence[str] | None = None,
+    examples: int = DEFAULT_EXAMPLES,
+) -> Report:
+    """Measure a backend's training semantics and compare them with what it declares.
+
+    ``backend`` is a name, ``"module:Attr"`` path or adapter instance whose
+    :meth:`~gradcheck.Backend.training` returns training hooks.  ``dtype`` is the precision of the
+    accumulation and clip probes (fan-out and detach probes check the rule in float64; the
+    low-precision norm probes use float16 and bfloat16 where the backend has them).  ``probes``
+    selects families (default: all of ``accumulation``, ``clip``, ``fanout``, ``detach``);
+    ``examples`` is the number of Hypothesis DAGs; ``seed`` fixes every random choice.
+
+    Never raises for a misbehaving backend (that is an ``error`` result); raises
+    :class:`InvalidArgument` for invalid arguments.
+    """
+    be = get_backend(backend)
+    chosen = _validate(be, device, dtype, probes, examples)
+    ctx = ProbeContext(be, device, dtype, seed, reproducer=(
+        f"gradcheck.check_semantics({be.name!r}, device={device!r}, dtype={dtype!r}, "
+        f"seed={seed}, probes={chosen!r})"))
+    try:
+        ctx.hooks()
+    except NotImplementedError as exc:
+        ctx.emit("training", Status.SKIPPED, str(exc))
+        return Report(ctx.results)
+    except Exception as exc:
+        ctx.emit("training", Status.ERROR, f"training() failed: {describe_exc(exc)}")
+        return Report(ctx.results)
+    for family in chosen:
+        start, t0 = len(ctx.results), time.perf_counter()
+        try:
+            if family == "fanout":
+                run_fanout(ctx, examples)
+            else:
+                FAMILIES[family](ctx)
+        except NotImplementedError as exc:
+            ctx.emit(family, Status.SKIPPED, f"{family} probes not applicable: {exc}")
+        except Exception as exc:  # a broken adapter fails its family, the run goes on
+            ctx.emit(family, Status.ERROR, f"{family} probes raised {describe_exc(exc)}")
+        share = (time.perf_counter() - t0) / max(len(ctx.results) - start, 1)
+        ctx.results[start:] = [replace(r, duration_s=share) for r in ctx.results[start:]]
+    return Report(ctx.results)
+
+
+def semantics_table(reports: Mapping[str, Report]) -> str:
+    """A Markdown table: one row per probe, one column per backend (status, plus ``known``
+    for failures that are documented backend behaviours)."""
+    names: list[str] = []
+    for rep in reports.values():
+        for r in rep.results:
+            if r.name not in names:
+                names.append(r.name)
+    cols = list(reports)
+    lines = ["| probe | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for n in names:
+        cells = []
+        for c in cols:
+            found = [r for r in reports[c].results if r.name == n]
+            if not found:
+                cells.append("-")
+                continue
+            r = found[0]
+            cell = r.status.value
+            if r.status is Status.FAILED and "known_behaviour" in r.details:
+                cell += " (known)"
+            cells.append(cell)
+        lines.append(f"| `{n}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,238 @@
+"""Which cases each suite check runs: backends x devices x dtypes x ops x points, by profile.
+
+This module is pure data selection (no pytest): :func:`plan` returns :class:`Planned` cases,
+each with a skip reason (an op the backend lacks, a device that is absent) or a known
+discrepancy (a strict xfail) where one applies.  The pytest plugin turns them into params.
+
+Profiles
+--------
+* ``quick``: a few ops per family (``QUICK`` in each family module), float64 and float32, special
+  points in float64, order 2 at the random sample in float64.
+* ``ci``: every op, float64 and float32 at the seeded sample, special points in float64, order 2
+  at the seeded sample in float64, a short derandomized Hypothesis search in float64.
+* ``thorough``: ``ci`` + order 2 at every point in every dtype, a longer Hypothesis search
+  guided by ``target()`` in every dtype.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from ..backends.base import Backend
+from ..backends.registry import get_backend, installed_backends
+from . import catalog
+from .runner import RANDOM, Case, case_inputs
+from .spec import OpSpec
+
+PROFILES = ("quick", "ci", "thorough")
+DTYPES = ("float64", "float32")
+GPU_NAMES = {"torch": "cuda", "jax": "gpu"}  # device each built-in backend calls its GPU
+
+FIRST_ORDER = ("vjp", "jvp", "fwd_rev", "eager_func", "rounding")
+ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
+AGREEMENT = ("reference", "cross_backend", "cross_device")
+CHECKS = FIRST_ORDER + ORDER2 + AGREEMENT + ("search",)
+_FD_BASED = ("vjp", "jvp", "fwd_rev", "eager_func", "rounding", "search") + ORDER2
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked for (options / ini); None means the profile's default."""
+
+    profile: str = "quick"
+    backends: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    ops: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One planned suite case: run it, skip it (``skip``), or expect it to fail (``xfail``)."""
+
+    case: Case
+    check: str
+    order: int = 1
+    skip: str = ""
+    xfail: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.case.id
+
+
+def _op_selected(name: str, patterns: tuple[str, ...] | None) -> bool:
+    """A pattern that is an op's exact name selects only that op; one with ``*?[`` is a glob;
+    any other is a substring."""
+    if not patterns:
+        return True
+    exact = set(catalog.names())
+    return any(name == p if p in exact else fnmatch.fnmatchcase(name, p)
+               if any(c in p for c in "*?[") else p in name for p in patterns)
+
+
+def selected_specs(sel: Selection) -> list[OpSpec]:
+    """Catalog ops of the profile (``quick``: each family's ``QUICK`` list) and the filter."""
+    specs = catalog.all_specs()
+    if sel.profile == "quick" and not sel.ops:
+        quick = set(catalog.quick_names())
+        specs = tuple(s for s in specs if s.name in quick)
+    return [s for s in specs if _op_selected(s.name, sel.ops)]
+
+
+def backend_names(sel: Selection) -> list[str]:
+    return list(sel.backends) if sel.backends else installed_backends()
+
+
+def _devices(backend: str, sel: Selection) -> list[tuple[str, str]]:
+    """``(device, skip reason or "")`` per device to parametrize for ``backend``."""
+    found = get_backend(backend).devices()
+    wanted = list(sel.devices) if sel.devices else ["cpu"] + (
+        [GPU_NAMES[backend]] if backend in GPU_NAMES else [])
+    wanted += [d for d in found if d not in wanted and not sel.devices]
+    return [(d, "" if d in found else f"device {d!r} not available for backend {backend!r} "
+             f"(discovered: {', '.join(found)})") for d in wanted]
+
+
+def _points(spec: OpSpec, check: str, profile: str, dtype: str) -> list[str]:
+    pts = [RANDOM]
+    if profile != "thorough" and (check in ORDER2 or dtype != "float64"):
+        return pts  # special points: float64 (the rule); every dtype and order in thorough
+    for sp in spec.special:
+        if sp.expect != "passed" and check not in ("vjp", "jvp"):
+            continue  # kinks: only the FD checks, which must say "inconclusive"
+        if not sp.fd and check in _FD_BASED:
+            continue
+        if dtype != "float64" and not representable(spec, sp.name, dtype):
+            continue
+        pts.append(sp.name)
+    return pts
+
+
+def representable(spec: OpSpec, point: str, dtype: str) -> bool:
+    """Whether inputs, reference outputs and reference gradient at a point are normal numbers
+    (or 0) in ``dtype`` (see :func:`_representable`)."""
+    return _representable(spec.name, point, dtype)
+
+
+@cache
+def _representable(op: str, point: str, dtype: str) -> bool:
+    """Whether inputs, reference outputs and reference gradient at a point are normal numbers
+    (or 0) in ``dtype``: the rounding model of a dtype says nothing about its overflow or
+    subnormal range."""
+    case = Case("numpy", "cpu", "float64", op, point)
+    arrays = [a for a in case_inputs(case) if np.issubdtype(a.dtype, np.floating)]
+    ref = get_backend("numpy").op(op)
+    if ref is not None:
+        with np.errstate(all="ignore"):
+            outs = [np.asarray(o, dtype=np.float64)
+                    for o in _tuple(ref.forward(*case_inputs(case)))]
+            cts = [np.ones_like(o) for o in outs]
+            grads = ref.vjp(list(case_inputs(case)), cts)
+        arrays += outs + [np.asarray(g, dtype=np.float64) for g in grads if g is not None]
+    info = np.finfo(np.dtype(dtype))
+    for a in arrays:
+        mag = np.abs(a[np.isfinite(a)])
+        if np.any((mag != 0) & ((mag < info.tiny) | (mag > info.max))):
+            return False
+    return True
+
+
+def _tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _supports(backend: str, check: str) -> str:
+    """Empty if ``backend`` can run ``check``, else the skip reason."""
+    be = get_backend(backend)
+    if check in ("jvp", "fwd_rev", "jvp_of_jvp", "jvp_of_vjp") and not be.supports_jvp:
+        return f"backend {backend!r} declares no forward mode"
+    if check in ORDER2 and not be.supports_order2:
+        return f"backend {backend!r} declares no order-2 support"
+    if check == "eager_func" and type(be).alternative_vjps is Backend.alternative_vjps:
+        return f"backend {backend!r} has a single reverse-mode path"
+    return ""
+
+
+def _dtypes(check: str, sel: Selection, backend: str) -> list[str]:
+    dts = list(sel.dtypes or DTYPES)
+    if check in AGREEMENT:
+        return [d for d in dts if d == "float64"]
+    if check == "rounding":
+        return [d for d in dts if d != "float64"]
+    if check in ORDER2 or check == "search":
+        return dts if sel.profile == "thorough" else [d for d in dts if d == "float64"]
+    return dts
+
+
+def plan(check: str, sel: Selection) -> list[Planned]:
+    """Every case of ``check`` for the selection, in a stable order."""
+    if check not in CHECKS:
+        raise ValueError(f"check={check!r} is not one of {CHECKS}")
+    if check == "search" and sel.profile == "quick":
+        return []
+    if check == "cross_backend":
+        return _plan_pairs(sel)
+    out = []
+    for backend in backend_names(sel):
+        if check == "reference" and backend == "numpy":
+            continue
+        unsupported = _supports(backend, check)
+        for device, no_device in _devices(backend, sel):
+            if check == "cross_device" and device == "cpu":
+                continue
+            for dtype in _dtypes(check, sel, backend):
+                for spec in selected_specs(sel):
+                    out.extend(_planned(check, sel, backend, device, dtype, spec,
+                                        unsupported or no_device))
+    return out
+
+
+def _planned(check, sel, backend, device, dtype, spec, skip) -> list[Planned]:
+    if check in ORDER2 and not spec.order2:
+        return []
+    if dtype not in spec.dtypes:
+        return []
+    missing = "" if get_backend(backend).op(spec.name) is not None else \
+        catalog.missing_reason(backend, spec.name)
+    out = []
+    for pt in _points(spec, check, sel.profile, dtype):
+        case = Case(backend, device, dtype, spec.name, pt)
+        known = spec.known_for(backend, dtype, check, pt)
+        xfail = f"{known.reason} ({known.link})" if known and known.link else (
+            known.reason if known else "")
+        out.append(Planned(case, check, order_for(case, sel.profile), skip or missing, xfail))
+    return out
+
+
+def order_for(case: Case, profile: str) -> int:
+    """2 where the profile runs order-2 checks for this case (the first-order checks then read
+    the same memoized report), else 1."""
+    spec = catalog.get_spec(case.op)
+    if not spec.order2:
+        return 1
+    if profile == "thorough":
+        return 2
+    return 2 if case.point == RANDOM and case.dtype == "float64" else 1
+
+
+def _plan_pairs(sel: Selection) -> list[Planned]:
+    names = [b for b in backend_names(sel) if b != "numpy"]
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for dtype in _dtypes("cross_backend", sel, a):
+                for spec in selected_specs(sel):
+                    missing = next((catalog.missing_reason(x, spec.name) for x in (a, b)
+                                    if get_backend(x).op(spec.name) is None), "")
+                    for pt in _points(spec, "cross_backend", sel.profile, dtype):
+                        case = Case(f"{a}+{b}", "cpu", dtype, spec.name, pt)
+                        known = (spec.known_for(a, dtype, "cross_backend", pt)
+                                 or spec.known_for(b, dtype, "cross_backend", pt))
+                        out.append(Planned(case, "cross_backend", 1, missing,
+                                           known.reason if known else ""))
+    return out

@@ -1,0 +1,85 @@
+"""Reductions and scans: sum, mean, prod (with zeros), logsumexp (with ``-inf`` entries),
+var/std, the L2 norm (the zero vector is a kink; tiny and huge vectors test scaling),
+max/min (ties are kinks), cumsum, cumprod (with zeros), logcumsumexp.
+
+``_axis1`` ops reduce/scan along the last axis of a ``(3, 4)`` array; the others reduce all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .spec import OpSpec, SpecialPoint, known, normal, point
+
+S = (3, 4)
+_A = np.array([[0.3, -1.2, 2.0, 0.4], [1.5, -0.7, 0.9, -2.2], [0.1, 1.1, -0.4, 0.6]])
+_NEG_INF = np.where(np.array([[1, 0, 1, 1], [1, 1, 0, 0], [1, 0, 0, 1]]) == 1, _A, -np.inf)
+_ZEROS_ROWS = np.array([[0.7, 0.0, -1.3, 1.1], [0.0, 0.9, 0.0, -0.6], [1.2, -0.8, 0.5, 1.4]])
+
+
+_NORMAL = normal(S)
+
+
+def _signed(low: float, high: float, shape: tuple[int, ...]):
+    """Magnitudes in ``[low, high)`` with random signs (keeps products well scaled)."""
+
+    def sample(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        return (rng.choice([-1.0, 1.0], shape) * rng.uniform(low, high, shape),)
+
+    return sample
+
+
+def _distinct(shape: tuple[int, ...]):
+    """Entries at least 0.3 apart (a shuffled ladder plus small noise): the extremum cannot
+    switch within the oracle's steps, so max/min are smooth around the sample."""
+
+    def sample(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        n = int(np.prod(shape))
+        ladder = 0.4 * rng.permutation(n) - 0.2 * n + rng.uniform(-0.05, 0.05, n)
+        return (ladder.reshape(shape),)
+
+    return sample
+
+
+def _r(name: str, sample=_NORMAL, special: tuple[SpecialPoint, ...] = (), **kw) -> OpSpec:
+    return OpSpec(name, "reduction", 1, sample, special=special, **kw)
+
+
+def _tie(a: np.ndarray, where: tuple, value: float) -> SpecialPoint:
+    b = a.copy()
+    b[where] = value
+    return point("tie", b, expect="inconclusive")
+
+
+SPECS: tuple[OpSpec, ...] = (
+    _r("sum", special=(point("mixed_scale", _A * np.logspace(-8, 8, 12).reshape(S)),)),
+    _r("sum_axis1"),
+    _r("mean"),
+    _r("mean_axis0"),
+    _r("prod", _signed(0.5, 1.5, (6,)), (
+        point("one_zero", np.array([0.7, 0.0, -1.3, 1.1, 0.9, -0.6])),
+        point("two_zeros", np.array([0.7, 0.0, -1.3, 0.0, 0.9, -0.6])))),
+    _r("prod_axis1", _signed(0.5, 1.5, S), (point("zeros", _ZEROS_ROWS),)),
+    _r("logsumexp", special=(point("minus_inf", _NEG_INF), point("large", _A + 1000.0, fd=False))),
+    _r("logsumexp_axis1", special=(point("minus_inf", _NEG_INF),)),
+    _r("var"),
+    _r("var_axis1"),
+    _r("std", special=(point("constant", np.full(S, 0.7), expect="inconclusive"),)),
+    _r("norm", special=(
+        point("zero", np.zeros(S), expect="inconclusive"),
+        point("tiny", _A * 1e-200, fd=False), point("huge", _A * 1e200))),
+    _r("norm_axis1", special=(point("tiny", _A * 1e-200, fd=False),)),
+    _r("max", _distinct(S), special=(_tie(_A, (1, 2), 2.0),)),
+    _r("min", _distinct(S), special=(_tie(_A, (0, 0), -2.2),)),
+    _r("max_axis1", _distinct(S), special=(_tie(_A, (0, 3), 2.0),)),
+    _r("cumsum_axis1"),
+    _r("cumprod_axis1", _signed(0.5, 1.5, S), (point("zeros", _ZEROS_ROWS),)),
+    _r("logcumsumexp_axis1", special=(point("minus_inf", _NEG_INF),), known=known(
+        "torch", "torch's forward-mode rule of logcumsumexp has relative error ~1e-13 (500 eps; "
+        "e.g. at x = 0 the JVP is cumsum(t) / k off by 1e-13), its reverse mode is exact: "
+        "forward and reverse disagree", checks=("fwd_rev",), points=("random",),
+        link="docs/known-discrepancies.md")),
+)
+
+# the ops of the quick profile (every plain `pytest` run)
+QUICK: tuple[str, ...] = ("prod", "logsumexp", "cumprod_axis1")

@@ -1,0 +1,106 @@
+"""Hypothesis search of an op's domain for the largest discrepancy ratio.
+
+The strategy draws every floating input elementwise inside the op's *empirical box*: the
+per-element range its sampler covers over 32 seeded samples (samplers stay inside the smooth
+domain, and every elementwise domain in the catalog is a box).  Integer inputs keep the case's
+seeded sample.  Inputs outside the true domain (the NumPy reference's forward raises or is
+non-finite) are rejected with ``assume``.  Each example runs the numeric checks; ``target()``
+steers the search towards the largest ``discrepancy / allowed`` ratio of the VJP and JVP
+checks, and any failed or errored check fails the test with the falsifying inputs.
+
+Settings come from the ``gradcheck-<profile>`` Hypothesis profiles the plugin registers
+(``ci``: derandomized, no deadline; ``thorough``: 40 examples seeded from the case id).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..api import format_failure
+from ..backends.registry import get_backend
+from ..results import Report, Status
+from . import catalog
+from .cases import Planned
+from .runner import Case, case_inputs, numeric_report
+
+_BOX_SAMPLES = 32
+_TARGETED = ("vjp", "jvp")
+
+
+@lru_cache(maxsize=512)
+def domain_box(op: str) -> tuple[tuple[float, float, float] | None, ...]:
+    """Per input: ``(low, high, gap)`` covered by the sampler (``gap > 0``: the sampler keeps
+    ``|x| >= gap``, e.g. away from a pole or kink at 0), or None for an integer input."""
+    spec = catalog.get_spec(op)
+    rng = np.random.default_rng(0)
+    draws = [spec.sample(rng) for _ in range(_BOX_SAMPLES)]
+    out: list[tuple[float, float] | None] = []
+    for k in range(spec.arity):
+        arrays = [np.asarray(d[k]) for d in draws]
+        if not np.issubdtype(arrays[0].dtype, np.floating):
+            out.append(None)
+        else:
+            lo = float(min(a.min() for a in arrays))
+            hi = float(max(a.max() for a in arrays))
+            gap = float(min(np.abs(a).min() for a in arrays))
+            out.append((lo, hi, gap if lo < 0 < hi and gap > 0.01 * (hi - lo) else 0.0))
+    return tuple(out)
+
+
+def strategy(case: Case):
+    """A Hypothesis strategy of input tuples for ``case`` (shapes of its seeded sample)."""
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    base = case_inputs(Case(case.backend, case.device, case.dtype, case.op))
+    parts = []
+    for a, box in zip(base, domain_box(case.op), strict=True):
+        if box is None:
+            parts.append(st.just(a))
+        else:
+            lo, hi, gap = box
+            kw = dict(allow_nan=False, allow_infinity=False, allow_subnormal=False, width=64)
+            elems = (st.floats(lo, -gap, **kw) | st.floats(gap, hi, **kw)) if gap \
+                else st.floats(lo, hi, **kw)
+            parts.append(hnp.arrays(np.float64, a.shape, elements=elems))
+    return st.tuples(*parts)
+
+
+def _in_domain(op: str, inputs: tuple[np.ndarray, ...]) -> bool:
+    ref = get_backend("numpy").op(op)
+    if ref is None:
+        return True
+    try:
+        with np.errstate(all="ignore"):
+            outs = ref.forward(*inputs)
+    except Exception:
+        return False
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    return all(np.all(np.isfinite(o)) for o in outs)
+
+
+def search_case(planned: Planned, profile: str) -> None:
+    """Run the search for ``planned.case``; raise AssertionError on a failed/errored check."""
+    __tracebackhide__ = True
+    from hypothesis import assume, given, seed, settings, target
+
+    case = planned.case
+
+    @settings(settings.get_profile(f"gradcheck-{profile}"))
+    @given(inputs=strategy(case))
+    def search(inputs: tuple[np.ndarray, ...]) -> None:
+        assume(_in_domain(case.op, inputs))
+        report = numeric_report(case, 1, inputs)
+        ratios = [r.discrepancy_ratio for r in report.results
+                  if r.kind in _TARGETED and r.discrepancy_ratio is not None
+                  and np.isfinite(r.discrepancy_ratio)]
+        if ratios:
+            target(float(max(ratios)), label="max discrepancy/allowed (VJP, JVP)")
+        bad = [r for r in report.results if r.status in (Status.FAILED, Status.ERROR)]
+        if bad:
+            raise AssertionError(f"search of {case.id} found a discrepancy:\n"
+                                 + format_failure(Report(bad)))
+
+    seed(case.seed)(search)()

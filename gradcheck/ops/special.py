@@ -1,0 +1,76 @@
+"""Special functions: beta/gamma family, polygamma, xlogy, the normal distribution, Bessel.
+
+``gammainc``/``gammaincc`` are differentiated in ``x`` only (``diff_args=(1,)``): torch has no
+derivative in the shape parameter.  Special points: ``xlogy(0, y)`` (the partial in ``x`` is
+``log y`` even where the value is defined as 0), tails of ``log_ndtr``/``ndtri``/``logit``,
+the reflection region of ``polygamma``, ``i1`` at 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .spec import OpSpec, SpecialPoint, known, normal, point, uniform
+
+S = (3, 4)
+_DOC = "docs/known-discrepancies.md"
+_TRIGAMMA_O2 = ("second derivatives go through torch's float64 trigamma, whose truncated "
+                "asymptotic series is accurate only to ~5e-10 (mpmath)")
+_Y = np.array([[0.6, 1.7, 2.5, 0.9], [3.0, 0.75, 1.2, 2.2], [0.55, 1.4, 2.8, 1.9]])
+
+
+def _sp(name: str, arity: int, sample, special: tuple[SpecialPoint, ...] = (), **kw) -> OpSpec:
+    return OpSpec(name, "special", arity, sample, special=special, **kw)
+
+
+def _away_from_zero(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Normal samples (scale 3) at least 0.3 away from the kink of ``i0e`` at 0."""
+    x = rng.standard_normal(S) * 3.0
+    return (np.sign(x) * (0.3 + np.abs(x)),)
+
+
+def _pair(first, second):
+    def sample(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        return first(rng) + second(rng)
+
+    return sample
+
+
+SPECS: tuple[OpSpec, ...] = (
+    _sp("betaln", 2, uniform(0.5, 5.0, S, S), (
+        point("small", np.full(S, 1e-3), _Y, fd=False),), known=known(
+        "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
+        dtypes=("float64",), points=("random",), link=_DOC)),
+    _sp("polygamma1", 1, uniform(0.3, 5.0, S), known=known(
+        "torch", "torch's float64/float32 trigamma forward truncates its asymptotic series "
+        "(relative error up to 5e-10, mpmath); its backward polygamma(2, x) is accurate, so it "
+        "disagrees with finite differences of torch's own forward", checks=("vjp", "jvp"),
+        points=("random",), link=_DOC) + known("torch", "as for vjp (trigamma forward)",
+                                               checks=("search",), dtypes=("float64",),
+                                               link=_DOC), special=(
+        point("reflection", np.linspace(-3.8, -0.2, 12).reshape(S) + 0.03, fd=False),)),
+    _sp("polygamma2", 1, uniform(0.3, 5.0, S)),
+    _sp("xlogy", 2, _pair(normal(S), uniform(0.5, 3.0, S)), (
+        point("x_zero", np.zeros(S), _Y),)),
+    _sp("xlog1py", 2, _pair(normal(S), uniform(-0.5, 3.0, S)), (
+        point("x_zero", np.zeros(S), _Y - 0.4),)),
+    _sp("log_ndtr", 1, normal(S, scale=2.0), (
+        point("very_negative", np.full(S, -30.0)), point("positive_tail", np.full(S, 10.0)))),
+    _sp("ndtri", 1, uniform(0.05, 0.95, S), (point("tail", np.full(S, 1e-10), fd=False),)),
+    _sp("ndtr", 1, normal(S, scale=2.0), (point("tail", np.full(S, -20.0)),)),
+    _sp("i0e", 1, _away_from_zero, (point("zero", np.zeros(S), expect="inconclusive"),)),
+    _sp("i1", 1, normal(S, scale=2.0), (point("zero", np.zeros(S)),)),
+    _sp("i1e", 1, normal(S, scale=3.0)),
+    _sp("entr", 1, uniform(0.1, 3.0, S)),
+    _sp("logit", 1, uniform(0.05, 0.95, S), (
+        point("near_zero", np.full(S, 1e-10), fd=False),
+        point("near_one", np.full(S, 1.0 - 2.0**-30), fd=False))),
+    _sp("multigammaln", 1, uniform(3.0, 7.0, S), known=known(  # FD steps stay inside a > 1
+        "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
+        dtypes=("float64",), points=("random",), link=_DOC)),
+    _sp("gammainc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
+    _sp("gammaincc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
+)
+
+# the ops of the quick profile (every plain `pytest` run)
+QUICK: tuple[str, ...] = ("xlogy", "betaln")

@@ -1,0 +1,47 @@
+"""Reports built from result streams: ``index.html`` (self-contained) and ``junit.xml``.
+
+``write_report(["reports/results.jsonl"], "reports")`` reads the streams (tolerantly: damaged
+lines are skipped and listed in the report), renders both files and returns what it wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..stream import StreamData, read_streams
+from . import html, junit
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """Paths written by :func:`write_report` and the data they were built from."""
+
+    html: Path
+    junit: Path
+    data: StreamData
+
+
+def _atomic_write(path: Path, content: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(content)
+    os.replace(tmp, path)
+
+
+def write_report(streams: Iterable[str | os.PathLike[str]] | StreamData,
+                 out_dir: str | os.PathLike[str], *, title: str = "gradcheck report"
+                 ) -> ReportFiles:
+    """Read ``streams`` (files or directories of ``*.jsonl``; or already-read data) and write
+    ``out_dir/index.html`` and ``out_dir/junit.xml`` (each replaced atomically)."""
+    data = streams if isinstance(streams, StreamData) else read_streams(streams)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    html_path, junit_path = out / "index.html", out / "junit.xml"
+    _atomic_write(html_path, html.render(data, title=title).encode("utf-8"))
+    _atomic_write(junit_path, junit.render(data))
+    return ReportFiles(html_path, junit_path, data)
+
+
+__all__ = ["ReportFiles", "write_report"]

@@ -1,0 +1,192 @@
+"""What the report shows, computed from the stream: counts, the op matrix, probe and flow tables,
+and the compact table data embedded in the page.
+
+Everything here is plain data (no HTML); :mod:`gradcheck.report.html` renders it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..results import CheckResult, Status
+from ..stream import StreamData
+
+#: order of severity, worst first (also the sort order of the table)
+SEVERITY = ("error", "failed", "inconclusive", "skipped", "passed")
+#: kinds shown in the semantic-probe table and in flow maps rather than in the op matrix
+SEMANTIC_KINDS = ("semantic", "grad_norm")
+FLOW_KINDS = ("flow",)
+COLUMNS = ("id", "status", "kind", "name", "backend", "device", "dtype", "test", "ratio",
+           "discrepancy", "allowed", "actual", "expected", "seed", "duration", "message",
+           "reproducer", "subject", "shapes")
+
+
+def worst_status(statuses: Iterable[str]) -> str:
+    """The most severe of ``statuses`` (``passed`` for none)."""
+    present = set(statuses)
+    return next((s for s in SEVERITY if s in present), "passed")
+
+
+@dataclass
+class MatrixCell:
+    """Checks of one op on one (backend, device, dtype)."""
+
+    counts: Counter = field(default_factory=Counter)
+    worst_ratio: float | None = None
+
+    def add(self, r: CheckResult) -> None:
+        self.counts[r.status.value] += 1
+        ratio = r.discrepancy_ratio
+        if ratio is not None and not math.isnan(ratio) and r.status in (Status.PASSED,
+                                                                        Status.FAILED):
+            self.worst_ratio = ratio if self.worst_ratio is None else max(self.worst_ratio, ratio)
+
+    @property
+    def status(self) -> str:
+        return worst_status(self.counts)
+
+
+@dataclass
+class Matrix:
+    """Op x (backend, device, dtype), coloured by the worst discrepancy ratio."""
+
+    columns: list[tuple[str, str, str]]
+    ops: list[str]
+    cells: dict[tuple[str, tuple[str, str, str]], MatrixCell]
+
+
+def build_matrix(checks: Iterable[CheckResult]) -> Matrix:
+    cells: dict[tuple[str, tuple[str, str, str]], MatrixCell] = defaultdict(MatrixCell)
+    for r in checks:
+        if r.kind in SEMANTIC_KINDS or r.kind in FLOW_KINDS:
+            continue
+        cells[(r.name, (r.backend, r.device, r.dtype))].add(r)
+    columns = sorted({col for _, col in cells})
+    ops = sorted({op for op, _ in cells}, key=lambda s: (s.lower(), s))
+    return Matrix(columns, ops, dict(cells))
+
+
+def counts_by_target(checks: Iterable[CheckResult]) -> list[tuple[tuple[str, str, str], Counter]]:
+    """Status counts per (backend, device, dtype), sorted."""
+    out: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
+    for r in checks:
+        out[(r.backend, r.device, r.dtype)][r.status.value] += 1
+    return sorted(out.items())
+
+
+@dataclass(frozen=True)
+class FlowMap:
+    """Per-parameter gradient status of one audit (one ``flow`` record)."""
+
+    index: int  # row id of the record in the table
+    title: str
+    parameters: list[tuple[str, str, str]]  # (parameter name, status, note)
+
+
+def _flow_parameters(details: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Accept ``parameters`` as a list of dicts or a name -> status/dict mapping."""
+    params = details.get("parameters", details.get("params"))
+    out = []
+    if isinstance(params, dict):
+        params = [{"name": k, **(v if isinstance(v, dict) else {"status": v})}
+                  for k, v in params.items()]
+    if not isinstance(params, list):
+        return []
+    for p in params:
+        if not isinstance(p, dict):
+            continue
+        name = str(p.get("name", p.get("parameter", "?")))
+        status = str(p.get("status", p.get("state", "?")))
+        note = {k: v for k, v in p.items() if k not in ("name", "parameter", "status", "state")}
+        out.append((name, status, ", ".join(f"{k}={v}" for k, v in note.items())))
+    return out
+
+
+def flow_maps(checks: list[CheckResult]) -> list[FlowMap]:
+    out = []
+    for i, r in enumerate(checks):
+        if r.kind in FLOW_KINDS:
+            title = f"{r.name} [{r.backend} {r.device} {r.dtype}] {r.test_id}".strip()
+            out.append(FlowMap(i, title, _flow_parameters(r.details)))
+    return out
+
+
+def _jsonable(v: Any) -> Any:
+    """inf/nan become strings (JSON has neither); the page's ``num()`` turns them back."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "inf" if v > 0 else ("-inf" if v < 0 else "nan")
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+class _Strings:
+    """Interns strings: rows hold indexes into one shared list."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, s: str) -> int:
+        idx = self._index.get(s)
+        if idx is None:
+            idx = self._index[s] = len(self.items)
+            self.items.append(s)
+        return idx
+
+
+def _shapes(r: CheckResult) -> str:
+    return " ".join("x".join(map(str, s)) or "scalar" for s in r.shapes)
+
+
+def _extra(r: CheckResult) -> dict[str, Any]:
+    """The evidence of a non-passing check: worst elements, details, FD convergence (the page
+    draws the plot from it)."""
+    return _jsonable({
+        "allowed_source": r.allowed_source,
+        "relative": r.relative_discrepancy,
+        "worst": [[list(w.index), w.actual, w.expected, w.allowed] for w in r.worst],
+        "details": r.details,
+        "convergence": [list(c) for c in r.convergence],
+        "input": r.input_index,
+        "output": r.output_index,
+    })
+
+
+def _short(v: float | None) -> float | None:
+    """4 significant digits: what the table shows and sorts by (actual/expected stay exact)."""
+    return float(f"{v:.4g}") if isinstance(v, float) and math.isfinite(v) else v
+
+
+def table_data(checks: list[CheckResult]) -> dict[str, Any]:
+    """The compact table embedded in the page: interned strings, one array per row, the full
+    evidence (``extra``) only for checks that did not pass."""
+    s = _Strings()
+    rows, extra = [], {}
+    for i, r in enumerate(checks):
+        passed = r.status is Status.PASSED
+        rows.append([
+            i, SEVERITY.index(r.status.value), s(r.kind), s(r.name), s(r.backend), s(r.device),
+            s(r.dtype), s(r.test_id), _short(r.discrepancy_ratio), _short(r.discrepancy),
+            _short(r.allowed), r.actual, r.expected, r.seed, _short(r.duration_s),
+            s("" if passed else r.message), s(r.reproducer),
+            s(r.subject), s(_shapes(r)),
+        ])
+        if not passed:
+            extra[str(i)] = _extra(r)
+    return {"columns": list(COLUMNS), "statuses": list(SEVERITY), "strings": s.items,
+            "rows": _jsonable(rows), "extra": extra}
+
+
+def failed_tests_without_checks(data: StreamData) -> list[Any]:
+    """Tests that failed but recorded no failing check (the failure is outside the checks)."""
+    failing_ids = {c.test_id for c in data.checks if not c.ok}
+    return [t for t in data.tests if not t.ok and t.test_id not in failing_ids]

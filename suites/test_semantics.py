@@ -1,0 +1,28 @@
+"""Semantic suite: every installed backend's training behaviour matches what it declares.
+
+One ``check_semantics`` run per backend (all four probe families).  Failures that are real,
+documented backend behaviours (``KNOWN_BEHAVIOURS``) must still fail - strictly, so a fixed
+upstream behaviour shows up here and the record is updated - and nothing else may fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gradcheck
+from gradcheck.checks._probing import KNOWN_BEHAVIOURS
+from gradcheck.checks.semantics import check_semantics
+from gradcheck.results import Status
+
+
+@pytest.mark.parametrize("backend", gradcheck.installed_backends())
+def test_semantics(backend: str) -> None:
+    report = check_semantics(backend)
+    unexpected = [r for r in report.failures if "known_behaviour" not in r.details]
+    assert not unexpected, "\n".join(f"{r.name}: {r.message}\n  reproduce: {r.reproducer}"
+                                     for r in unexpected)
+    for known in (k for k in KNOWN_BEHAVIOURS if k.backend == backend):
+        hits = [r for r in report.results if r.name == known.probe]
+        assert hits and hits[0].status is Status.FAILED, (
+            f"{known.probe} no longer fails on {backend}: the known behaviour ({known.reason}) "
+            "seems fixed; update KNOWN_BEHAVIOURS and docs/semantics.md")

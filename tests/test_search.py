@@ -1,0 +1,49 @@
+"""The Hypothesis search of an op's domain: inputs stay in the sampler's box, a correct op
+passes, a rule that is wrong only in part of the domain is found."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from gradcheck import NumpyFunction
+from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.ops.cases import Planned
+from gradcheck.ops.runner import Case
+from gradcheck.ops.search import domain_box, search_case, strategy
+from gradcheck.pytest_plugin import _register_hypothesis_profiles
+from reference.numpy import get_op
+
+_register_hypothesis_profiles("ci")
+
+
+def test_domain_box_covers_the_sampler():
+    (box,) = domain_box("log")
+    assert 0.2 <= box[0] < 0.3 and 4.9 < box[1] <= 5.0 and box[2] == 0.0
+    assert [b[2] >= 0.5 for b in domain_box("atan2")] == [True, True]  # kept off the origin
+
+
+@settings(max_examples=20, deadline=None)
+@given(strategy(Case("numpy", "cpu", "float64", "arcsin")))
+def test_strategy_draws_inside_the_box(inputs):
+    (x,) = inputs
+    (lo, hi, _), = domain_box("arcsin")
+    assert x.shape == (3, 4) and np.all((x >= lo) & (x <= hi))
+
+
+def test_search_passes_a_correct_op():
+    search_case(Planned(Case("numpy", "cpu", "float64", "atan2"), "search"), "ci")
+
+
+def test_search_finds_a_rule_wrong_only_for_large_inputs(monkeypatch):
+    ref = get_op("sin")
+
+    def vjp(args, cts):
+        (x,) = args
+        return [cts[0] * np.cos(x) * np.where(x > 2.5, 1.001, 1.0)]
+
+    buggy = NumpyFunction(ref.forward, vjp, ref.jvp, name="sin_wrong_above_2.5")
+    monkeypatch.setattr(NumpyBackend, "op", lambda self, name: buggy)
+    with pytest.raises(AssertionError, match="search of numpy-cpu-float64-sin found"):
+        search_case(Planned(Case("numpy", "cpu", "float64", "sin"), "search"), "thorough")
