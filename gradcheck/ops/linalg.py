@@ -108,18 +108,34 @@ def _sample_tall(m: int, n: int):
     return sample
 
 
-def _rank_deficient(n: int) -> np.ndarray:
-    """A fixed ``n x n`` matrix of rank ``n - 1`` (singular values 2 ... 1, 0)."""
-    s = np.append(np.linspace(2.0, 1.0, n - 1), 0.0)
-    return _with_singular_values(np.random.default_rng(1234), n, n, s)
-
-
-def _repeated_top_singular(n: int) -> np.ndarray:
-    rng = np.random.default_rng(99)
-    return _with_singular_values(rng, n, n, np.array([2.0, 2.0] + [1.0] * (n - 2)))
+def _fixed(m: int, n: int, s: list[float], seed: int) -> np.ndarray:
+    """A fixed ``m x n`` matrix with singular values ``s`` (for special points)."""
+    return _with_singular_values(np.random.default_rng(seed), m, n, np.array(s))
 
 
 _SYM_DOC = " of (X + X^T)/2"
+_ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
+
+
+def _known(backend: str, checks: tuple[str, ...], reason: str, link: str
+           ) -> tuple[KnownDiscrepancy, ...]:
+    """One entry per failing check (a ``"*"`` entry would also claim the checks that pass,
+    e.g. eager-vs-functional, and strict xfails would then fail)."""
+    return tuple(KnownDiscrepancy(backend, reason, link, check=c) for c in checks)
+
+
+_LOWER_TORCH = _known(
+    "torch", ("vjp", "jvp", "fwd_rev", "reference", "cross_backend", "search") + _ORDER2,
+    "by design: torch.linalg.cholesky reads only the lower triangle, but its backward is the "
+    "derivative of cholesky((A + A^T)/2) and its forward-mode rule uses the whole tangent; "
+    "neither is the derivative of the computed function, and they disagree with each other",
+    "https://github.com/pytorch/pytorch/issues/137284")
+_LOWER_JAX = _known(
+    "jax", ("vjp", "jvp", "reference", "cross_backend", "search") + _ORDER2,
+    "lax.linalg.cholesky(symmetrize_input=False) ignores the upper triangle, but its JVP rule "
+    "uses the whole tangent (L^{-1} dA L^{-T}): ghost derivatives w.r.t. the upper triangle "
+    "(cf. jax#12795 for eigh)",
+    "https://github.com/jax-ml/jax/issues/40421")
 
 
 def _torch_nested_jvp(issue: int) -> tuple[KnownDiscrepancy, ...]:
@@ -129,6 +145,8 @@ def _torch_nested_jvp(issue: int) -> tuple[KnownDiscrepancy, ...]:
         "torch", check="jvp_of_jvp", link=f"https://github.com/pytorch/pytorch/issues/{issue}",
         reason="forward-over-forward AD drops a second-order term: the JVP rule uses the LU "
                "factors of the forward pass as constants (also pytorch/pytorch#192540, #198017)"),)
+
+QUICK: tuple[str, ...] = ("solve", "cholesky_lower", "eigh", "svd")
 
 SPECS: tuple[OpSpec, ...] = (
     OpSpec("matmul", FAMILY, 2, normal((3, 4), (4, 2)), doc="A @ B"),
@@ -141,64 +159,59 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec("einsum_i_ij_j", FAMILY, 3, normal((3,), (3, 4), (4,)),
            doc="einsum('i,ij,j->'): bilinear form x^T A y"),
     OpSpec("solve", FAMILY, 2, _sample_solve(4, 2), doc="X = A^{-1} B, cond(A) <= 2",
-           known=_torch_nested_jvp(196695)),
+           known=_torch_nested_jvp(196695),
+           box_domain=False),
     OpSpec("solve_triangular_lower", FAMILY, 2, _sample_lower(4, 2),
-           doc="X = tril(L)^{-1} B: the strict upper triangle of L is ignored"),
-    OpSpec("inv", FAMILY, 1, _sample_square(4), doc="A^{-1}, cond(A) <= 2"),
+           doc="X = tril(L)^{-1} B: the strict upper triangle of L is ignored",
+           box_domain=False),
+    OpSpec("inv", FAMILY, 1, _sample_square(4), doc="A^{-1}, cond(A) <= 2",
+           box_domain=False),
     OpSpec("det", FAMILY, 1, _sample_square(4), doc="det(A)", known=_torch_nested_jvp(196696),
            special=(
-               SpecialPoint("rank_deficient", (_rank_deficient(4),)),  # gradient adj(A)^T != 0
-               SpecialPoint("zero", (np.zeros((3, 3)),)),
+               # rank n - 1: the gradient adj(A)^T is not 0 (det(A) A^{-T} does not exist)
+               SpecialPoint("rank_deficient", (_fixed(4, 4, [2.0, 1.5, 1.0, 0.0], 1234),)),
+               SpecialPoint("zero", (np.zeros((4, 4)),)),
            )),
     OpSpec("slogdet", FAMILY, 1, _sample_square(4),
            doc="(sign, log|det A|): the sign output is locally constant",
-           known=_torch_nested_jvp(192540)),
+           known=_torch_nested_jvp(192540),
+           box_domain=False),
     OpSpec("cholesky", FAMILY, 1, _sample_spd(4), doc="Cholesky factor L" + _SYM_DOC,
-           special=(SpecialPoint("identity", (np.eye(4),)),)),
+           special=(SpecialPoint("identity", (np.eye(4),)),),
+           box_domain=False),
     OpSpec("cholesky_lower", FAMILY, 1, _sample_spd(4),
            doc="the library's Cholesky of X itself (LAPACK reads the lower triangle only)",
-           known=(
-               KnownDiscrepancy(
-                   "torch", link="https://github.com/pytorch/pytorch/issues/137284",
-                   reason="by design: torch.linalg.cholesky reads only the lower triangle, but "
-                          "its backward is the derivative of cholesky((A + A^T)/2) and its "
-                          "forward-mode rule uses the whole tangent; neither is the derivative "
-                          "of the computed function, and they disagree with each other"),
-               KnownDiscrepancy(
-                   "jax", link="https://github.com/jax-ml/jax/issues/40421",
-                   reason="lax.linalg.cholesky(symmetrize_input=False) ignores the upper "
-                          "triangle, but its JVP rule uses the whole tangent (L^{-1} dA L^{-T}): "
-                          "ghost derivatives w.r.t. the upper triangle (cf. jax#12795, eigh)"),
-           )),
+           known=_LOWER_TORCH + _LOWER_JAX,
+           box_domain=False),
     OpSpec("qr", FAMILY, 1, _sample_tall(5, 3),
-           doc="reduced QR (5x3) with diag(R) > 0"),
+           doc="reduced QR (5x3) with diag(R) > 0",
+           box_domain=False),
     OpSpec("eigh", FAMILY, 1, _sample_sym_separated(4),
-           doc="eigenvalues and eigenvectors (first row > 0)" + _SYM_DOC),
-    OpSpec("eigvalsh", FAMILY, 1, _sample_sym_separated(4), doc="eigenvalues" + _SYM_DOC),
+           doc="eigenvalues and eigenvectors (first row > 0)" + _SYM_DOC,
+           box_domain=False),
+    OpSpec("eigvalsh", FAMILY, 1, _sample_sym_separated(4), doc="eigenvalues" + _SYM_DOC,
+           box_domain=False),
     OpSpec("svd", FAMILY, 1, _sample_separated_singular(5, 3),
-           doc="reduced SVD (U, S, Vh) of a 5x3 matrix, U's first row > 0", known=(
-               KnownDiscrepancy(
-                   "jax", dtype="float64", check="fwd_rev",
-                   link="docs/known-discrepancies-linalg-shape-nn.md#jax-svd-reverse-over-reverse-loses-1-2-digits",
-                   reason="precision, not a wrong rule: reverse over reverse of the SVD is "
-                          "10-400x less accurate (up to 1.8e-13 off a 50-digit reference) than "
-                          "jax's forward over reverse and torch's both modes (< 8e-15), so "
-                          "order-2 forward-vs-reverse exceeds the rounding bound"),
-           )),
-    OpSpec("svdvals", FAMILY, 1, _sample_separated_singular(5, 3), doc="singular values"),
+           doc="reduced SVD (U, S, Vh) of a 5x3 matrix, U's first row > 0",
+           box_domain=False),
+    OpSpec("svdvals", FAMILY, 1, _sample_separated_singular(5, 3), doc="singular values",
+           box_domain=False),
     OpSpec("trace", FAMILY, 1, normal((4, 4)), doc="trace(A)"),
     OpSpec("norm_fro", FAMILY, 1, normal((3, 4)), doc="Frobenius norm", special=(
         SpecialPoint("zero", (np.zeros((3, 4)),), expect="inconclusive"),
     )),
     OpSpec("norm_nuc", FAMILY, 1, _sample_separated_singular(5, 3),
            doc="nuclear norm (sum of singular values)", special=(
-               SpecialPoint("rank_deficient", (_rank_deficient(4),), expect="inconclusive"),
-           )),
+               SpecialPoint("rank_deficient", (_fixed(5, 3, [2.0, 1.0, 0.0], 7),),
+                            expect="inconclusive"),
+           ),
+           box_domain=False),
     OpSpec("norm_2", FAMILY, 1, _sample_separated_singular(5, 3),
            doc="spectral norm (largest singular value)", special=(
-               SpecialPoint("repeated_top", (_repeated_top_singular(4),),
+               SpecialPoint("repeated_top", (_fixed(5, 3, [2.0, 2.0, 1.0], 99),),
                             expect="inconclusive"),
-           )),
+           ),
+           box_domain=False),
     OpSpec("matrix_exp", FAMILY, 1, normal((3, 3), scale=0.5), doc="expm(A)", special=(
         SpecialPoint("zero", (np.zeros((3, 3)),)),
         SpecialPoint("nilpotent", (np.triu(np.ones((3, 3)), 1),)),

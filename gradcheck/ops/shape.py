@@ -54,6 +54,8 @@ def _where(shape):
 
 _TIES = np.array([[0.5, 0.5, -1.0, 2.0], [1.0, -0.3, 1.0, 0.2], [3.0, 3.0, 3.0, 0.0]])
 
+QUICK: tuple[str, ...] = ("take_along_axis1", "index_add_axis0", "pad_reflect_2")
+
 SPECS: tuple[OpSpec, ...] = (
     OpSpec("reshape_3x4_to_2x6", FAMILY, 1, normal((3, 4))),
     OpSpec("transpose", FAMILY, 1, normal((3, 4))),
@@ -72,8 +74,8 @@ SPECS: tuple[OpSpec, ...] = (
            doc="torch.scatter_add along axis 1 with an index the shape of src"),
     OpSpec("where", FAMILY, 3, _where((3, 4)), diff_args=(1, 2),
            doc="where(cond, x, y) with a boolean cond", special=(
-               SpecialPoint("equal_branches", (np.array([[True, False], [False, True]]),
-                                               np.ones((2, 2)), np.ones((2, 2)))),
+               SpecialPoint("equal_branches", (np.arange(12).reshape(3, 4) % 3 == 0,
+                                               np.ones((3, 4)), np.ones((3, 4)))),
            )),
     OpSpec("pad_constant_1_2", FAMILY, 1, normal((3, 4)),
            doc="zero padding, (1, 2) on both axes"),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import jax
-import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+
+from ._common import jax, jnp
 
 
 def _mT(a):

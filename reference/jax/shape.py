@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import jax.numpy as jnp
+from ._common import jnp
 
 
 def _scatter_add(x, idx, src):
