@@ -52,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gradcheck", "gradient checking")
     group.addoption("--gradcheck-backend", action="append", default=None,
                     help="backend(s) to run the suites on: a name or 'package.module:Attr' "
-                         "(repeatable; default: every installed backend)")
+                         "(repeatable; default: numpy, torch and jax where installed)")
     group.addoption("--gradcheck-device", action="append", default=None,
                     help="device(s), e.g. cpu, cuda, gpu, cpu:1 (repeatable; default: cpu and "
                          "each backend's GPU, skipped where absent)")

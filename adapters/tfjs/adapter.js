@@ -56,7 +56,7 @@ const OPS = {
   sum: x => tf.sum(x),
   mean: x => tf.mean(x),
   softmax: x => tf.softmax(x, -1),
-  logsumexp: x => tf.logSumExp(x, -1),
+  logsumexp_axis1: x => tf.logSumExp(x, -1),
 };
 
 // A function of tensors returning an array of tensors; transforms build order-2 functions.

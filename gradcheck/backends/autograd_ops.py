@@ -40,5 +40,5 @@ OPS: dict[str, Callable] = {
     "sum": anp.sum,
     "mean": anp.mean,
     "softmax": _softmax,
-    "logsumexp": lambda x: _logsumexp(x, axis=-1),
+    "logsumexp_axis1": lambda x: _logsumexp(x, axis=-1),
 }

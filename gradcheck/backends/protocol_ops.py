@@ -11,7 +11,7 @@ The names follow the op catalog (``gradcheck/ops``); where the catalog defines t
 its meaning must be the same (the lead's merge reconciles the two tables).
 
 Conventions: elementwise binary ops broadcast like NumPy; ``sum`` and ``mean`` reduce every
-axis to a 0-d array; ``softmax`` and ``logsumexp`` act on the last axis; ``matmul`` is the
+axis to a 0-d array; ``softmax`` and ``logsumexp_axis1`` act on the last axis; ``matmul`` is the
 2-D matrix product.
 """
 
@@ -73,7 +73,7 @@ _OPS = (
     ProtocolOp("sum", 1, lambda x: np.asarray(np.sum(x)), _normal((3, 4)), "all axes, 0-d result"),
     ProtocolOp("mean", 1, lambda x: np.asarray(np.mean(x)), _normal((3, 4)), "all axes, 0-d"),
     ProtocolOp("softmax", 1, _softmax, _normal((3, 5)), "last axis"),
-    ProtocolOp("logsumexp", 1, _logsumexp, _normal((3, 5)), "last axis, reduced"),
+    ProtocolOp("logsumexp_axis1", 1, _logsumexp, _normal((3, 5)), "last axis, reduced"),
 )
 
 PROTOCOL_OPS: dict[str, ProtocolOp] = {op.name: op for op in _OPS}

@@ -28,5 +28,5 @@ OPS: dict[str, Callable] = {
     "sum": tf.reduce_sum,
     "mean": tf.reduce_mean,
     "softmax": lambda x: tf.nn.softmax(x, axis=-1),
-    "logsumexp": lambda x: tf.reduce_logsumexp(x, axis=-1),
+    "logsumexp_axis1": lambda x: tf.reduce_logsumexp(x, axis=-1),
 }

@@ -13,7 +13,7 @@ localized with the full Jacobian and the worst elements are reported.
 
 A low-precision dtype is checked in two parts (DESIGN.md section 2): the *rule* in float64 at
 the point rounded to that dtype (tight), and the *rounding* of the dtype's VJP against the
-backend's own float64 VJP (bound from the dtype's epsilon).
+backend's own float64 VJP (norm-wise, with measured noise: :mod:`gradcheck.checks.rounding`).
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ Profiles
 --------
 * ``quick``: a few ops per family (``QUICK`` in each family module), float64 and float32, special
   points in float64, order 2 at the random sample in float64.
-* ``ci``: every op, float64 and float32 at the seeded sample, special points in float64, order 2
-  at the seeded sample in float64, a short derandomized Hypothesis search in float64.
-* ``thorough``: ``ci`` + order 2 at every point in every dtype, a longer Hypothesis search
-  guided by ``target()`` in every dtype.
+* ``ci``: every op, float64 and float32 at the seeded sample, special points in float64; order 2
+  (seeded sample, float64) and a short derandomized Hypothesis search (float64) on the
+  ``QUICK`` ops.
+* ``thorough``: ``ci`` + order 2 for every op at every point in every dtype, a longer Hypothesis
+  search guided by ``target()`` for every op in every dtype.
 """
 
 from __future__ import annotations
@@ -75,17 +76,28 @@ def _op_selected(name: str, patterns: tuple[str, ...] | None) -> bool:
                if any(c in p for c in "*?[") else p in name for p in patterns)
 
 
-def selected_specs(sel: Selection) -> list[OpSpec]:
-    """Catalog ops of the profile (``quick``: each family's ``QUICK`` list) and the filter."""
+def selected_specs(sel: Selection, check: str = "vjp") -> list[OpSpec]:
+    """Catalog ops of the profile and the filter: ``quick`` runs each family's ``QUICK`` list;
+    ``ci`` runs every op, but order 2 and the search only on the ``QUICK`` list (every op in
+    ``thorough``)."""
     specs = catalog.all_specs()
-    if sel.profile == "quick" and not sel.ops:
+    narrow = sel.profile == "quick" or (sel.profile == "ci" and (check in ORDER2
+                                                                  or check == "search"))
+    if narrow and not sel.ops:
         quick = set(catalog.quick_names())
         specs = tuple(s for s in specs if s.name in quick)
     return [s for s in specs if _op_selected(s.name, sel.ops)]
 
 
+DEFAULT_BACKENDS = ("numpy", "torch", "jax")
+
+
 def backend_names(sel: Selection) -> list[str]:
-    return list(sel.backends) if sel.backends else installed_backends()
+    """The selected backends; by default the built-in ones that are installed (further
+    adapters, e.g. from entry points, run when named)."""
+    if sel.backends:
+        return list(sel.backends)
+    return [b for b in DEFAULT_BACKENDS if b in installed_backends()]
 
 
 def _devices(backend: str, sel: Selection) -> list[tuple[str, str]]:
@@ -100,7 +112,7 @@ def _devices(backend: str, sel: Selection) -> list[tuple[str, str]]:
 
 def _points(spec: OpSpec, check: str, profile: str, dtype: str) -> list[str]:
     pts = [RANDOM]
-    if profile != "thorough" and (check in ORDER2 or dtype != "float64"):
+    if check == "search" or (profile != "thorough" and (check in ORDER2 or dtype != "float64")):
         return pts  # special points: float64 (the rule); every dtype and order in thorough
     for sp in spec.special:
         if sp.expect != "passed" and check not in ("vjp", "jvp"):
@@ -186,7 +198,7 @@ def plan(check: str, sel: Selection) -> list[Planned]:
             if check == "cross_device" and device == "cpu":
                 continue
             for dtype in _dtypes(check, sel, backend):
-                for spec in selected_specs(sel):
+                for spec in selected_specs(sel, check):
                     out.extend(_planned(check, sel, backend, device, dtype, spec,
                                         unsupported or no_device))
     return out
@@ -205,19 +217,20 @@ def _planned(check, sel, backend, device, dtype, spec, skip) -> list[Planned]:
         known = spec.known_for(backend, dtype, check, pt)
         xfail = f"{known.reason} ({known.link})" if known and known.link else (
             known.reason if known else "")
-        out.append(Planned(case, check, order_for(case, sel.profile), skip or missing, xfail))
+        out.append(Planned(case, check, order_for(case, sel), skip or missing, xfail))
     return out
 
 
-def order_for(case: Case, profile: str) -> int:
-    """2 where the profile runs order-2 checks for this case (the first-order checks then read
-    the same memoized report), else 1."""
+def order_for(case: Case, sel: Selection) -> int:
+    """2 where the selection runs order-2 checks for this case (the first-order checks then
+    read the same memoized report), else 1."""
     spec = catalog.get_spec(case.op)
     if not spec.order2:
         return 1
-    if profile == "thorough":
+    if sel.profile == "thorough":
         return 2
-    return 2 if case.point == RANDOM and case.dtype == "float64" else 1
+    order2_ops = {s.name for s in selected_specs(sel, ORDER2[0])}
+    return 2 if case.point == RANDOM and case.dtype == "float64" and case.op in order2_ops else 1
 
 
 def _plan_pairs(sel: Selection) -> list[Planned]:

@@ -40,14 +40,18 @@ SPECS: tuple[OpSpec, ...] = (
     _sp("betaln", 2, uniform(0.5, 5.0, S, S), (
         point("small", np.full(S, 1e-3), _Y, fd=False),), known=known(
         "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
-        dtypes=("float64",), points=("random",), link=_DOC)),
+        dtypes=("float64",), points=("random",), link=_DOC) + tuple(
+        k for b in ("torch", "jax") for k in known(
+            b, "error-model limit, not a backend bug: at a = 1e-3 the rule "
+            "digamma(b) - digamma(a + b) cancels terms of size 1/a; backend and reference agree "
+            "to 2e-13 relative, but the reference check's float64 bound is sized from the "
+            "result (1e-16), not from the cancelled terms", checks=("reference", "cross_backend"),
+            dtypes=("float64",), points=("small",), link=_DOC))),
     _sp("polygamma1", 1, uniform(0.3, 5.0, S), known=known(
         "torch", "torch's float64/float32 trigamma forward truncates its asymptotic series "
         "(relative error up to 5e-10, mpmath); its backward polygamma(2, x) is accurate, so it "
         "disagrees with finite differences of torch's own forward", checks=("vjp", "jvp"),
-        points=("random",), link=_DOC) + known("torch", "as for vjp (trigamma forward)",
-                                               checks=("search",), dtypes=("float64",),
-                                               link=_DOC), special=(
+        points=("random",), link=_DOC), special=(
         point("reflection", np.linspace(-3.8, -0.2, 12).reshape(S) + 0.03, fd=False),)),
     _sp("polygamma2", 1, uniform(0.3, 5.0, S)),
     _sp("xlogy", 2, _pair(normal(S), uniform(0.5, 3.0, S)), (
@@ -57,7 +61,11 @@ SPECS: tuple[OpSpec, ...] = (
     _sp("log_ndtr", 1, normal(S, scale=2.0), (
         point("very_negative", np.full(S, -30.0)), point("positive_tail", np.full(S, 10.0)))),
     _sp("ndtri", 1, uniform(0.05, 0.95, S), (point("tail", np.full(S, 1e-10), fd=False),)),
-    _sp("ndtr", 1, normal(S, scale=2.0), (point("tail", np.full(S, -20.0)),)),
+    _sp("ndtr", 1, normal(S, scale=2.0), (point("tail", np.full(S, -20.0)),), known=known(
+        "torch", "torch.special.ndtr computes 0.5 (1 + erf(x / sqrt 2)), which cancels to 0 for "
+        "x < -8.3 (true 2.75e-89 at -20); its backward (the density) is exact, so the gradient "
+        "disagrees with torch's own flat forward", checks=("vjp", "jvp"), points=("tail",),
+        link=_DOC)),
     _sp("i0e", 1, _away_from_zero, (point("zero", np.zeros(S), expect="inconclusive"),)),
     _sp("i1", 1, normal(S, scale=2.0), (point("zero", np.zeros(S)),)),
     _sp("i1e", 1, normal(S, scale=3.0)),
@@ -67,7 +75,13 @@ SPECS: tuple[OpSpec, ...] = (
         point("near_one", np.full(S, 1.0 - 2.0**-30), fd=False))),
     _sp("multigammaln", 1, uniform(3.0, 7.0, S), known=known(  # FD steps stay inside a > 1
         "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
-        dtypes=("float64",), points=("random",), link=_DOC)),
+        dtypes=("float64",), points=("random",), link=_DOC) + tuple(
+        k for b in ("torch", "jax") for k in known(
+            b, "error-model limit, not a backend bug: at a = 1e-3 the rule "
+            "digamma(b) - digamma(a + b) cancels terms of size 1/a; backend and reference agree "
+            "to 2e-13 relative, but the reference check's float64 bound is sized from the "
+            "result (1e-16), not from the cancelled terms", checks=("reference", "cross_backend"),
+            dtypes=("float64",), points=("small",), link=_DOC))),
     _sp("gammainc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
     _sp("gammaincc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
 )

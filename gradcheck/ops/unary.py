@@ -82,7 +82,8 @@ _I0 = known("jax", "jax.scipy.special.i0 = exp(|x|) i0e(x) differentiates |x| at
     dtypes=F64, points=("random",), link=_DOC)
 _SINC_WHY = ("sinc' at 1e-5 is computed as (cos(pi x) - sinc(x)) / x (or an equivalent form) "
              "that cancels: relative error ~3e-7 in float64")
-_SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference"), points=("near_zero",),
+_SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference", "cross_backend"),
+              points=("near_zero",),
               link=_DOC) + known("jax", _SINC_WHY + "; forward and reverse mode cancel "
                                  "differently, so they also disagree with each other",
                                  checks=("vjp", "jvp", "fwd_rev", "reference"),
@@ -141,7 +142,10 @@ SPECS: tuple[OpSpec, ...] = (
                         _const("very_negative", -40.0)), known=_ELU),
     _u("erf", special=(_const("zero", 0.0), _saturated(6.0))),
     _u("erfc", special=(_const("large", 10.0), _const("very_negative", -6.0))),
-    _u("erfinv", uniform(-0.9, 0.9, S), (_const("zero", 0.0), _saturated(0.999999))),
+    _u("erfinv", uniform(-0.9, 0.9, S), (_const("zero", 0.0), _saturated(0.999999)), known=known(
+        "jax", "jax.scipy.special.erfinv loses accuracy in the tail: at 0.999999 the value is off "
+        "by 4e-13 and the derivative by 1.1e-11 relative (mpmath); torch and SciPy are exact",
+        checks=("reference",), dtypes=F64, points=("saturated",), link=_DOC)),
     _u("lgamma", uniform(0.2, 6.0, S), (
         point("reflection", _REFLECTION, fd=False), _const("large", 1e6)), known=_LGAMMA),
     _u("digamma", uniform(0.2, 6.0, S), (
