@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import InvalidArgument
 from .spec import OpSpec
 
-FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special")
+FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special", "linalg", "shape", "nn")
 
 # Backend name -> package holding its per-family op modules.
 IMPLEMENTATIONS: dict[str, str] = {

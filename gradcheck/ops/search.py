@@ -2,11 +2,14 @@
 
 The strategy draws every floating input elementwise inside the op's *empirical box*: the
 per-element range its sampler covers over 32 seeded samples (samplers stay inside the smooth
-domain, and every elementwise domain in the catalog is a box).  Integer inputs keep the case's
-seeded sample.  Inputs outside the true domain (the NumPy reference's forward raises or is
-non-finite) are rejected with ``assume``.  Each example runs the numeric checks; ``target()``
-steers the search towards the largest ``discrepancy / allowed`` ratio of the VJP and JVP
-checks, and any failed or errored check fails the test with the falsifying inputs.
+domain, and every elementwise domain in the catalog is a box).  Ops whose domain is not a box
+(``OpSpec.box_domain=False``: SPD matrices, separated spectra, well-conditioned solves) draw
+whole samples from their sampler instead, Hypothesis choosing the sampler's seed.  Integer
+inputs keep the case's seeded sample.  Inputs outside the true domain (the NumPy reference's
+forward raises or is non-finite) are rejected with ``assume``.  Each example runs the numeric
+checks; ``target()`` steers the search towards the largest ``discrepancy / allowed`` ratio of
+the VJP and JVP checks, and any failed or errored check fails the test with the falsifying
+inputs.
 
 Settings come from the ``gradcheck-<profile>`` Hypothesis profiles the plugin registers
 (``ci``: derandomized, no deadline; ``thorough``: 40 examples seeded from the case id).
@@ -54,6 +57,10 @@ def strategy(case: Case):
     from hypothesis import strategies as st
     from hypothesis.extra import numpy as hnp
 
+    spec = catalog.get_spec(case.op)
+    if not spec.box_domain:  # structured inputs: Hypothesis chooses among the sampler's draws
+        return st.integers(0, 2**32 - 1).map(
+            lambda s: tuple(np.asarray(a) for a in spec.sample(np.random.default_rng(s))))
     base = case_inputs(Case(case.backend, case.device, case.dtype, case.op))
     parts = []
     for a, box in zip(base, domain_box(case.op), strict=True):

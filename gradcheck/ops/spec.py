@@ -77,6 +77,9 @@ class OpSpec:
     order2: bool = True
     known: tuple[KnownDiscrepancy, ...] = field(default=())
     doc: str = ""
+    # False: the domain is not an elementwise box (SPD matrices, separated spectra,
+    # well-conditioned solves), so the Hypothesis search draws whole samples from ``sample``
+    box_domain: bool = True
 
     def known_for(self, backend: str, dtype: str, check: str, point: str = "random"
                   ) -> KnownDiscrepancy | None:
