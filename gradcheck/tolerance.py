@@ -77,18 +77,23 @@ def model_allowance(
     dtype: str,
     *,
     conditioning: float = 0.0,
+    noise: float = 0.0,
     safety: float = FD_SAFETY,
     gamma: float = ROUNDING_GAMMA,
 ) -> Allowance:
-    """``safety * fd_error + gamma * eps(dtype) * (magnitude + conditioning)``."""
+    """``safety * fd_error + gamma * eps(dtype) * (magnitude + conditioning)
+    + NOISE_FACTOR * noise``; ``noise`` is the judging side's measured rounding noise of the
+    compared scalar (exact comparisons, :mod:`gradcheck.checks.agreement`)."""
     e = eps(dtype)
     rounding = gamma * e * (magnitude + conditioning)
-    allowed = safety * fd_error + rounding
+    allowed = safety * fd_error + rounding + NOISE_FACTOR * noise
     parts = []
     if fd_error:
         parts.append(f"{safety:g} x FD error {fd_error:.3g}")
     cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
     parts.append(f"{gamma:g} x eps({dtype}) x (sum of |terms| {magnitude:.3g}{cond})")
+    if noise:
+        parts.append(f"{NOISE_FACTOR:g} x measured rounding noise {noise:.3g}")
     return Allowance(allowed, " + ".join(parts) + f" = {allowed:.3g}")
 
 
