@@ -77,23 +77,23 @@ def model_allowance(
     dtype: str,
     *,
     conditioning: float = 0.0,
-    noise: float = 0.0,
+    measured: float = 0.0,
     safety: float = FD_SAFETY,
     gamma: float = ROUNDING_GAMMA,
 ) -> Allowance:
-    """``safety * fd_error + gamma * eps(dtype) * (magnitude + conditioning)
-    + NOISE_FACTOR * noise``; ``noise`` is the judging side's measured rounding noise of the
-    compared scalar (exact comparisons, :mod:`gradcheck.checks.agreement`)."""
+    """``safety * fd_error + gamma * eps(dtype) * (magnitude + conditioning) + measured``;
+    ``measured`` is the judging side's measured rounding bound beyond its modelled share of the
+    terms (exact comparisons, :mod:`gradcheck.checks.agreement`)."""
     e = eps(dtype)
     rounding = gamma * e * (magnitude + conditioning)
-    allowed = safety * fd_error + rounding + NOISE_FACTOR * noise
+    allowed = safety * fd_error + rounding + measured
     parts = []
     if fd_error:
         parts.append(f"{safety:g} x FD error {fd_error:.3g}")
     cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
     parts.append(f"{gamma:g} x eps({dtype}) x (sum of |terms| {magnitude:.3g}{cond})")
-    if noise:
-        parts.append(f"{NOISE_FACTOR:g} x measured rounding noise {noise:.3g}")
+    if measured:
+        parts.append(f"measured rounding of the judging side beyond its share {measured:.3g}")
     return Allowance(allowed, " + ".join(parts) + f" = {allowed:.3g}")
 
 

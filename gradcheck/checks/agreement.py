@@ -12,10 +12,11 @@ one) keeps the bound honest where ``J^T v`` cancels (``cumsum``).  Without finit
 nothing limits the resolution: a derivative of ``4e-18`` that one engine computes as ``0`` is
 a 100 % relative discrepancy, which is what this check exists to catch.
 
-Where that bound is exceeded, the measured rounding noise of the *judging* side is added
-(docs/error-model.md, "Exact comparisons: the judging side's measured noise")::
+Where that bound is exceeded, the *judging* side's measured rounding bound replaces its modelled
+share of it where it is larger (docs/error-model.md, "Exact comparisons: the judging side's
+measured noise")::
 
-    allowed += NOISE_FACTOR * sum_k |u_k| sigma_k
+    allowed += max(0, NOISE_FACTOR * sum_k |u_k| sigma_k - gamma * eps * sum_k |g_b,k| |u_k|)
 
 ``sigma_k`` is the rounding noise of element ``k`` of the judging side's ``J^T v``, measured
 between inputs a few units in the last place apart (:func:`_element_noise`): intermediates that
@@ -134,9 +135,15 @@ def _judge(base: dict, actual: Side, expected: Side, j: int, ga, gb, us, out_mag
     allows = [tolerance.model_allowance(0.0, float(m), "float64") for m in mag]
     ratios = _ratios(sa, sb, allows)
     if max(ratios) > 1.0 and np.all(np.isfinite(sa)):
-        # the rounding bound of the final terms is exceeded: measure the judging side's noise
-        allows = [tolerance.model_allowance(0.0, float(m), "float64", noise=float(nz))
-                  for m, nz in zip(mag, noise_of(), strict=True)]
+        # the rounding bound of the final terms is exceeded: the judging side's measured bound
+        # replaces its modelled share (gamma eps sum_j |g_b,j| |u_j|) where it is larger
+        share = [tolerance.ROUNDING_GAMMA * tolerance.eps("float64")
+                 * float(np.abs(b.ravel()) @ np.abs(u.ravel())) for b, u in zip(gb, us,
+                                                                               strict=True)]
+        extra = [max(0.0, tolerance.NOISE_FACTOR * float(nz) - sh)
+                 for nz, sh in zip(noise_of(), share, strict=True)]
+        allows = [tolerance.model_allowance(0.0, float(m), "float64", measured=x)
+                  for m, x in zip(mag, extra, strict=True)]
         ratios = _ratios(sa, sb, allows)
     p = int(np.argmax(ratios))
     disc = abs(float(sa[p] - sb[p]))
