@@ -25,6 +25,13 @@ the dtype's VJP against the same backend's float64 VJP at the same point)::
 * ``noise``: the rounding noise of ``g_d - g_64`` *measured* at a few points some units in the
   last place away (a standard deviation; ``NOISE_FACTOR`` turns it into a bound).
 
+Exact comparisons (reference, cross-backend, cross-device: :mod:`gradcheck.checks.agreement`)
+use the rule-check bound without FD error; where it is exceeded, the judging side's *measured*
+rounding bound (``NOISE_FACTOR`` x its noise between inputs a few ulps apart, projected
+element-wise) replaces that side's modelled share where larger (``measured``), so cancelled
+intermediates of the oracle side (``digamma(b) - digamma(a + b)``) are accounted for without
+excusing the side under test.
+
 An explicit ``atol``/``rtol`` replaces the model entirely and means exactly
 ``allowed = atol + rtol * |expected|`` (a missing one of the two is 0; no scaling by size).
 """

@@ -105,3 +105,13 @@ def test_noise_is_measured_only_when_the_final_terms_bound_is_exceeded():
         calls[name] = backend.calls
     # 3 probes: 3 VJPs for the comparison; the noise adds 7 points x 3 probes
     assert calls == {"agrees": 3, "needs noise": 3 + 7 * 3}
+
+
+def test_model_allowance_adds_the_measured_bound_and_says_so():
+    from gradcheck.tolerance import model_allowance
+
+    base = model_allowance(0.0, 2.0, "float64")
+    more = model_allowance(0.0, 2.0, "float64", measured=1e-13)
+    assert more.allowed == base.allowed + 1e-13
+    assert "measured rounding of the judging side beyond its share 1e-13" in more.source
+    assert "measured" not in base.source
