@@ -70,8 +70,11 @@ def colour_columns(pattern: np.ndarray, max_colours: int) -> np.ndarray | None:
     colours = np.zeros(n, dtype=np.intp)
     if m == 0 or n == 0 or not pattern.any():
         return colours
-    if int(pattern.sum(axis=1).max()) > max_colours:
+    per_row = int(pattern.sum(axis=1).max())
+    if per_row > max_colours:
         return None
+    if per_row == 1:  # elementwise, gathers, permutations: no two columns share a row
+        return colours
     cols, rows = np.nonzero(pattern.T)
     bounds = np.searchsorted(cols, np.arange(n + 1))
     used = np.zeros((m, max_colours + 1), dtype=bool)  # row r already holds colour k
@@ -123,19 +126,47 @@ def _allowed(err: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         np.abs(a) + np.abs(b))
 
 
+@dataclass(frozen=True)
+class _Problem:
+    """What every FD pass of one block shares."""
+
+    f_batch: Callable
+    x: np.ndarray
+    J_ad: np.ndarray
+    nonzero: tuple[np.ndarray, np.ndarray]  # rows and columns of the AD pattern
+    colours: np.ndarray
+    h0: float
+    f0: np.ndarray
+    levels: int
+    sl: slice
+
+    def fd(self, D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        val, err, used, evaluations = _fd_along(self.f_batch, self.x, D, self.h0, self.f0,
+                                                self.levels)
+        return val[:, self.sl], err[:, self.sl], used, evaluations
+
+
 class _Pass:
     """One weighting of some groups: per (group, row) FD cells and the weights used."""
 
-    def __init__(self, f_batch, x, J_ad, colours, groups, w, h0, f0, levels, sl):
-        D = _group_directions(colours, groups, w)
-        val, err, used, self.evaluations = _fd_along(f_batch, x, D, h0, f0, levels)
+    def __init__(self, pb: _Problem, groups: np.ndarray, w: np.ndarray):
+        colours = pb.colours
         self.groups = groups
-        self.value, self.error = val[:, sl], err[:, sl]  # (G', m)
+        self.value, self.error, used, self.evaluations = pb.fd(
+            _group_directions(colours, groups, w))  # (G', m)
         self.weight = np.zeros(colours.size)  # the rounded weight of every column of the pass
         for row, g in enumerate(groups):
             cols = np.flatnonzero(colours == g)
             self.weight[cols] = used[row, cols]
-        ad = used @ J_ad.T  # (J_ad d_g)_r per cell, along the rounded directions
+        # (J_ad d_g)_r per cell along the rounded directions, summed over the AD nonzeros
+        row_of = np.full(int(colours.max()) + 1, -1)  # group -> its row in this pass
+        row_of[groups] = np.arange(len(groups))
+        rr, cc = pb.nonzero
+        keep = row_of[colours[cc]] >= 0
+        rr, cc = rr[keep], cc[keep]
+        m = self.value.shape[1]
+        ad = np.bincount(row_of[colours[cc]] * m + rr, weights=pb.J_ad[rr, cc] * self.weight[cc],
+                         minlength=len(groups) * m).reshape(len(groups), m)
         with np.errstate(invalid="ignore"):
             self.fails = ~(np.abs(self.value - ad) <= _allowed(self.error, self.value, ad))
 
@@ -155,11 +186,12 @@ def fd_jacobian(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *
         val, err, _, evaluations = _fd_along(f_batch, x, np.eye(n), h0, f0, levels)
         return FDJacobian(val[:, sl].T, err[:, sl].T, n, evaluations,
                           "one FD direction per column (dense pattern: not compressed)")
+    rr, cc = np.nonzero(pattern)
+    pb = _Problem(f_batch, x, J_ad, (rr, cc), colours, h0, f0, levels, sl)
     rng = np.random.default_rng(seed)
     G = int(colours.max()) + 1
-    first = _Pass(f_batch, x, J_ad, colours, np.arange(G), _weights(rng, n), h0, f0, levels, sl)
+    first = _Pass(pb, np.arange(G), _weights(rng, n))
     owner = np.full((G, m), -1)  # the column of group g that is nonzero in row r (AD pattern)
-    rr, cc = np.nonzero(pattern)
     owner[colours[cc], rr] = cc
     value, error = _attribute(first, (rr, cc), colours, m)
     evaluations, directions = first.evaluations, G
@@ -168,14 +200,14 @@ def fd_jacobian(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *
     suspect = np.flatnonzero(first.fails.any(axis=1) | small)
     refine = np.zeros(G, dtype=bool)
     if suspect.size:
-        second = _Pass(f_batch, x, J_ad, colours, suspect, _weights(rng, n), h0, f0, levels, sl)
+        second = _Pass(pb, suspect, _weights(rng, n))
         evaluations += second.evaluations
         directions += suspect.size
         refine[suspect] = _unattributable(first, second, owner[suspect], colours)
     cols = np.flatnonzero(refine[colours])
     if cols.size:
-        val, err, _, ev = _fd_along(f_batch, x, np.eye(n)[cols], h0, f0, levels)
-        value[:, cols], error[:, cols] = val[:, sl].T, err[:, sl].T
+        val, err, _, ev = pb.fd(np.eye(n)[cols])
+        value[:, cols], error[:, cols] = val.T, err.T
         evaluations += ev
         directions += cols.size
     how = (f"compressed: {G} colour group{'s' if G != 1 else ''}, {suspect.size} verified with "
