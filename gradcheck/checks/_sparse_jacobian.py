@@ -234,7 +234,6 @@ def _unattributable(first: _Pass, second: _Pass, owner: np.ndarray, colours: np.
     """Per verified group: True where some cell cannot be attributed to one element (the two
     weightings disagree on it, it has no AD nonzero yet FD sees one, or a weight is too small
     or an estimate non-finite)."""
-    rows = np.arange(owner.shape[1])
     bad = np.zeros(len(second.groups), dtype=bool)
     for k, g in enumerate(second.groups):
         c = owner[k]
@@ -253,6 +252,5 @@ def _unattributable(first: _Pass, second: _Pass, owner: np.ndarray, colours: np.
             agree = np.abs(a - b) <= _allowed(e1 / np.abs(w1) + e2 / np.abs(w2), a, b)
             # no AD nonzero in this row of the group: FD must see none either, in both passes
             zero = (np.abs(v1) <= _allowed(e1, v1, 0.0)) & (np.abs(v2) <= _allowed(e2, v2, 0.0))
-        ok = np.where(has, agree, zero)
-        bad[k] = not bool(np.all(ok[rows]))
+        bad[k] = not bool(np.all(np.where(has, agree, zero)))
     return bad

@@ -655,7 +655,8 @@ def _convergence(fde: fd.FDEstimate, p: int, v: np.ndarray, sl: slice
 
 
 def _localize(ctx: _Ctx, kind: CheckKind, i: int, j: int):
-    """Full Jacobian block ``J_ij`` from FD and from AD; the worst elements."""
+    """Full Jacobian block ``J_ij`` from AD and from FD (column-compressed where the AD
+    pattern is sparse: :mod:`gradcheck.checks._sparse_jacobian`); the worst elements."""
     n = ctx.args64[j].size
     m = int(np.size(ctx.outs64[i]))
     if m * n > _LOCALIZE_MAX_ELEMENTS or n > _LOCALIZE_MAX_COLUMNS:
