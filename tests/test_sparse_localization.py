@@ -138,7 +138,7 @@ def test_a_scaled_element_is_attributed_without_refinement():
     J[17, 17] *= 1 + 1e-7
     est, over = _over(_elementwise, x, J)
     assert over == {(17, 17)}
-    assert "1 verified" in est.how and " 0 of 200 columns refined" in est.how
+    assert "1 column set verified" in est.how and " 0 of 200 columns refined" in est.how
     assert est.evaluations == 2 * (6 + 2 * 5)
 
 
@@ -161,6 +161,9 @@ def test_a_gradient_routed_to_the_wrong_element_is_found(seed):
     est, over = _over(f, x, J_bad, seed)
     assert over == {(5, perm[5]), (5, perm[6])}
     np.testing.assert_allclose(est.value, J_true, atol=1e-10)
+    # halving, not every column: at most 2 x 4 directions per level (log2(60 / 4) levels)
+    # and two sets of at most 4 columns at the bottom
+    assert est.directions <= 2 + 4 * 2 * 4 + 2 * sj._LEAF, est.how
 
 
 def test_a_dropped_coupling_term_is_found():
