@@ -97,6 +97,32 @@ def workloads(n: int, seed: int = 0) -> list[Workload]:
     ]
 
 
+def sparse_workloads(n: int, seed: int = 0) -> list[Workload]:
+    """Sparse Jacobians beyond the elementwise chain, for the localization benchmark: a
+    three-point stencil ``x[k-1] x[k] + sin(x[k+1])`` (tridiagonal, zero padded) and a softmax
+    over consecutive blocks of 10 elements (block-diagonal); ``n`` a multiple of 10."""
+    import jax.numpy as jnp
+    import torch
+
+    x = np.random.default_rng(seed).standard_normal(n)
+
+    def stencil_t(v):
+        z = torch.nn.functional.pad(v, (1, 1))
+        return z[:-2] * z[1:-1] + torch.sin(z[2:])
+
+    def stencil_j(v):
+        z = jnp.pad(v, 1)
+        return z[:-2] * z[1:-1] + jnp.sin(z[2:])
+
+    return [
+        Workload("stencil", n, x, stencil_t, stencil_j),
+        Workload("block softmax", n, x,
+                 lambda v: torch.softmax(v.reshape(-1, 10), dim=1).reshape(-1),
+                 lambda v: (lambda e: (e / e.sum(axis=1, keepdims=True)).reshape(-1))(
+                     jnp.exp(v.reshape(-1, 10) - v.reshape(-1, 10).max(axis=1, keepdims=True)))),
+    ]
+
+
 # -- (1 + delta) mutants -------------------------------------------------------------------
 
 

@@ -16,8 +16,11 @@ mutants ``jax.custom_vjp`` functions.
 
 Part 2, full-Jacobian localization at n = 1000 (``--localize-n``): gradcheck on the
 delta = 1e-7 torch mutant with and without localization (their difference is the
-localization: FD Jacobian + batched AD Jacobian + worst elements), against torch's slow mode
-(which always builds the full Jacobian) on the same mutant.
+localization: batched AD Jacobian + FD Jacobian, column-compressed where the pattern is sparse,
++ worst elements), against torch's slow mode (which always builds the full Jacobian) on the
+same mutant, interleaved (fastest of ``--localize-reps`` rounds).  Beside the times: the FD
+Jacobian's evaluations of f (points, batched) and the number of calls torch's slow mode makes
+to f.  Besides the three functions of part 1, two sparse ones: a stencil and a block softmax.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from _common import (
     jax_mutant,
     once,
     setup,
+    sparse_workloads,
     torch_gradcheck_passes,
     torch_mutant,
     workloads,
@@ -123,18 +127,32 @@ def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str) -> None:
         print()
 
 
-def part2(n: int) -> None:
+class _CountCalls:
+    """``f`` with a counter of its (forward) calls; vmap-batched calls count once."""
+
+    def __init__(self, f):
+        self.f, self.calls = f, 0
+
+    def __call__(self, x):
+        self.calls += 1
+        return self.f(x)
+
+
+def part2(n: int, reps: int) -> None:
+    import os
+
     import torch
 
     from gradcheck.backends.registry import get_backend
     from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
 
-    print(f"Part 2: full-Jacobian localization at n = {n} (delta = 1e-7 torch mutant), "
-          "single runs")
-    print(f"{'function':12s} {'m x n':>11s} {'gradcheck total':>16s} {'of which localize':>18s}"
-          f" {'torch slow':>11s} {'slow / localize':>16s} {'slow / total':>13s}  worst element")
+    print(f"Part 2: full-Jacobian localization at n = {n} (delta = 1e-7 torch mutant); wall "
+          f"time, fastest of {reps} interleaved rounds; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'function':14s} {'m x n':>10s} {'with loc.':>10s} {'without':>9s} {'loc.':>9s} "
+          f"{'torch slow':>11s} {'slow/loc.':>10s} {'FD evals':>9s} {'slow calls':>11s}  "
+          "FD Jacobian; worst element (AD vs FD)")
     be = get_backend("torch")
-    for w in workloads(n):
+    for w in workloads(n) + sparse_workloads(n):
         f = torch_mutant(w.torch_fn, 1e-7)
         xt = torch.tensor(w.x, dtype=torch.float64, requires_grad=True)
 
@@ -142,17 +160,22 @@ def part2(n: int) -> None:
             cfg = CheckConfig(modes=("rev",), probes=1, localize=localize)
             return run_numeric_checks(be, f, [w.x], device="cpu", dtype="float64", config=cfg)
 
-        t_on, results = once(lambda: run(True))
-        t_off, _ = once(lambda: run(False))
-        t_slow, _ = once(lambda f=f, xt=xt: torch.autograd.gradcheck(f, (xt,),
-                                                                      raise_exception=False))
-        vjp = next(r for r in results if r.kind == "vjp")
+        def slow(f=f, xt=xt):
+            return torch.autograd.gradcheck(f, (xt,), raise_exception=False)
+
+        t = interleaved({"on": lambda: run(True), "off": lambda: run(False), "slow": slow},
+                        reps=reps, budget_s=60.0)
+        vjp = next(r for r in run(True) if r.kind == "vjp")
+        counted = _CountCalls(f)
+        torch.autograd.gradcheck(counted, (xt,), raise_exception=False)
         m = int(torch.as_tensor(w.torch_fn(torch.as_tensor(w.x))).numel())
-        loc = max(t_on - t_off, 1e-9)
+        loc = max(t["on"] - t["off"], 1e-9)
         worst = (f"{vjp.worst[0].index}: {vjp.worst[0].actual:.9g} vs {vjp.worst[0].expected:.9g}"
-                 if vjp.worst else vjp.details.get("localized", "-"))
-        print(f"{w.name:12s} {f'{m}x{n}':>11s} {fmt_ms(t_on):>16s} {fmt_ms(loc):>18s} "
-              f"{fmt_ms(t_slow):>11s} {t_slow / loc:16.1f} {t_slow / t_on:13.1f}  {worst}")
+                 if vjp.worst else "no element over")
+        print(f"{w.name:14s} {f'{m}x{n}':>10s} {fmt_ms(t['on']):>10s} {fmt_ms(t['off']):>9s} "
+              f"{fmt_ms(loc):>9s} {fmt_ms(t['slow']):>11s} {t['slow'] / loc:10.1f} "
+              f"{vjp.details.get('fd_evaluations', '-'):>9} {counted.calls:>11d}  "
+              f"{vjp.details.get('fd_jacobian', vjp.details.get('localized', '-'))}; {worst}")
 
 
 def main() -> None:
@@ -162,6 +185,8 @@ def main() -> None:
     ap.add_argument("--slow-max-n", type=int, default=1000,
                     help="largest n at which torch's slow mode is timed (one run)")
     ap.add_argument("--localize-n", type=int, default=1000)
+    ap.add_argument("--localize-reps", type=int, default=3,
+                    help="interleaved rounds of part 2 (torch's slow mode takes seconds)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: process CPU time, robust to a shared machine (part 1 only)")
     ap.add_argument("--skip-part1", action="store_true")
@@ -171,7 +196,7 @@ def main() -> None:
     if not args.skip_part1:
         part1(args.sizes, args.reps, args.slow_max_n, args.clock)
     if not args.skip_part2:
-        part2(args.localize_n)
+        part2(args.localize_n, args.localize_reps)
 
 
 if __name__ == "__main__":

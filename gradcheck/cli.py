@@ -160,6 +160,23 @@ def _cmd_backends(args: argparse.Namespace) -> int:
     return OK
 
 
+def _cmd_ops(args: argparse.Namespace) -> int:
+    from .ops import catalog, listing
+
+    families = tuple(args.family) if args.family else None
+    for f in families or ():
+        if f not in catalog.FAMILIES:
+            raise UsageError(f"no family {f!r}; choose from {', '.join(catalog.FAMILIES)}")
+    rows = listing.catalog_rows(families)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+    elif args.markdown:
+        print(listing.markdown(rows), end="")
+    else:
+        print(listing.text(rows))
+    return OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gradcheck", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -186,6 +203,12 @@ def _parser() -> argparse.ArgumentParser:
     be = sub.add_parser("backends", help="installed backends, versions, devices, semantics")
     be.add_argument("--json", action="store_true", help="machine-readable output")
     be.set_defaults(func=_cmd_backends)
+    ops = sub.add_parser("ops", help="the op catalog: families, dtypes, points, known issues")
+    ops.add_argument("--family", action="append", help="only this family (repeatable)")
+    fmt = ops.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="machine-readable output")
+    fmt.add_argument("--markdown", action="store_true", help="docs/catalog.md")
+    ops.set_defaults(func=_cmd_ops)
     return parser
 
 

@@ -190,14 +190,23 @@ def directional_derivatives(
     halvings = levels - 1 + 8 * retries
     dirs = np.stack([representable_direction(x, u, hp, halvings)
                      for u, hp in zip(raw, h, strict=True)])
-    noise = noise_level(f_batch, x, dirs, h * 2.0**-halvings, f0, chunk)
-    evaluations += 6 * len(dirs)
+    noise_pts = _noise_points(x, dirs, h * 2.0**-halvings)
+    evaluations += len(noise_pts)
     best: _Tables | None = None
     all_steps, all_tables = [], []
     for attempt in range(retries + 1):
         steps = (h * _RETRY_SHRINK**attempt)[:, None] * 0.5 ** np.arange(levels)[None, :]
-        tab, n_eval = _tables(f_batch, x, dirs, steps, f0, noise, chunk, one_sided)
-        evaluations += n_eval
+        points = _table_points(x, dirs, steps)
+        if attempt == 0:  # the noise points and the first table share one batched call
+            with np.errstate(all="ignore"):
+                values = _evaluate(f_batch, np.concatenate([noise_pts, points]), chunk)
+            noise = _noise_from(values[:len(noise_pts)], f0)
+            values = values[len(noise_pts):]
+        else:
+            with np.errstate(all="ignore"):
+                values = _evaluate(f_batch, points, chunk)
+        tab = _tables(values, steps, f0, noise, one_sided)
+        evaluations += len(points)
         all_steps.append(steps)
         all_tables.append(tab.central)
         best = tab if best is None else _merge(best, tab)
@@ -236,11 +245,22 @@ def noise_level(f_batch: BatchFn, x: np.ndarray, dirs: np.ndarray, delta: np.nda
     difference.  It exceeds ``eps |f|`` when ``f`` is ill-conditioned: ``cos(exp(z))`` with
     ``exp(z) ~ 400`` carries ~400 ulps of noise, which the ``eps |f|`` model misses by as much.
     """
+    with np.errstate(all="ignore"):
+        return _noise_from(_evaluate(f_batch, _noise_points(x, dirs, delta), chunk), f0)
+
+
+def _noise_points(x: np.ndarray, dirs: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """The ``6 P`` points ``x + t delta_p u_p``, ``t = -3..3`` without 0, of :func:`noise_level`."""
     t = np.array([-3.0, -2, -1, 1, 2, 3])
     offsets = (delta[:, None, None] * t[None, :, None]) * dirs[:, None, :]  # (P, 6, n)
-    P = len(dirs)
+    return (x + offsets).reshape(len(dirs) * 6, -1)
+
+
+def _noise_from(values: np.ndarray, f0: np.ndarray) -> np.ndarray:
+    """The noise estimate from ``f`` at :func:`_noise_points` (``(6 P, m)``)."""
+    P = len(values) // 6
+    vals = values.reshape(P, 6, -1)
     with np.errstate(all="ignore"):
-        vals = _evaluate(f_batch, (x + offsets).reshape(P * 6, -1), chunk).reshape(P, 6, -1)
         pts = np.concatenate([vals[:, :3], np.broadcast_to(f0, (P, 1, f0.size)), vals[:, 3:]],
                              axis=1)  # (P, 7, m)
         est = [np.abs(np.einsum("t,ptm->pm", c, pts)) / norm for c, norm in _NOISE_STENCILS]
@@ -298,13 +318,18 @@ def _evaluate_chunk(f_batch: BatchFn, points: np.ndarray) -> np.ndarray:
     return np.stack([nan if r is None else r for r in rows])
 
 
-def _tables(f_batch, x, dirs, steps, f0, noise, chunk, one_sided=True) -> tuple[_Tables, int]:
-    """Evaluate ``f`` at ``x +- h_k u_p`` in one batch and build the three Richardson tables."""
+def _table_points(x: np.ndarray, dirs: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The ``2 K P`` points ``x +- h_k u_p`` of one attempt, in the order :func:`_tables` reads."""
     P, K = steps.shape
     offsets = steps[:, :, None] * dirs[:, None, :]  # (P, K, n)
-    points = np.concatenate([x + offsets, x - offsets], axis=1).reshape(P * 2 * K, -1)
+    return np.concatenate([x + offsets, x - offsets], axis=1).reshape(P * 2 * K, -1)
+
+
+def _tables(values, steps, f0, noise, one_sided=True) -> _Tables:
+    """The three Richardson tables from ``f`` at :func:`_table_points` (``(2 K P, m)``)."""
+    P, K = steps.shape
     with np.errstate(all="ignore"):
-        values = _evaluate(f_batch, points, chunk).reshape(P, 2, K, -1)
+        values = values.reshape(P, 2, K, -1)
         fp, fm = values[:, 0], values[:, 1]  # (P, K, m)
         hk = steps[:, :, None]
         central = (fp - fm) / (2 * hk)
@@ -317,13 +342,16 @@ def _tables(f_batch, x, dirs, steps, f0, noise, chunk, one_sided=True) -> tuple[
             left = (f0 - fm) / hk
             a0 = np.maximum(EPS64 * np.abs(f0), nz)
             round_1 = (ap + am + 2 * a0) / hk
-            r_val, r_err = _richardson(right, round_1, 2.0)
-            l_val, l_err = _richardson(left, round_1, 2.0)
+            # both one-sided tables in one call (elementwise arithmetic: the same results)
+            lr_val, lr_err = _richardson(np.concatenate([right, left]),
+                                         np.concatenate([round_1, round_1]), 2.0)
+            r_val, l_val = lr_val[:P], lr_val[P:]
+            r_err, l_err = lr_err[:P], lr_err[P:]
         else:
             r_val = r_err = l_val = l_err = np.full_like(c_val, np.nan)
         mid = K // 2
         curvature = (fp[:, mid] - 2 * f0 + fm[:, mid]) / steps[:, mid, None] ** 2
-    return _Tables(c_val, c_err, l_val, l_err, r_val, r_err, central, curvature), P * 2 * K
+    return _Tables(c_val, c_err, l_val, l_err, r_val, r_err, central, curvature)
 
 
 def _richardson(d: np.ndarray, rounding: np.ndarray, base: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""``gradcheck run | report | backends``: exit codes, the report, xdist merge and CI shards.
+"""``gradcheck run | report | backends | ops``: exit codes, the report, xdist merge and CI shards.
 
 ``gradcheck run`` runs a small sample suite (``tests/_report_data.SAMPLE_SUITE``: two correct
 rules, a (1 + 1e-3) mutant, a test failing outside any check) in a subprocess, as a user would.
@@ -171,3 +171,24 @@ def test_suites_are_found_explicitly_by_env_or_next_to_the_package(tmp_path, mon
     else:
         with pytest.raises(UsageError, match="cannot find the gradcheck suites"):
             find_suites()
+
+
+def test_ops_lists_the_catalog_and_docs_catalog_md_is_current(capsys):
+    from gradcheck.ops import catalog
+
+    names = [s.name for s in catalog.all_specs()]
+    assert main(["ops", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == names
+    atan2 = next(r for r in rows if r["name"] == "atan2")
+    assert atan2["family"] == "binary" and atan2["arity"] == 2 and "huge" in atan2["points"]
+    assert atan2["known"]["jax"] == 1  # one investigated jax discrepancy, whatever its checks
+    assert main(["ops"]) == 0
+    assert f"{len(names)} ops: unary " in capsys.readouterr().out
+    assert main(["ops", "--family", "linalg", "--json"]) == 0
+    assert {r["family"] for r in json.loads(capsys.readouterr().out)} == {"linalg"}
+    assert main(["ops", "--family", "nope"]) == 2
+    assert "choose from unary" in capsys.readouterr().err
+    assert main(["ops", "--markdown"]) == 0
+    assert capsys.readouterr().out == (ROOT / "docs" / "catalog.md").read_text(), \
+        "docs/catalog.md is stale: regenerate it with `gradcheck ops --markdown > docs/catalog.md`"

@@ -171,9 +171,10 @@ def test_evaluations_are_batched():
     x = np.linspace(-1, 1, 4)
     est = fd.directional_derivatives(f, x, np.eye(4)[:3])
     assert all(len(shape) == 2 and shape[1] == 4 for shape in calls)
-    assert len(calls) == 3  # f(x), the noise points, one table: each one batched call
+    assert len(calls) == 2  # f(x), then the noise points and the table in one batched call
     assert sum(shape[0] for shape in calls) == est.evaluations
-    assert calls[2][0] == 3 * 2 * fd.DEFAULT_LEVELS  # every direction and step at once
+    # every direction, noise point and step at once
+    assert calls[1][0] == 3 * (6 + 2 * fd.DEFAULT_LEVELS)
 
 
 def test_jacobian_is_batched_and_accurate():

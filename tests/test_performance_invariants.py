@@ -2,7 +2,8 @@
 
 * A projected check costs the same number of function evaluations and derivative calls
   whatever the input size.
-* Localizing a failure (full Jacobian) costs a number of evaluations linear in the input size.
+* Localizing a failure (full Jacobian) costs a number of evaluations linear in the input size
+  for a dense Jacobian, and independent of it for an elementwise one (column compression).
 * Compiled JAX transforms are cached per function: checking the same function again does not
   trace it again, and two different functions never share a cache entry.
 * The batched derivative hooks return what the per-row calls return, and the faster Richardson
@@ -21,33 +22,38 @@ from gradcheck.backends.numpy_backend import NumpyFunction
 
 
 class _Counted:
-    """A NumPy sin with hand-derived VJP/JVP that counts its calls.
+    """A NumPy sin (``dense=True``: sin(x) + sum(x), a dense Jacobian) with hand-derived VJP/JVP
+    that counts its calls.
 
     The numpy backend evaluates batches row by row, so ``forward`` counts evaluation points.
     """
 
-    def __init__(self, scale: float = 1.0) -> None:
+    def __init__(self, scale: float = 1.0, dense: bool = False) -> None:
         self.forward = self.vjp = self.jvp = 0
         self.scale = scale  # 1 + delta on the VJP: a mutant when != 1
+        self.dense = dense
 
     def function(self) -> NumpyFunction:
+        k = 1.0 if self.dense else 0.0
+
         def forward(x):
             self.forward += 1
-            return np.sin(x)
+            return np.sin(x) + k * np.sum(x)
 
         def vjp(args, cts):
             self.vjp += 1
-            return [cts[0] * np.cos(args[0]) * self.scale]
+            return [(cts[0] * np.cos(args[0]) + k * np.sum(cts[0])) * self.scale]
 
         def jvp(args, tans):
             self.jvp += 1
-            return [np.cos(args[0]) * tans[0]]
+            return [np.cos(args[0]) * tans[0] + k * np.sum(tans[0])]
 
         return NumpyFunction(forward, vjp, jvp, name="counted_sin")
 
 
-def _counts(n: int, scale: float = 1.0, **kw) -> tuple[_Counted, gradcheck.Report]:
-    c = _Counted(scale)
+def _counts(n: int, scale: float = 1.0, dense: bool = False, **kw
+            ) -> tuple[_Counted, gradcheck.Report]:
+    c = _Counted(scale, dense)
     x = np.random.default_rng(n).standard_normal(n)
     report = gradcheck.check(c.function(), x, backend="numpy", **kw)
     return c, report
@@ -64,20 +70,40 @@ def test_projected_check_cost_does_not_depend_on_n():
     assert seen == {(1 + 3 * (6 + 2 * fd.DEFAULT_LEVELS), 3, 3)}
 
 
-def test_localization_cost_is_linear_in_n():
+def _localization_costs(dense: bool) -> dict[int, tuple[int, int]]:
     costs = {}
     for n in (8, 16, 32):
-        c, report = _counts(n, scale=1 + 1e-6, modes=("rev",))
+        c, report = _counts(n, scale=1 + 1e-6, dense=dense, modes=("rev",))
         (vjp,) = [r for r in report.results if r.kind == "vjp"]
         assert vjp.status.value == "failed" and vjp.worst, vjp.message
         assert vjp.details["localized"] == f"full Jacobian {n}x{n}"
         costs[n] = (c.forward, c.vjp)
+    return costs
+
+
+def test_localization_cost_of_a_dense_jacobian_is_linear_in_n():
+    costs = _localization_costs(dense=True)
     fwd_steps = [costs[16][0] - costs[8][0], costs[32][0] - costs[16][0]]
     vjp_steps = [costs[16][1] - costs[8][1], costs[32][1] - costs[16][1]]
     # FD Jacobian: 6 noise points + 2 x 5 levels per column; AD Jacobian: one VJP per output
     # element
     assert fwd_steps == [(6 + 10) * 8, (6 + 10) * 16]
     assert vjp_steps == [8, 16]
+
+
+def test_localization_cost_of_an_elementwise_jacobian_does_not_depend_on_n():
+    costs = _localization_costs(dense=False)
+    fwd_steps = [costs[16][0] - costs[8][0], costs[32][0] - costs[16][0]]
+    vjp_steps = [costs[16][1] - costs[8][1], costs[32][1] - costs[16][1]]
+    # compressed FD Jacobian: one colour group, evaluated with two random weightings (the
+    # failure is verified before it is attributed), 6 + 2 x 5 evaluations each; the AD Jacobian
+    # still takes one VJP per output element
+    assert fwd_steps == [0, 0]
+    assert vjp_steps == [8, 16]
+    _, report = _counts(32, scale=1 + 1e-6, modes=("rev",))
+    (vjp,) = [r for r in report.results if r.kind == "vjp"]
+    assert vjp.details["fd_evaluations"] == 2 * (6 + 10)
+    assert vjp.details["elements_over"] == 32
 
 
 def _traced_chain(counter: list[int]):
