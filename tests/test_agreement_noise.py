@@ -115,3 +115,14 @@ def test_model_allowance_adds_the_measured_bound_and_says_so():
     assert more.allowed == base.allowed + 1e-13
     assert "measured rounding of the judging side beyond its share 1e-13" in more.source
     assert "measured" not in base.source
+
+
+def test_a_reference_that_raises_off_the_point_gives_no_credit_and_no_crash():
+    def slope(x):
+        if not np.array_equal(x, X):
+            raise RuntimeError("only defined at the sample point")
+        return (x + 1.0 / x) * x - x * x
+
+    r = _one("reference", EXACT, _identity(slope, "fragile"), seed=0)
+    assert r.status is Status.FAILED  # the false alarm stays: no measured noise, no allowance
+    assert "measured" not in r.allowed_source

@@ -181,8 +181,11 @@ class _LazyNoise:
     def of(self, pos: int) -> np.ndarray:
         if self._noise is None:
             args, diff, vs, us, seed = self._call
-            sigma = np.minimum.reduce([_element_noise(side, args, diff, vs, seed)
-                                       for side in self._sides])
+            try:
+                sigma = np.minimum.reduce([_element_noise(side, args, diff, vs, seed)
+                                           for side in self._sides])
+            except Exception:  # a side misbehaves off the point: no credit
+                sigma = np.zeros((len(vs), sum(args[k].size for k in diff)))
             # bounded like the rounding of a dot product, element by element: sum_k |u_k| sigma_k
             bounds = np.cumsum([0] + [args[k].size for k in diff])
             self._noise = np.array([[np.abs(u[q].ravel()) @ sigma[p, bounds[q]:bounds[q + 1]]
@@ -199,8 +202,8 @@ def _element_noise(side: Side, args, diff, vs, seed: int) -> np.ndarray:
     floats); :func:`gradcheck.fd.noise_level`'s 4th and 6th differences remove the smooth change
     of the derivative along the line and leave the rounding noise ``sigma_k`` of every element
     of ``J^T v_p``.  Zeros and non-finite elements stay put (a special case at 0 is not a
-    rounding regime).  A side that raises or turns non-finite there measures no noise (0: no
-    allowance is added).
+    rounding regime).  Non-finite differences count as no noise; a side that raises there
+    (caught by the caller) measures none either: no allowance is added.
     """
     P = len(vs)
     sizes = [args[k].size for k in diff]
@@ -224,11 +227,8 @@ def _element_noise(side: Side, args, diff, vs, seed: int) -> np.ndarray:
                     g[pos], dtype=np.float64).reshape(P, -1)
         return out.reshape(len(X), -1)
 
-    try:
-        return fd.noise_level(grads, x, d[None, :], np.ones(1),
-                              grads(x[None, :])[0])[0].reshape(P, x.size)
-    except Exception:  # the side misbehaves off the point: no credit
-        return np.zeros((P, x.size))
+    return fd.noise_level(grads, x, d[None, :], np.ones(1),
+                          grads(x[None, :])[0])[0].reshape(P, x.size)
 
 
 def _worst(ga: np.ndarray, gb: np.ndarray) -> tuple[WorstElement, ...]:
