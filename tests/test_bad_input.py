@@ -125,6 +125,27 @@ def test_empty_input_next_to_a_real_one():
         ("vjp", 1, Status.INCONCLUSIVE), ("vjp", 0, Status.PASSED)}
 
 
+@pytest.mark.parametrize("mutant", [False, True])
+def test_empty_output_needs_an_exactly_zero_vjp(mutant):
+    """A batch of zero rows times a weight: no output element, so the weight's VJP is exactly 0
+    (seen in OpInfo's zero-size layer_norm samples, which used to crash the FD oracle)."""
+    def vjp(a, c):
+        g_w = np.ones(3) if mutant else np.sum(c[0] * a[0], axis=0)
+        return c[0] * a[1], g_w
+
+    f = NumpyFunction(lambda e, w: e * w, vjp)
+    report = gradcheck.check(f, np.ones((0, 3)), np.ones(3), backend="numpy", modes=("rev",))
+    by_input = {r.input_index: r for r in report}
+    assert by_input[0].status is Status.INCONCLUSIVE
+    w = by_input[1]
+    if mutant:
+        assert w.status is Status.FAILED and not report.passed
+        assert "(0, 3) are empty, so the VJP for input 1 must be exactly 0" in w.message
+        assert "element (0,) is 1" in w.message
+    else:
+        assert w.status is Status.PASSED and report.passed
+
+
 def test_integer_inputs_pass_through_undifferentiated():
     f = NumpyFunction(lambda x, n: np.sin(x) * n,
                       lambda a, c: (c[0] * np.cos(a[0]) * a[1], None),

@@ -179,12 +179,51 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                         message=f"output {i} has {bad} non-finite value(s) at the sample point: "
                                 "derivatives are not defined there")
             return base.results
+    if all(np.size(outs64[i]) == 0 for i in float_outs):
+        _empty_outputs(base, args64, diff, outs64, float_outs)
+        return base.results
+    float_outs = [i for i in float_outs if np.size(outs64[i]) > 0]
     ctx = replace(base, args64=args64, args_d=args_d, diff=diff, outs64=outs64,
                   float_outs=float_outs, results=base.results, oracle=oracle,
                   rule_dtype=rule_dtype)
     if dtype != "float64" and not _low_precision_outputs_ok(ctx):
         return ctx.results
     return ctx
+
+
+def _empty_outputs(base: _Ctx, args64: list[np.ndarray], diff: list[int],
+                   outs64: Sequence[Any], float_outs: list[int]) -> None:
+    """Every floating output is empty: the Jacobian has no rows and nothing can be compared
+    with finite differences, but the VJP of an empty cotangent must still be exactly zero (an
+    engine that returns anything else for an unused parameter is wrong)."""
+    shapes = ", ".join(str(np.shape(outs64[i])) for i in float_outs)
+    cts = [np.zeros(np.shape(o), dtype=np.float64) for o in outs64]
+    try:
+        grads = base.backend.vjp(base.fn, args64, diff, cts, base.device)
+    except NotImplementedError as exc:
+        base.result(CheckKind.VJP.value, Status.SKIPPED, message=str(exc))
+        return
+    except Exception as exc:
+        base.result(CheckKind.VJP.value, Status.ERROR,
+                    message=f"VJP with the empty output(s) {shapes} raised: {_describe_exc(exc)}")
+        return
+    for k, g in zip(diff, grads, strict=False):
+        g = np.asarray(g, dtype=np.float64)
+        if g.shape != args64[k].shape:
+            base.result(CheckKind.VJP.value, Status.ERROR, input_index=k,
+                        message=f"VJP for input {k} has shape {g.shape}, expected "
+                                f"{args64[k].shape} (empty output(s) {shapes})")
+        elif np.any(g != 0):
+            worst = int(np.argmax(np.abs(g)))
+            where = tuple(int(i) for i in np.unravel_index(worst, g.shape))
+            base.result(CheckKind.VJP.value, Status.FAILED, input_index=k,
+                        discrepancy=float(np.abs(g).flat[worst]), allowed=0.0,
+                        message=f"output(s) {shapes} are empty, so the VJP for input {k} must be "
+                                f"exactly 0; element {where} is {float(g.flat[worst]):.10g}")
+        else:
+            base.result(CheckKind.VJP.value, Status.PASSED, input_index=k,
+                        message=f"output(s) {shapes} are empty: the VJP for input {k} is exactly "
+                                "0 as it must be (no finite-difference comparison possible)")
 
 
 def _outputs(out: Any) -> tuple[Any, ...]:
