@@ -145,6 +145,44 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("gradcheck_case", params)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the suite tests op by op and, within an op, case by case: every check kind of one
+    case (``test_vjp[c]``, ``test_jvp[c]``, ``test_reference[c]``...) next to each other, then
+    the op's next case (other dtype, special point, backend, cross-backend pair).  The check
+    kinds of a case read one memoized run, which is then computed once and used while fresh;
+    an engine's compiled transforms of the op (JAX) serve all its cases before the bounded
+    cache drops them; and ``pytest-xdist``'s default ``load`` distribution, which hands out
+    consecutive tests, keeps a case on one worker instead of recomputing it on both.  Ops
+    and cases keep their first-seen order, tests of a case their file order, and every other
+    test its place.  Deterministic, so every xdist worker collects the same order."""
+    slots = [k for k, item in enumerate(items) if _case_of(item) is not None]
+    if len(slots) < 2:
+        return
+    first: dict[str, int] = {}
+    for k in slots:
+        op, case = _case_of(items[k])  # type: ignore[misc]
+        first.setdefault(op, k)
+        first.setdefault(case, k)
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        op, case = _case_of(item)  # type: ignore[misc]
+        return first[op], first[case]
+
+    ordered = sorted((items[k] for k in slots), key=key)
+    for k, item in zip(slots, ordered, strict=True):
+        items[k] = item
+
+
+def _case_of(item: pytest.Item) -> tuple[str, str] | None:
+    """``("op:<name>", "<case id>/<order>")`` of a suite test, or None for any other test."""
+    callspec = getattr(item, "callspec", None)
+    planned = callspec.params.get("gradcheck_case") if callspec is not None else None
+    case = getattr(planned, "case", None)  # an empty parametrization holds a NOTSET marker
+    if case is None:
+        return None
+    return f"op:{case.op}", f"{case.id}/{planned.order}"
+
+
 def _marks(p) -> list[pytest.MarkDecorator]:
     # tests of one case share one memoized run: `-n N --dist loadgroup` keeps them together
     group = pytest.mark.xdist_group(p.case.id.replace("@", "_"))

@@ -77,6 +77,25 @@ def test_ids_are_backend_device_dtype_op_and_point(suite):
                             "test_vjp[numpy-cpu-float64-maximum@tie_at_zero]"]
 
 
+def test_suite_tests_run_op_by_op_and_case_by_case(suite):
+    result = suite.runpytest("--collect-only", "-q", "--gradcheck-backend", "torch",
+                             "--gradcheck-op", "sin", "--gradcheck-op", "tanh",
+                             "--gradcheck-dtype", "float64", "--gradcheck-device", "cpu",
+                             "--gradcheck-profile", "ci")
+    ids = _ids(result)
+    # other tests keep their place (test_seed is last in the file); all of sin before tanh
+    # (catalog order), and within an op each case's check kinds together, in file order
+    assert ids[-1] == "test_seed"
+    cases = [i.split("[")[1].rstrip("]") for i in ids[:-1]]
+    assert ids[:2] == ["test_vjp[torch-cpu-float64-sin]", "test_reference[torch-cpu-float64-sin]"]
+    ops = [c.split("-", 3)[3].split("@")[0] for c in cases]
+    assert ops == ["sin"] * ops.count("sin") + ["tanh"] * ops.count("tanh")
+    assert ops.count("tanh") > 0
+    for case in set(cases):  # one contiguous block per case
+        first = cases.index(case)
+        assert cases[first:first + cases.count(case)] == [case] * cases.count(case)
+
+
 def test_settings_come_from_the_ini_and_the_command_line_wins(suite):
     suite.makeini("[pytest]\ngradcheck_profile = ci\ngradcheck_backend = numpy\n"
                   "gradcheck_op = atan2\ngradcheck_dtype = float32\n")

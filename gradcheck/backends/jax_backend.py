@@ -42,6 +42,39 @@ def _rows(f: Callable, xs: tuple, vectorize: bool) -> tuple:
     return tuple(jnp.stack([r[k] for r in rows]) for k in range(len(rows[0])))
 
 
+_BUCKET = 64
+
+
+def _bucket(rows: int) -> int:
+    """The padded batch size: a multiple of :data:`_BUCKET` rounded up to a power of two
+    times it (18 and 42 rows share 64; 1280 rows of a localization take 2048)."""
+    size = _BUCKET
+    while size < rows:
+        size *= 2
+    return size
+
+
+def _pad_rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with its last row repeated up to ``rows`` rows (padding rows stay in the domain)."""
+    a = np.asarray(a)
+    if len(a) >= rows or len(a) == 0:
+        return a
+    return np.concatenate([a, np.repeat(a[-1:], rows - len(a), axis=0)])
+
+
+_UNROLLED = 4
+
+
+def _pad_zeros(a: np.ndarray, vectorize: bool) -> np.ndarray:
+    """Cotangents / tangents padded with zero rows to :data:`_UNROLLED` rows when the rows are
+    unrolled in the trace: one VJP (rounding, agreement checks) and three probes then share one
+    compiled transform per function, shape and dtype."""
+    a = np.asarray(a)
+    if vectorize or len(a) >= _UNROLLED:
+        return a
+    return np.concatenate([a, np.zeros((_UNROLLED - len(a),) + a.shape[1:], dtype=a.dtype)])
+
+
 def _raise_if_no_forward(exc: TypeError) -> None:
     """A ``jax.custom_vjp`` function has no forward mode by construction: a skip, not an error."""
     if "custom_vjp" in str(exc):
@@ -129,13 +162,19 @@ class JaxBackend(Backend):
         return [self._to_np(o) for o in _as_tuple(out)]
 
     def evaluate_batch(self, fn, args, batched, device):
-        jargs = [self.to_native(a, device) for a in args]
+        """``jax.vmap`` under ``jit``; the batch is padded (repeating its last row) to a size
+        bucket (:func:`_bucket`) so that the oracle's batches of different sizes (noise points,
+        Richardson tables, retries) share one compiled executable per function and shape."""
+        size = next(len(a) for a, b in zip(args, batched, strict=True) if b)
+        rows = _bucket(size) if self.jit else size
+        padded = [_pad_rows(a, rows) if b else a for a, b in zip(args, batched, strict=True)]
+        jargs = [self.to_native(a, device) for a in padded]
         in_axes = tuple(0 if b else None for b in batched)
         key = ("evaluate_batch", in_axes)
         if missing(self._eager.peek(fn, key + ("loop",))):
             try:
                 out = self._run(fn, key, lambda: jax.vmap(fn, in_axes=in_axes), *jargs)
-                return [self._to_np(o) for o in _as_tuple(out)]
+                return [self._to_np(o)[:size] for o in _as_tuple(out)]
             except Exception:  # not vmappable (host callbacks, python control flow): loop
                 self._eager.put(fn, key + ("loop",), True)
         return super().evaluate_batch(fn, args, batched, device)
@@ -150,12 +189,11 @@ class JaxBackend(Backend):
         return g
 
     def vjp(self, fn, args, diff, cotangents, device):
-        jargs = [self.to_native(a, device) for a in args]
-        outs, pullback = jax.vjp(self._partial(fn, jargs, diff), *[jargs[k] for k in diff])
-        cts = tuple(
-            self.to_native(c, device).astype(o.dtype) for c, o in zip(cotangents, outs, strict=True)
-        )
-        return [self._to_np(r) for r in pullback(cts)]
+        """One row of :meth:`vjp_batch` (the same jitted ``jax.vjp`` and pullback): the rounding
+        and agreement checks call it at many points of one shape, so it must not run eagerly
+        (every primitive compiled on its own) nor compile a transform of its own."""
+        rows = self.vjp_batch(fn, args, diff, [np.asarray(c)[None] for c in cotangents], device)
+        return [r[0] for r in rows]
 
     def vjp_batch(self, fn, args, diff, cotangents, device, vectorize=False):
         """One ``jax.vjp`` and its pullback applied to each cotangent, all under one jit (the
@@ -171,10 +209,11 @@ class JaxBackend(Backend):
 
             return run
 
+        rows = len(cotangents[0])
         jargs = tuple(self.to_native(a, device) for a in args)
-        cts = tuple(self.to_native(c, device) for c in cotangents)
+        cts = tuple(self.to_native(_pad_zeros(c, vectorize), device) for c in cotangents)
         out = self._run(fn, ("vjp_batch", diff, len(args), vectorize), build, jargs, cts)
-        return [self._to_np(r) for r in out]
+        return [self._to_np(r)[:rows] for r in out]
 
     def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
         """``jax.jvp`` for each tangent under one jit (``vectorize``: vmapped over them)."""
@@ -193,26 +232,20 @@ class JaxBackend(Backend):
 
             return run
 
+        rows = len(tangents[0])
         jargs = tuple(self.to_native(a, device) for a in args)
-        tans = tuple(self.to_native(t, device) for t in tangents)
+        tans = tuple(self.to_native(_pad_zeros(t, vectorize), device) for t in tangents)
         try:
             out = self._run(fn, ("jvp_batch", diff, len(args), vectorize), build, jargs, tans)
         except TypeError as exc:
             _raise_if_no_forward(exc)
             raise
-        return [self._to_np(o) for o in _as_tuple(out)]
+        return [self._to_np(o)[:rows] for o in _as_tuple(out)]
 
     def jvp(self, fn, args, diff, tangents, device):
-        jargs = [self.to_native(a, device) for a in args]
-        primals = tuple(jargs[k] for k in diff)
-        tans = tuple(self.to_native(t, device).astype(p.dtype)
-                     for t, p in zip(tangents, primals, strict=True))
-        try:
-            _, out_t = jax.jvp(self._partial(fn, jargs, diff), primals, tans)
-        except TypeError as exc:
-            _raise_if_no_forward(exc)
-            raise
-        return [self._to_np(o) for o in _as_tuple(out_t)]
+        """One row of :meth:`jvp_batch` (see :meth:`vjp`)."""
+        rows = self.jvp_batch(fn, args, diff, [np.asarray(t)[None] for t in tangents], device)
+        return [r[0] for r in rows]
 
     def vjp_function(self, fn, diff, n_args):
         def g(*xs: Any) -> tuple[Any, ...]:
