@@ -4,6 +4,8 @@ printed on failure (and that it reproduces), and ``pytest-xdist -n 2``."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,13 @@ from gradcheck.ops import catalog
 from reference.numpy import get_op
 
 pytest_plugins = ["pytester"]
+# pytester restores sys.modules after every in-process run: an engine first imported inside one
+# run (backend discovery imports it) would be dropped and imported again later in the same
+# process, which torch's C extension does not survive (SystemError / segfault).  Import the
+# installed engines before any snapshot is taken.
+for _engine in ("torch", "jax", "mlx.core", "tinygrad"):
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_engine)
 for _spec in catalog.all_specs():
     get_op(_spec.name)  # loads every reference family module before pytester snapshots
 ROOT = Path(__file__).resolve().parents[1]
