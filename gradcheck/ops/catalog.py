@@ -36,8 +36,10 @@ IMPLEMENTATIONS: dict[str, str] = {
 
 @cache
 def _family_specs(family: str) -> tuple[OpSpec, ...]:
+    from .engine_known import attach
+
     module = importlib.import_module(f"{__package__}.{family}")
-    specs = tuple(module.SPECS)
+    specs = attach(tuple(module.SPECS))  # entries of the engines kept in engine_known
     for s in specs:
         if s.family != family:
             raise ValueError(f"op {s.name!r} is listed in family {family!r} but says {s.family!r}")

@@ -18,6 +18,7 @@ OPS = {
     "arcsinh": mx.arcsinh,
     "arccosh": mx.arccosh,
     "arctanh": mx.arctanh,
+    "neg": mx.negative,  # a protocol name (gradcheck/backends/protocol_ops.py)
     "exp": mx.exp,
     "exp2": lambda x: mx.power(2.0, x),  # no exp2 function: the power primitive, base 2
     "expm1": mx.expm1,

@@ -19,6 +19,7 @@ OPS = {
     "arcsinh": T.asinh,
     "arccosh": T.acosh,
     "arctanh": T.atanh,
+    "neg": T.neg,  # a protocol name (gradcheck/backends/protocol_ops.py)
     "exp": T.exp,
     "exp2": T.exp2,
     "log": T.log,

@@ -1,0 +1,156 @@
+"""Known discrepancies of the MLX and tinygrad adapters, as data attached to the op specs.
+
+The family modules (``gradcheck/ops/<family>.py``) hold the entries of the built-in engines;
+the engines added later keep theirs here, one table per engine, so that a family module does not
+grow an entry per engine and per point.  :func:`attach` adds them to the specs when the catalog
+loads a family (:mod:`gradcheck.ops.catalog`); the suites then make the matching tests strict
+xfails, exactly like the entries written on the specs.
+
+Each table maps an op to ``(cause, {"<point> <dtype>": "<checks>"})``: the cause names a reason
+in :data:`REASONS` (evidence and minimal reproducers: docs/known-discrepancies.md, sections
+"MLX" and "tinygrad"); a value ``("<checks>", cause)`` (or a list of them) overrides the op's
+cause for one point.
+The rows are what the full first-order survey of each engine measured (every mapped op, random
+samples in float64 and float32, special points in float64); nothing is listed that passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .spec import KnownDiscrepancy, OpSpec
+
+_DOC = "docs/known-discrepancies.md"
+
+REASONS: dict[str, str] = {
+    "mlx_f32_kernel": (
+        "MLX 0.32 CPU evaluates this float64 function with float32-precision kernels (relative "
+        "error ~1e-7..1e-6 against NumPy/SciPy float64; exp overflows at x > 88.7 as in "
+        "float32): its derivative carries the same error and finite differences of its "
+        "forward are noise-limited"),
+    "mlx_f32_derivative": (
+        "MLX 0.32 CPU computes this op's float64 derivative in float32 precision (the forward is "
+        "exact: log2/log10' = 1/(x ln b) rounded to float32, tan' through a float32-precision "
+        "cos, expm1's forward-mode rule through the float32-precision exp)"),
+    "mlx_f32_underflow": (
+        "MLX 0.32 CPU float64 exp is limited to the float32 normal range (exp(88.8) = inf and "
+        "exp(-88) = 0 in float64), so this op's float64 forward or derivative is 0 or inf "
+        "where float64 has a normal number"),
+    "mlx_from_output": (
+        "MLX 0.32's rule reuses the rounded output y (sigmoid' = y (1 - y), expm1' = y + 1): at "
+        "saturation it cancels to exactly 0 while the true derivative is ~4e-18, below what "
+        "finite differences resolve (torch and jax do the same, see their entries)"),
+    "mlx_fast_kernel": (
+        "MLX 0.32 CPU: mx.fast layer_norm / rms_norm / scaled_dot_product_attention and "
+        "convolutions compute float64 inputs in float32 precision (forward and input "
+        "gradient; relative error ~1e-7..5e-6), so FD checks of the float64 rule fail"),
+    "mlx_conv_vjp_dtype": (
+        "MLX 0.32 CPU: the weight/bias VJP of a strided, padded convolution raises "
+        "'[Convolution::eval] got unsupported data type' for float64 (the float32 rule check "
+        "runs in float64 too); the input gradient is float32-precision as for every conv"),
+    "mlx_norm_overflow": (
+        "MLX 0.32 linalg.norm is sqrt(sum x^2) without scaling: it overflows to inf for "
+        "|x| ~ 1e200 and underflows to 0 for |x| ~ 1e-200 (float64), so is its gradient"),
+    "mlx_atan2_overflow": (
+        "MLX 0.32 atan2's derivative y/(x^2 + y^2) is evaluated without scaling: x^2 + y^2 "
+        "overflows for |x|, |y| ~ 1e200 and the gradient is 0 instead of ~1e-200"),
+}
+
+_EXP = "mlx_f32_kernel"
+Rows = dict[str, "str | tuple[str, str] | list[tuple[str, str]]"]
+MLX: dict[str, tuple[str, Rows]] = {
+    "sin": (_EXP, {"mixed 64": "eager_func fwd_rev jvp reference vjp",
+                   "random 32": "eager_func fwd_rev jvp rounding vjp",
+                   "random 64": "jvp reference vjp", "zero 64": "jvp vjp"}),
+    "cos": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                   "zero 64": "eager_func fwd_rev jvp vjp"}),
+    "tan": ("mlx_f32_derivative", {"near_pole 64": "reference", "random 32": "jvp vjp",
+                                   "random 64": "jvp reference vjp"}),
+    "exp": (_EXP, {"near_overflow 64": ("eager_func fwd_rev jvp reference vjp",
+                                        "mlx_f32_underflow"),
+                   "random 32": "eager_func fwd_rev jvp rounding vjp",
+                   "random 64": "jvp reference vjp",
+                   "underflow 64": ("reference", "mlx_f32_underflow")}),
+    "expm1": ("mlx_f32_derivative", {"random 32": "fwd_rev jvp", "random 64": "fwd_rev jvp",
+                                     "tiny 64": "fwd_rev jvp",
+                                     "very_negative 64": [("fwd_rev", "mlx_f32_derivative"),
+                                                          ("reference", "mlx_from_output")]}),
+    "log2": ("mlx_f32_derivative", {"random 32": "jvp vjp", "random 64": "jvp reference vjp"}),
+    "log10": ("mlx_f32_derivative", {"random 32": "jvp vjp", "random 64": "jvp reference vjp"}),
+    "sigmoid": (_EXP, {"random 32": "jvp vjp", "random 64": "eager_func fwd_rev jvp reference vjp",
+                       "saturated 64": ("reference", "mlx_from_output"), "zero 64": "jvp vjp"}),
+    "logsigmoid": (_EXP, {"random 32": "jvp vjp",
+                          "random 64": "eager_func fwd_rev jvp reference vjp",
+                          "very_positive 64": "jvp reference vjp"}),
+    "softplus": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                        "very_negative 64": "jvp reference vjp"}),
+    "silu": (_EXP, {"random 32": "eager_func fwd_rev jvp rounding vjp",
+                    "random 64": "eager_func fwd_rev jvp reference vjp"}),
+    "gelu": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                    "very_negative 64": "jvp reference vjp"}),
+    "elu": (_EXP, {"random 32": "jvp vjp", "random 64": "eager_func fwd_rev jvp reference vjp",
+                   "small_negative 64": "reference", "very_negative 64": "reference"}),
+    "erf": (_EXP, {"random 32": "eager_func fwd_rev jvp rounding vjp",
+                   "random 64": "jvp reference vjp", "saturated 64": "reference",
+                   "zero 64": "jvp vjp"}),
+    "erfinv": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                      "saturated 64": "reference", "zero 64": "jvp vjp"}),
+    "atan2": ("mlx_atan2_overflow", {"huge 64": "jvp reference vjp"}),
+    "logaddexp": (_EXP, {"random 32": "eager_func fwd_rev jvp rounding vjp",
+                         "random 64": "eager_func fwd_rev jvp reference vjp"}),
+    "logsumexp": (_EXP, {"large 64": "reference", "minus_inf 64": "reference",
+                         "random 64": "reference"}),
+    "logsumexp_axis1": (_EXP, {"minus_inf 64": "reference", "random 64": "reference"}),
+    "norm": ("mlx_norm_overflow", {"huge 64": "eager_func fwd_rev jvp reference vjp",
+                                   "tiny 64": "reference"}),
+    "norm_axis1": ("mlx_norm_overflow", {"tiny 64": "reference"}),
+    "logcumsumexp_axis1": (_EXP, {"minus_inf 64": "fwd_rev reference",
+                                  "random 32": "fwd_rev jvp vjp",
+                                  "random 64": "fwd_rev jvp reference vjp"}),
+    "softmax": (_EXP, {"large_logits 64": ("reference", "mlx_f32_underflow"),
+                       "random 64": "eager_func fwd_rev jvp reference vjp"}),
+    "log_softmax": (_EXP, {"large_logits 64": "reference", "random 64": "reference"}),
+    "cross_entropy": (_EXP, {"random 64": "reference"}),
+    "bce_with_logits": (_EXP, {"random 64": "reference"}),
+    "layer_norm": ("mlx_fast_kernel", {"random 32": "fwd_rev",
+                                       "random 64": "fwd_rev jvp reference vjp"}),
+    "rms_norm": ("mlx_fast_kernel", {"random 32": "fwd_rev jvp vjp",
+                                     "random 64": "jvp reference vjp"}),
+    "attention": ("mlx_fast_kernel", {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                                      "zero_query 64": "jvp vjp"}),
+    "attention_causal": ("mlx_fast_kernel", {"random 32": "jvp vjp",
+                                             "random 64": "jvp reference vjp"}),
+    "conv1d": ("mlx_fast_kernel", {"random 32": "jvp vjp", "random 64": "jvp reference vjp"}),
+    "conv1d_stride2_pad1": ("mlx_fast_kernel", {"random 32": "jvp vjp",
+                                                "random 64": "jvp reference vjp"}),
+    "conv2d": ("mlx_fast_kernel", {"random 32": "jvp vjp", "random 64": "reference vjp"}),
+    "conv2d_stride2_pad1": ("mlx_conv_vjp_dtype", {"random 32": "jvp vjp",
+                                                   "random 64": "jvp reference vjp"}),
+}
+
+TINYGRAD: dict[str, tuple[str, Rows]] = {}
+
+TABLES = {"mlx": MLX, "tinygrad": TINYGRAD}
+
+
+def _entries(backend: str, cause: str, rows: Rows) -> tuple[KnownDiscrepancy, ...]:
+    out = []
+    for key, value in rows.items():
+        point, bits = key.split()
+        parts = [(value, cause)] if isinstance(value, str) else (
+            [value] if isinstance(value, tuple) else value)
+        out.extend(KnownDiscrepancy(backend, REASONS[reason], _DOC, f"float{bits}", check, point)
+                   for checks, reason in parts for check in checks.split())
+    return tuple(out)
+
+
+def known_for_op(name: str) -> tuple[KnownDiscrepancy, ...]:
+    """Every entry of these tables for op ``name``."""
+    return tuple(k for backend, table in TABLES.items() if name in table
+                 for k in _entries(backend, *table[name]))
+
+
+def attach(specs: tuple[OpSpec, ...]) -> tuple[OpSpec, ...]:
+    """``specs`` with the entries of these tables appended to their ``known``."""
+    return tuple(replace(s, known=s.known + extra) if (extra := known_for_op(s.name)) else s
+                 for s in specs)
