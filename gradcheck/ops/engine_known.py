@@ -48,6 +48,11 @@ REASONS: dict[str, str] = {
         "MLX 0.32 CPU: the weight/bias VJP of a strided, padded convolution raises "
         "'[Convolution::eval] got unsupported data type' for float64 (the float32 rule check "
         "runs in float64 too); the input gradient is float32-precision as for every conv"),
+    "mlx_pool_jvp_of_jvp": (
+        "MLX 0.32: forward over forward mode through nn.MaxPool1d raises '[gather_axis] "
+        "Cannot calculate JVP with respect to indices. Use stop_gradient on indices' (the "
+        "pool's JVP gathers with argmax indices it does not stop); first-order JVP and both "
+        "reverse-over modes work"),
     "mlx_norm_overflow": (
         "MLX 0.32 linalg.norm is sqrt(sum x^2) without scaling: it overflows to inf for "
         "|x| ~ 1e200 and underflows to 0 for |x| ~ 1e-200 (float64), so is its gradient"),
@@ -113,10 +118,13 @@ MLX: dict[str, tuple[str, Rows]] = {
     "cross_entropy": (_EXP, {"random 64": "reference"}),
     "bce_with_logits": (_EXP, {"random 64": "reference"}),
     "layer_norm": ("mlx_fast_kernel", {"random 32": "fwd_rev",
-                                       "random 64": "fwd_rev jvp reference vjp"}),
+                                       "random 64": "fwd_rev jvp jvp_of_vjp reference vjp "
+                                                    "vjp_of_vjp"}),
     "rms_norm": ("mlx_fast_kernel", {"random 32": "fwd_rev jvp vjp",
                                      "random 64": "jvp reference vjp"}),
-    "attention": ("mlx_fast_kernel", {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+    "attention": ("mlx_fast_kernel", {"random 32": "jvp vjp",
+                                      "random 64": "jvp jvp_of_jvp jvp_of_vjp reference vjp "
+                                                   "vjp_of_vjp",
                                       "zero_query 64": "jvp vjp"}),
     "attention_causal": ("mlx_fast_kernel", {"random 32": "jvp vjp",
                                              "random 64": "jvp reference vjp"}),
@@ -125,7 +133,9 @@ MLX: dict[str, tuple[str, Rows]] = {
                                                 "random 64": "jvp reference vjp"}),
     "conv2d": ("mlx_fast_kernel", {"random 32": "jvp vjp", "random 64": "reference vjp"}),
     "conv2d_stride2_pad1": ("mlx_conv_vjp_dtype", {"random 32": "jvp vjp",
-                                                   "random 64": "jvp reference vjp"}),
+                                                   "random 64": "jvp jvp_of_jvp jvp_of_vjp "
+                                                                "reference vjp vjp_of_vjp"}),
+    "max_pool1d_k3s1": ("mlx_pool_jvp_of_jvp", {"random 64": "jvp_of_jvp"}),
 }
 
 TINYGRAD: dict[str, tuple[str, Rows]] = {}
