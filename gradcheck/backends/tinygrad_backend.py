@@ -51,7 +51,8 @@ def _ctx() -> Context:
 
 
 def _native(a: np.ndarray) -> Tensor:
-    return Tensor(np.ascontiguousarray(a), device=engine_device())
+    # np.asarray(order="C") keeps 0-d arrays 0-d (np.ascontiguousarray would make them (1,))
+    return Tensor(np.asarray(a, order="C"), device=engine_device())
 
 
 def _numpy(t: Tensor) -> np.ndarray:
@@ -125,19 +126,28 @@ class TinygradBackend(Backend):
         """One ``TinyJit`` of ``fn`` replayed for every row: tinygrad's graph rewriting and
         scheduling cost ~30 ms of Python per eager call, a replay ~8 ms (the oracle evaluates
         hundreds of rows).  The JIT captures the kernels on its second call; the first two rows
-        run eagerly.  Anything the JIT refuses falls back to the eager loop."""
+        run eagerly.  Outputs are copied (``contiguous``) so that a view of an input (transpose)
+        is a kernel the JIT replays, not a stale buffer; the last row is recomputed eagerly and
+        any difference, or anything the JIT refuses, falls back to the eager loop."""
         size = next(len(a) for a, b in zip(args, batched, strict=True) if b)
-        if size < 3:
+        if size < 4:
             return super().evaluate_batch(fn, args, batched, device)
+
+        def row(i: int) -> list[np.ndarray]:
+            return [_native(a[i] if b else a).realize()
+                    for a, b in zip(args, batched, strict=True)]
+
         with _ctx():
-            jitted = TinyJit(lambda *xs: tuple(o.realize() for o in _as_list(fn(*xs))))
+            jitted = TinyJit(lambda *xs: tuple(o.contiguous().realize()
+                                               for o in _as_list(fn(*xs))))
             try:
-                rows = [[_numpy(o) for o in jitted(*[
-                    _native(a[i] if b else a).realize() for a, b in zip(args, batched,
-                                                                        strict=True)])]
-                        for i in range(size)]
+                rows = [[_numpy(o) for o in jitted(*row(i))] for i in range(size)]
             except Exception:  # a function the JIT cannot capture: evaluate eagerly
                 return super().evaluate_batch(fn, args, batched, device)
+            last = [_numpy(o) for o in _as_list(fn(*row(size - 1)))]
+        if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(rows[-1], last,
+                                                                         strict=True)):
+            return super().evaluate_batch(fn, args, batched, device)
         return [np.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
 
     def vjp(self, fn, args, diff, cotangents, device):
