@@ -60,6 +60,44 @@ REASONS: dict[str, str] = {
     "mlx_atan2_overflow": (
         "MLX 0.32 atan2's derivative y/(x^2 + y^2) is evaluated without scaling: x^2 + y^2 "
         "overflows for |x|, |y| ~ 1e200 and the gradient is 0 instead of ~1e-200"),
+    "tg_inverse_trig_poly": (
+        "tinygrad 0.14 computes asin/acos with the 8-term polynomial of Abramowitz & Stegun "
+        "4.4.46 (|error| <= 2e-8) and atan as asin(x / sqrt(1 + x^2)): the derivative of the "
+        "approximation is off the true one by 5e-7..2.6e-6 relative (float64), invisible to "
+        "finite differences of tinygrad's own forward, caught by the exact reference"),
+    "tg_sign_at_zero": (
+        "tinygrad 0.14 writes asin, atan (through asin) and erf as sign(x) * f(|x|); at x = 0 "
+        "reverse mode gives sign'(0) f(0) + sign(0) f'(|0|) = 0, while the true derivative is "
+        "1 (asin, atan) or 2/sqrt(pi) (erf)"),
+    "tg_atan_large": (
+        "tinygrad 0.14's atan(x) = asin(x / sqrt(1 + x^2)): for |x| = 1e8 the argument rounds "
+        "to 1 and the gradient is nan (1e-16 exact); for |x| >= 1e154 x^2 overflows and the "
+        "value itself is 0 instead of pi/2"),
+    "tg_asinh_large": (
+        "tinygrad 0.14's asinh(x) = log(x + sqrt(x^2 + 1)) cancels for large negative x: at "
+        "x = -1e6 the value is off by 5e-7 and the derivative by 2e-4 (relative, float64)"),
+    "tg_erf_poly": (
+        "tinygrad 0.14 computes erf with Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7): float64 "
+        "erf is off by 2e-6 relative, its derivative by 1.3e-5 (1.2 % at |x| = 6); the exact "
+        "gelu inherits it"),
+    "tg_saturation": (
+        "tinygrad 0.14's sigmoid (1 / (1 + exp2(-x / ln 2))) and tanh (2 sigmoid(2x) - 1) lose "
+        "the derivative at saturation: sigmoid'(40) = 0, tanh'(20.7) = 0 and tanh'(-20.7) = "
+        "7.2e-35, while the true values are 4.25e-18 and 4.19e-18 (mpmath); below what finite "
+        "differences resolve (sigmoid'(-40) is exact)"),
+    "tg_softplus_cancel": (
+        "tinygrad 0.14's softplus(-40) and logsigmoid(40) cancel to exactly 0 (true +-4.2e-18): "
+        "the forward is flat there, so finite differences of it (0) disagree with the correct "
+        "VJP (4.2e-18)"),
+    "tg_exp_argument": (
+        "tinygrad 0.14's exp(x) = exp2(x / ln 2): the rounding of the product is amplified by "
+        "|x|, so exp(-700) and its derivative are off by 3e-14 relative (mpmath), 1.5x the "
+        "float64 bound"),
+    "tg_backward_const": (
+        "tinygrad 0.14: a 0-d Tensor made from a NumPy or Python scalar is a CONST in the "
+        "graph and Tensor.backward() leaves its .grad None, while Tensor.gradient returns the "
+        "right value (the eager and functional paths disagree: a scalar parameter is silently "
+        "not trained)"),
 }
 
 _EXP = "mlx_f32_kernel"
@@ -140,7 +178,25 @@ MLX: dict[str, tuple[str, Rows]] = {
     "max_pool1d_k3s1": ("mlx_pool_jvp_of_jvp", {"random 64": "jvp_of_jvp"}),
 }
 
-TINYGRAD: dict[str, tuple[str, Rows]] = {}
+_TRIG = "tg_inverse_trig_poly"
+TINYGRAD: dict[str, tuple[str, Rows]] = {
+    "arcsin": (_TRIG, {"random 64": "reference", "saturated 64": "reference",
+                       "zero 64": ("reference vjp", "tg_sign_at_zero")}),
+    "arccos": (_TRIG, {"random 64": "reference", "saturated 64": "reference"}),
+    "arctan": (_TRIG, {"random 64": "reference",
+                       "saturated 64": ("reference vjp", "tg_atan_large"),
+                       "zero 64": ("reference vjp", "tg_sign_at_zero")}),
+    "arcsinh": ("tg_asinh_large", {"saturated 64": "reference vjp"}),
+    "erf": ("tg_erf_poly", {"random 64": "reference", "saturated 64": "reference",
+                            "zero 64": ("reference vjp", "tg_sign_at_zero")}),
+    "gelu": ("tg_erf_poly", {"random 64": "reference", "very_negative 64": "reference vjp"}),
+    "sigmoid": ("tg_saturation", {"saturated 64": "reference"}),
+    "tanh": ("tg_saturation", {"saturated 64": "reference"}),
+    "logsigmoid": ("tg_softplus_cancel", {"very_positive 64": "vjp"}),
+    "softplus": ("tg_softplus_cancel", {"very_negative 64": "vjp"}),
+    "exp": ("tg_exp_argument", {"underflow 64": "reference"}),
+    "mul_scalar": ("tg_backward_const", {"random 64": "eager_func"}),
+}
 
 TABLES = {"mlx": MLX, "tinygrad": TINYGRAD}
 
