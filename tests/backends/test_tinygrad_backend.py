@@ -1,6 +1,6 @@
 """tinygrad adapter: conformance (contract sections; the numeric section is left to the suites,
-tinygrad's eager calls cost ~30 ms of Python each), a few ops through the order-2 checks and the
-eager-vs-functional comparison, a mutant VJP caught through the adapter, the training probes
+tinygrad's eager calls cost ~30 ms of Python each), one binary op through the order-2 checks and
+the eager-vs-functional comparison, a mutant VJP caught through the adapter, the training probes
 (accumulating), and the engine facts behind the documented behaviours.  Skipped where tinygrad
 is not installed (``pip install tinygrad``)."""
 
@@ -33,9 +33,8 @@ def test_conformance(tg):
     assert report.passed, format_conformance(report)
 
 
-@pytest.mark.parametrize("name", ["tanh", "matmul"])
-def test_ops_pass_order2_and_eager_matches_functional(tg, name):
-    assert_op_passes(tg, name, seed=11, kinds=KINDS)
+def test_op_passes_order2_and_eager_matches_functional(tg):
+    assert_op_passes(tg, "mul", seed=11, kinds=KINDS)
 
 
 def _tanh_with_vjp(factor: float):
@@ -52,10 +51,10 @@ def _tanh_with_vjp(factor: float):
 
 def test_mutant_vjp_is_caught_and_correct_passes(tg):
     x = np.random.default_rng(2).standard_normal((3, 4))
-    good = gradcheck.check(_tanh_with_vjp(1.0), x, backend=tg, probes=2)
+    good = gradcheck.check(_tanh_with_vjp(1.0), x, backend=tg, probes=1)
     assert good.passed, good.summary()
     for factor in (1.0 + 1e-4, -1.0):
-        bad = gradcheck.check(_tanh_with_vjp(factor), x, backend=tg, probes=2)
+        bad = gradcheck.check(_tanh_with_vjp(factor), x, backend=tg, probes=1)
         assert {r.kind for r in bad.failures} == {"vjp"}, (factor, bad.summary())
 
 
