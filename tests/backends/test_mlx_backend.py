@@ -16,10 +16,10 @@ from gradcheck.testing import format_conformance, run_conformance
 
 mx = pytest.importorskip("mlx.core", reason="mlx is not installed (pip install 'mlx[cpu]')")
 
-# protocol ops whose MLX float64 kernels are exact to float64 rounding (the others compute
-# exp / sin / cos in float32 precision: docs/known-discrepancies.md, "MLX float64")
-EXACT_OPS = ("tanh", "log", "sqrt", "square", "neg", "add", "sub", "mul", "div", "matmul", "sum",
-             "mean")
+# protocol ops whose MLX float64 kernels are exact to float64 rounding (others compute exp /
+# sin / cos in float32 precision: docs/known-discrepancies.md, "MLX"); a few, because the
+# mx.compile path builds C++ kernels with the system compiler (cold cache: ~1 s per op)
+EXACT_OPS = ("tanh", "log", "div", "matmul", "sum")
 
 
 @pytest.fixture(scope="module")
