@@ -195,7 +195,7 @@ TINYGRAD: dict[str, tuple[str, Rows]] = {
     "logsigmoid": ("tg_softplus_cancel", {"very_positive 64": "vjp"}),
     "softplus": ("tg_softplus_cancel", {"very_negative 64": "vjp"}),
     "exp": ("tg_exp_argument", {"underflow 64": "reference"}),
-    "mul_scalar": ("tg_backward_const", {"random 64": "eager_func"}),
+    "mul_scalar": ("tg_backward_const", {"random 32": "eager_func", "random 64": "eager_func"}),
 }
 
 TABLES = {"mlx": MLX, "tinygrad": TINYGRAD}
