@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = str(Path(__file__).resolve().parents[1])
-ENGINES = ("torch", "jax", "jaxlib", "tensorflow", "autograd")
+ENGINES = ("torch", "jax", "jaxlib", "tensorflow", "autograd", "mlx", "tinygrad")
 
 
 def _modules_after(code: str) -> set[str]:

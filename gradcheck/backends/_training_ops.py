@@ -50,6 +50,8 @@ class OpProtocolHooks(TrainingHooks):
     def __init__(self, backend: Any, device: str, dtype: str, inner: Any) -> None:
         super().__init__(backend, device, dtype)
         self.inner = inner
+        # an engine whose own clip function adds an epsilon says so on its session object
+        self.clip_semantics = getattr(inner, "clip_semantics", type(self).clip_semantics)
         self._np_dtype = _numpy_dtype(dtype)
         self._shapes: dict[str, tuple[int, ...]] = {}
 

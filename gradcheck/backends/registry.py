@@ -23,9 +23,11 @@ BUILTIN: dict[str, str] = {
     "autograd": "gradcheck.backends.autograd_backend:AutogradBackend",
     "tfjs": "gradcheck.backends.tfjs_backend:TfjsBackend",
     "tensorflow": "gradcheck.backends.tensorflow_backend:TensorflowBackend",
+    "mlx": "gradcheck.backends.mlx_backend:MlxBackend",
+    "tinygrad": "gradcheck.backends.tinygrad_backend:TinygradBackend",
 }
 _REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "autograd",
-             "tensorflow": "tensorflow"}
+             "tensorflow": "tensorflow", "mlx": "mlx", "tinygrad": "tinygrad"}
 # engines that are not Python modules: a cheap ``() -> reason | None`` says whether they run here
 _AVAILABILITY = {"tfjs": "gradcheck.backends.tfjs_backend:unavailable_reason"}
 _CACHE: dict[str, Backend] = {}

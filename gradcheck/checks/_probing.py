@@ -75,6 +75,30 @@ KNOWN_BEHAVIOURS: tuple[KnownBehaviour, ...] = (
         "pass unclipped without a word, and clip_norm=nan turns them into NaN",
         "tensorflow 2.21.0 CPU: clip_by_global_norm([(3, 4)], -1.0) -> (3, 4), norm 5.0; "
         "clip_norm=nan -> (nan, nan)"),
+    KnownBehaviour(
+        "mlx", "clip.threshold_validation",
+        "mlx.optimizers.clip_grad_norm rejects max_norm < 0 but not NaN: 'nan < 0' is False, "
+        "so the scale min(nan / (norm + 1e-6), 1) is NaN and every gradient becomes NaN",
+        "mlx 0.32.4 CPU: clip_grad_norm({'w': [3, 4]}, -1.0) -> ValueError; "
+        "clip_grad_norm({'w': [3, 4]}, nan) -> ({'w': [nan, nan]}, 5.0); see "
+        "mlx/optimizers/optimizers.py clip_grad_norm"),
+    *(KnownBehaviour(
+        "mlx", probe,
+        "not a semantic fault: the op-protocol probe loss is sum(a * sin(w)) and MLX 0.32 CPU "
+        "evaluates float64 sin/cos in float32 precision, so the stored gradient a * cos(w) is "
+        "off by ~3e-7 relative (the measured factor is 1, as declared); see the MLX float64 "
+        "entries of docs/known-discrepancies.md",
+        "mlx 0.32.4 CPU: mx.cos(float64 x) vs numpy.cos: max relative error 3.3e-7 on normal "
+        "samples; the probe reports 'measured 1 x expected'")
+      for probe in ("accumulation.first_backward", "accumulation.rescale_backward_again")),
+    KnownBehaviour(
+        "tinygrad", "accumulation.rescale_backward_again",
+        "not an accumulation fault (the measured 5x is the declared one): tinygrad.nn.optim "
+        "stores the learning rate as a float32 tensor ('at least float32 precision') also for "
+        "float64 parameters, so the SGD step is float32(lr) x g: lr=0.1 is off by 1.5e-8 "
+        "relative, far above float64 rounding",
+        "tinygrad 0.14.0 CPU: w = 1.0 (float64), w.grad = 1.0, SGD([w], lr=0.1).step() -> "
+        "1 - w = 0.10000000149011612 = float32(0.1); see tinygrad/nn/optim.py Optimizer.__init__"),
 )
 
 

@@ -5,7 +5,8 @@ live in per-family modules of three packages, each exporting ``OPS: dict[str, Ca
 
 * ``reference.numpy.<family>``: :class:`gradcheck.NumpyFunction` (forward + hand-derived VJP/JVP),
 * ``reference.jax.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
-* ``gradcheck.backends.torch_ops.<family>``: the op written for PyTorch.
+* ``gradcheck.backends.torch_ops.<family>``: the op written for PyTorch (likewise
+  ``mlx_ops`` and ``tinygrad_ops`` for MLX and tinygrad).
 
 A family module may also export ``MISSING: dict[str, str]``: ops it deliberately lacks and why
 (the suites skip them with that reason).  Everything is imported lazily, one family at a time.
@@ -28,13 +29,17 @@ IMPLEMENTATIONS: dict[str, str] = {
     "numpy": "reference.numpy",
     "jax": "reference.jax",
     "torch": "gradcheck.backends.torch_ops",
+    "mlx": "gradcheck.backends.mlx_ops",
+    "tinygrad": "gradcheck.backends.tinygrad_ops",
 }
 
 
 @cache
 def _family_specs(family: str) -> tuple[OpSpec, ...]:
+    from .engine_known import attach
+
     module = importlib.import_module(f"{__package__}.{family}")
-    specs = tuple(module.SPECS)
+    specs = attach(tuple(module.SPECS))  # entries of the engines kept in engine_known
     for s in specs:
         if s.family != family:
             raise ValueError(f"op {s.name!r} is listed in family {family!r} but says {s.family!r}")

@@ -24,9 +24,11 @@ def assert_op_passes(backend, name: str, seed: int, kinds: set[str], dtype=None)
     assert kinds <= passed, f"{sorted(kinds - passed)} did not pass: {report.summary()}"
 
 
-def assert_training_probes(t, dtype, *, accumulate_factor: float = 1.0, rel: float = 1e-9):
+def assert_training_probes(t, dtype, *, accumulate_factor: float = 1.0, rel: float = 1e-9,
+                           clip_epsilon: float = 0.0):
     """Second backward without reset (x1 functional, x2 accumulating), fan-out sums, a stop
-    point removes one path, global-norm clipping, one SGD step."""
+    point removes one path, global-norm clipping (scale ``max_norm / (norm + clip_epsilon)``,
+    the engine's documented constant), one SGD step."""
     w = np.array([1.0, -2.0, 3.0], dtype)
     x = np.array([0.5, 0.25, 2.0], dtype)
     t.create({"w": w})
@@ -39,10 +41,12 @@ def assert_training_probes(t, dtype, *, accumulate_factor: float = 1.0, rel: flo
     t.zero_grad()
     t.backward("mul", [ParamRef("w"), ParamRef("w", stop=True)])
     assert t.grads()["w"] == pytest.approx(w, rel=rel)
-    assert t.clip_grad_norm(1.0) == pytest.approx(np.linalg.norm(w), rel=rel)
-    assert np.linalg.norm(t.grads()["w"]) == pytest.approx(1.0, rel=rel)
+    norm = np.linalg.norm(w)
+    assert t.clip_grad_norm(1.0) == pytest.approx(norm, rel=rel)
+    clipped = w / (norm + clip_epsilon)
+    assert np.linalg.norm(t.grads()["w"]) == pytest.approx(np.linalg.norm(clipped), rel=rel)
     t.step(0.5)
-    assert t.params()["w"] == pytest.approx(w - 0.5 * w / np.linalg.norm(w), rel=rel)
+    assert t.params()["w"] == pytest.approx(w - 0.5 * clipped, rel=rel)
     t.zero_grad()
     assert t.grads()["w"] is None or not np.any(t.grads()["w"])
     t.close()

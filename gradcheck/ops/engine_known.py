@@ -1,0 +1,224 @@
+"""Known discrepancies of the MLX and tinygrad adapters, as data attached to the op specs.
+
+The family modules (``gradcheck/ops/<family>.py``) hold the entries of the built-in engines;
+the engines added later keep theirs here, one table per engine, so that a family module does not
+grow an entry per engine and per point.  :func:`attach` adds them to the specs when the catalog
+loads a family (:mod:`gradcheck.ops.catalog`); the suites then make the matching tests strict
+xfails, exactly like the entries written on the specs.
+
+Each table maps an op to ``(cause, {"<point> <dtype>": "<checks>"})``: the cause names a reason
+in :data:`REASONS` (evidence and minimal reproducers: docs/known-discrepancies.md, sections
+"MLX" and "tinygrad"); a value ``("<checks>", cause)`` (or a list of them) overrides the op's
+cause for one point.
+The rows are what the full first-order survey of each engine measured (every mapped op, random
+samples in float64 and float32, special points in float64), plus the ``ci`` profile's order-2
+and search tests; nothing is listed that passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .spec import KnownDiscrepancy, OpSpec
+
+_DOC = "docs/known-discrepancies.md"
+
+REASONS: dict[str, str] = {
+    "mlx_f32_kernel": (
+        "MLX 0.32 CPU evaluates this float64 function with float32-precision kernels (relative "
+        "error ~1e-7..1e-6 against NumPy/SciPy float64; exp overflows at x > 88.7 as in "
+        "float32): its derivative carries the same error and finite differences of its "
+        "forward are noise-limited"),
+    "mlx_f32_derivative": (
+        "MLX 0.32 CPU computes this op's float64 derivative in float32 precision (the forward is "
+        "exact: log2/log10' = 1/(x ln b) rounded to float32, tan' through a float32-precision "
+        "cos, expm1's forward-mode rule through the float32-precision exp)"),
+    "mlx_f32_underflow": (
+        "MLX 0.32 CPU float64 exp is limited to the float32 normal range (exp(88.8) = inf and "
+        "exp(-88) = 0 in float64), so this op's float64 forward or derivative is 0 or inf "
+        "where float64 has a normal number"),
+    "mlx_from_output": (
+        "MLX 0.32's rule reuses the rounded output y (sigmoid' = y (1 - y), expm1' = y + 1): at "
+        "saturation it cancels to exactly 0 while the true derivative is ~4e-18, below what "
+        "finite differences resolve (torch and jax do the same, see their entries)"),
+    "mlx_fast_kernel": (
+        "MLX 0.32 CPU: mx.fast layer_norm / rms_norm / scaled_dot_product_attention and "
+        "convolutions compute float64 inputs in float32 precision (forward and input "
+        "gradient; relative error ~1e-7..5e-6), so FD checks of the float64 rule fail"),
+    "mlx_conv_vjp_dtype": (
+        "MLX 0.32 CPU: the weight/bias VJP of a strided, padded convolution raises "
+        "'[Convolution::eval] got unsupported data type' for float64 (the float32 rule check "
+        "runs in float64 too); the input gradient is float32-precision as for every conv"),
+    "mlx_pool_jvp_of_jvp": (
+        "MLX 0.32: forward over forward mode through nn.MaxPool1d raises '[gather_axis] "
+        "Cannot calculate JVP with respect to indices. Use stop_gradient on indices' (the "
+        "pool's JVP gathers with argmax indices it does not stop); first-order JVP and both "
+        "reverse-over modes work"),
+    "mlx_norm_overflow": (
+        "MLX 0.32 linalg.norm is sqrt(sum x^2) without scaling: it overflows to inf for "
+        "|x| ~ 1e200 and underflows to 0 for |x| ~ 1e-200 (float64), so is its gradient"),
+    "mlx_atan2_overflow": (
+        "MLX 0.32 atan2's derivative y/(x^2 + y^2) is evaluated without scaling: x^2 + y^2 "
+        "overflows for |x|, |y| ~ 1e200 and the gradient is 0 instead of ~1e-200"),
+    "tg_inverse_trig_poly": (
+        "tinygrad 0.14 computes asin/acos with the 8-term polynomial of Abramowitz & Stegun "
+        "4.4.46 (|error| <= 2e-8) and atan as asin(x / sqrt(1 + x^2)): the derivative of the "
+        "approximation is off the true one by 5e-7..2.6e-6 relative (float64), invisible to "
+        "finite differences of tinygrad's own forward, caught by the exact reference"),
+    "tg_sign_at_zero": (
+        "tinygrad 0.14 writes asin, atan (through asin) and erf as sign(x) * f(|x|); at x = 0 "
+        "reverse mode gives sign'(0) f(0) + sign(0) f'(|0|) = 0, while the true derivative is "
+        "1 (asin, atan) or 2/sqrt(pi) (erf)"),
+    "tg_atan_large": (
+        "tinygrad 0.14's atan(x) = asin(x / sqrt(1 + x^2)): for |x| = 1e8 the argument rounds "
+        "to 1 and the gradient is nan (1e-16 exact); for |x| >= 1e154 x^2 overflows and the "
+        "value itself is 0 instead of pi/2"),
+    "tg_asinh_large": (
+        "tinygrad 0.14's asinh(x) = log(x + sqrt(x^2 + 1)) cancels for large negative x: at "
+        "x = -1e6 the value is off by 5e-7 and the derivative by 2e-4 (relative, float64)"),
+    "tg_erf_poly": (
+        "tinygrad 0.14 computes erf with Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7): float64 "
+        "erf is off by 2e-6 relative, its derivative by 1.3e-5 (1.2 % at |x| = 6); the exact "
+        "gelu inherits it"),
+    "tg_saturation": (
+        "tinygrad 0.14's sigmoid (1 / (1 + exp2(-x / ln 2))) and tanh (2 sigmoid(2x) - 1) lose "
+        "the derivative at saturation: sigmoid'(40) = 0, tanh'(20.7) = 0 and tanh'(-20.7) = "
+        "7.2e-35, while the true values are 4.25e-18 and 4.19e-18 (mpmath); below what finite "
+        "differences resolve (sigmoid'(-40) is exact)"),
+    "tg_softplus_cancel": (
+        "tinygrad 0.14's softplus(-40) and logsigmoid(40) cancel to exactly 0 (true +-4.2e-18): "
+        "the forward is flat there, so finite differences of it (0) disagree with the correct "
+        "VJP (4.2e-18)"),
+    "tg_exp_argument": (
+        "tinygrad 0.14's exp(x) = exp2(x / ln 2): the rounding of the product is amplified by "
+        "|x|, so exp(-700) and its derivative are off by 3e-14 relative (mpmath), 1.5x the "
+        "float64 bound"),
+    "tg_backward_const": (
+        "tinygrad 0.14: a 0-d Tensor made from a NumPy or Python scalar is a CONST in the "
+        "graph and Tensor.backward() leaves its .grad None, while Tensor.gradient returns the "
+        "right value (the eager and functional paths disagree: a scalar parameter is silently "
+        "not trained)"),
+}
+
+_EXP = "mlx_f32_kernel"
+Rows = dict[str, "str | tuple[str, str] | list[tuple[str, str]]"]
+MLX: dict[str, tuple[str, Rows]] = {
+    "sin": (_EXP, {"mixed 64": "eager_func fwd_rev jvp reference vjp",
+                   "random 32": "eager_func fwd_rev jvp rounding vjp",
+                   "random 64": "jvp reference vjp", "zero 64": "jvp vjp"}),
+    "cos": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                   "zero 64": "eager_func fwd_rev jvp vjp"}),
+    "tan": ("mlx_f32_derivative", {"near_pole 64": "reference", "random 32": "jvp vjp",
+                                   "random 64": "jvp reference vjp"}),
+    "exp": (_EXP, {"near_overflow 64": ("eager_func fwd_rev jvp reference vjp",
+                                        "mlx_f32_underflow"),
+                   "random 32": "eager_func fwd_rev jvp rounding vjp",
+                   "random 64": "jvp reference vjp",
+                   "underflow 64": ("reference", "mlx_f32_underflow")}),
+    "expm1": ("mlx_f32_derivative", {"random 32": "fwd_rev jvp", "random 64": "fwd_rev jvp",
+                                     "tiny 64": "fwd_rev jvp",
+                                     "very_negative 64": [("fwd_rev", "mlx_f32_derivative"),
+                                                          ("reference", "mlx_from_output")]}),
+    "log2": ("mlx_f32_derivative", {"random 32": "jvp vjp", "random 64": "jvp reference vjp"}),
+    "log10": ("mlx_f32_derivative", {"random 32": "jvp vjp", "random 64": "jvp reference vjp"}),
+    "sigmoid": (_EXP, {"random 32": "jvp vjp", "random 64": "eager_func fwd_rev jvp reference vjp",
+                       "saturated 64": ("reference", "mlx_from_output"), "zero 64": "jvp vjp"}),
+    "logsigmoid": (_EXP, {"random 32": "jvp vjp",
+                          "random 64": "eager_func fwd_rev jvp reference vjp",
+                          "very_positive 64": "jvp reference vjp"}),
+    "softplus": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                        "very_negative 64": "jvp reference vjp"}),
+    "silu": (_EXP, {"random 32": "eager_func fwd_rev jvp rounding vjp",
+                    "random 64": "eager_func fwd_rev jvp reference vjp"}),
+    "gelu": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                    "very_negative 64": "jvp reference vjp"}),
+    "elu": (_EXP, {"random 32": "jvp vjp", "random 64": "eager_func fwd_rev jvp reference vjp",
+                   "small_negative 64": "reference", "very_negative 64": "reference"}),
+    "erf": (_EXP, {"random 32": "eager_func fwd_rev jvp rounding vjp",
+                   "random 64": "jvp reference vjp", "saturated 64": "reference",
+                   "zero 64": "jvp vjp"}),
+    "erfinv": (_EXP, {"random 32": "jvp vjp", "random 64": "jvp reference vjp",
+                      "saturated 64": "reference", "zero 64": "jvp vjp"}),
+    "atan2": ("mlx_atan2_overflow", {"huge 64": "jvp reference vjp"}),
+    "logaddexp": (_EXP, {"random 32": "eager_func fwd_rev jvp rounding vjp",
+                         "random 64": "eager_func fwd_rev jvp reference vjp"}),
+    "logsumexp": (_EXP, {"large 64": "reference", "minus_inf 64": "reference",
+                         "random 64": "reference"}),
+    "logsumexp_axis1": (_EXP, {"minus_inf 64": "reference", "random 64": "reference"}),
+    "norm": ("mlx_norm_overflow", {"huge 64": "eager_func fwd_rev jvp reference vjp",
+                                   "tiny 64": "reference"}),
+    "norm_axis1": ("mlx_norm_overflow", {"tiny 64": "reference"}),
+    "logcumsumexp_axis1": (_EXP, {"minus_inf 64": "fwd_rev reference",
+                                  "random 32": "fwd_rev jvp vjp",
+                                  "random 64": "fwd_rev jvp reference vjp"}),
+    "softmax": (_EXP, {"large_logits 64": ("reference", "mlx_f32_underflow"),
+                       "random 64": "eager_func fwd_rev jvp reference vjp"}),
+    "log_softmax": (_EXP, {"large_logits 64": "reference", "random 64": "reference"}),
+    "cross_entropy": (_EXP, {"random 64": "reference"}),
+    "bce_with_logits": (_EXP, {"random 64": "reference"}),
+    "layer_norm": ("mlx_fast_kernel", {"random 32": "fwd_rev",
+                                       "random 64": "fwd_rev jvp jvp_of_vjp reference search "
+                                                    "vjp vjp_of_vjp"}),
+    "rms_norm": ("mlx_fast_kernel", {"random 32": "fwd_rev jvp vjp",
+                                     "random 64": "jvp reference vjp"}),
+    "attention": ("mlx_fast_kernel", {"random 32": "jvp vjp",
+                                      "random 64": "jvp jvp_of_jvp jvp_of_vjp reference search "
+                                                   "vjp vjp_of_vjp",
+                                      "zero_query 64": "jvp vjp"}),
+    "attention_causal": ("mlx_fast_kernel", {"random 32": "jvp vjp",
+                                             "random 64": "jvp reference vjp"}),
+    "conv1d": ("mlx_fast_kernel", {"random 32": "jvp vjp", "random 64": "jvp reference vjp"}),
+    "conv1d_stride2_pad1": ("mlx_fast_kernel", {"random 32": "jvp vjp",
+                                                "random 64": "jvp reference vjp"}),
+    "conv2d": ("mlx_fast_kernel", {"random 32": "jvp vjp", "random 64": "reference vjp"}),
+    "conv2d_stride2_pad1": ("mlx_conv_vjp_dtype", {"random 32": "jvp vjp",
+                                                   "random 64": "jvp jvp_of_jvp jvp_of_vjp "
+                                                                "reference search vjp "
+                                                                "vjp_of_vjp"}),
+    "max_pool1d_k3s1": ("mlx_pool_jvp_of_jvp", {"random 64": "jvp_of_jvp"}),
+}
+
+_TRIG = "tg_inverse_trig_poly"
+TINYGRAD: dict[str, tuple[str, Rows]] = {
+    "arcsin": (_TRIG, {"random 64": "reference", "saturated 64": "reference",
+                       "zero 64": ("reference vjp", "tg_sign_at_zero")}),
+    "arccos": (_TRIG, {"random 64": "reference", "saturated 64": "reference"}),
+    "arctan": (_TRIG, {"random 64": "reference",
+                       "saturated 64": ("reference vjp", "tg_atan_large"),
+                       "zero 64": ("reference vjp", "tg_sign_at_zero")}),
+    "arcsinh": ("tg_asinh_large", {"saturated 64": "reference vjp"}),
+    "erf": ("tg_erf_poly", {"random 64": "reference", "saturated 64": "reference",
+                            "zero 64": ("reference vjp", "tg_sign_at_zero")}),
+    "gelu": ("tg_erf_poly", {"random 64": "reference", "very_negative 64": "reference vjp"}),
+    "sigmoid": ("tg_saturation", {"saturated 64": "reference"}),
+    "tanh": ("tg_saturation", {"saturated 64": "reference"}),
+    "logsigmoid": ("tg_softplus_cancel", {"very_positive 64": "vjp"}),
+    "softplus": ("tg_softplus_cancel", {"very_negative 64": "vjp"}),
+    "exp": ("tg_exp_argument", {"underflow 64": "reference"}),
+    "mul_scalar": ("tg_backward_const", {"random 32": "eager_func", "random 64": "eager_func"}),
+}
+
+TABLES = {"mlx": MLX, "tinygrad": TINYGRAD}
+
+
+def _entries(backend: str, cause: str, rows: Rows) -> tuple[KnownDiscrepancy, ...]:
+    out = []
+    for key, value in rows.items():
+        point, bits = key.split()
+        parts = [(value, cause)] if isinstance(value, str) else (
+            [value] if isinstance(value, tuple) else value)
+        out.extend(KnownDiscrepancy(backend, REASONS[reason], _DOC, f"float{bits}", check, point)
+                   for checks, reason in parts for check in checks.split())
+    return tuple(out)
+
+
+def known_for_op(name: str) -> tuple[KnownDiscrepancy, ...]:
+    """Every entry of these tables for op ``name``."""
+    return tuple(k for backend, table in TABLES.items() if name in table
+                 for k in _entries(backend, *table[name]))
+
+
+def attach(specs: tuple[OpSpec, ...]) -> tuple[OpSpec, ...]:
+    """``specs`` with the entries of these tables appended to their ``known``."""
+    return tuple(replace(s, known=s.known + extra) if (extra := known_for_op(s.name)) else s
+                 for s in specs)
