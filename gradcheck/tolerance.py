@@ -119,13 +119,16 @@ def allowance(
     dtype: str,
     *,
     conditioning: float = 0.0,
+    measured: float = 0.0,
     atol: float | None = None,
     rtol: float | None = None,
 ) -> Allowance:
-    """The explicit tolerance if one was given, else the error model."""
+    """The explicit tolerance if one was given, else the error model (``measured``: see
+    :func:`model_allowance`)."""
     if atol is not None or rtol is not None:
         return explicit_allowance(expected, atol, rtol)
-    return model_allowance(fd_error, magnitude, dtype, conditioning=conditioning)
+    return model_allowance(fd_error, magnitude, dtype, conditioning=conditioning,
+                           measured=measured)
 
 
 def forward_error(y64: np.ndarray, y_low: np.ndarray, noise64: np.ndarray, dtype: str

@@ -28,7 +28,7 @@ import numpy as np
 from .. import fd, tolerance
 from ..backends.base import Backend
 from ..results import CheckKind, CheckResult, Status, WorstElement
-from . import _sparse_jacobian, rounding
+from . import _path_noise, _sparse_jacobian, rounding
 
 # Localization is batched (FD columns and AD rows/columns in vectorized calls), so its cost is
 # set by the Jacobian's size: up to 2048 x 2048 elements (~10 s on a slow CPU for a cheap f).
@@ -584,8 +584,28 @@ def _compare_alternatives(ctx, where, alt, pr, i, j, s_rev, mag_fd) -> None:
             u = pr.u[j][p].ravel()
             s.append(gj @ u)
             mag.append(np.abs(gj) @ np.abs(u))
+        terms = np.array(mag) + mag_fd
         _emit(ctx, CheckKind.EAGER_FUNC, where, np.array(s), s_rev, np.zeros_like(s_rev),
-              np.array(mag) + mag_fd, ctx.rule_dtype, (), pr, None, label=name)
+              terms, ctx.rule_dtype, (), pr, None, label=name,
+              measured=_path_noise_if_needed(ctx, name, pr, i, j, np.array(s), s_rev, terms,
+                                             np.array(mag)))
+
+
+def _path_noise_if_needed(ctx, name, pr, i, j, s, s_rev, terms, share_terms):
+    """The two reverse paths' measured rounding noise (:mod:`._path_noise`), only where the
+    final-terms bound is exceeded and the error model (not an explicit tolerance) judges."""
+    if ctx.cfg.atol is not None or ctx.cfg.rtol is not None or ctx.rule_dtype != "float64":
+        return None
+    bound = tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * terms
+    if np.all(np.abs(s - s_rev) <= bound) or not np.all(np.isfinite(s)):
+        return None
+    P = len(pr.v[i])
+    cts = [_cotangents(ctx, i, pr.v[i][p], np.float64) for p in range(P)]
+    shares = tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * share_terms
+    return _path_noise.measured_extra(ctx.backend, ctx.fn, name, ctx.args64, ctx.diff,
+                                      list(ctx.diff).index(j), cts,
+                                      [pr.u[j][p] for p in range(P)], list(shares), ctx.device,
+                                      ctx.cfg.seed)
 
 
 def _compare_low(ctx, where, smp, pr, fde, sl) -> None:
@@ -631,13 +651,14 @@ def _compare_low(ctx, where, smp, pr, fde, sl) -> None:
 
 
 def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, conv, pr, fde,
-          *, label: str = "", conditioning=None) -> None:
+          *, label: str = "", conditioning=None, measured=None) -> None:
     """Turn per-probe scalars into one result (worst probe) and localize on failure."""
     ratios, allows = [], []
     for p in range(len(actual)):
         cond = 0.0 if conditioning is None else float(conditioning[p])
         a = tolerance.allowance(float(expected[p]), float(fd_err[p]), float(magnitude[p]),
                                 round_dtype, conditioning=cond,
+                                measured=0.0 if measured is None else float(measured[p]),
                                 atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
         allows.append(a)
         ratios.append(tolerance.ratio(abs(float(actual[p]) - float(expected[p])), a.allowed))
