@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gradcheck import InvalidArgument, Status
+from gradcheck.backends.numpy_backend import NumpyBackend
 from gradcheck.ops import catalog
 from gradcheck.ops.cases import CHECKS, Selection, plan, representable
 from gradcheck.ops.runner import RANDOM, Case, case_inputs, numeric_report, stable_seed
@@ -115,3 +116,20 @@ def test_plan_capabilities_decide_checks():
     assert _ids("rounding", profile="ci", backends=("numpy",), ops=("sin",),
                 dtypes=("float64",)) == []
     assert _ids("search", profile="quick", backends=("numpy",)) == []
+
+
+class Float32Numpy(NumpyBackend):
+    """A float32-only engine (like TensorFlow.js): float64 cases skip with a reason."""
+
+    name = "numpy-f32"
+    dtypes = ("float32",)
+
+
+def test_plan_skips_dtypes_a_backend_lacks_with_a_reason():
+    sel = Selection(profile="ci", backends=("tests.test_catalog:Float32Numpy",), ops=("sin",))
+    skips = {p.case.dtype: p.skip for p in plan("vjp", sel) if p.case.point == RANDOM}
+    assert skips["float32"] == ""
+    assert "has no float64" in skips["float64"]
+    pairs = plan("cross_backend", Selection(profile="ci", ops=("sin",), backends=(
+        "torch", "tests.test_catalog:Float32Numpy")))
+    assert pairs and all("has no float64" in p.skip for p in pairs)

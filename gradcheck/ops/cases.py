@@ -198,9 +198,11 @@ def plan(check: str, sel: Selection) -> list[Planned]:
             if check == "cross_device" and device == "cpu":
                 continue
             for dtype in _dtypes(check, sel, backend):
+                no_dtype = "" if dtype in get_backend(backend).dtypes else \
+                    f"backend {backend!r} has no {dtype}"
                 for spec in selected_specs(sel, check):
                     out.extend(_planned(check, sel, backend, device, dtype, spec,
-                                        unsupported or no_device))
+                                        unsupported or no_device or no_dtype))
     return out
 
 
@@ -243,7 +245,9 @@ def _plan_pairs(sel: Selection) -> list[Planned]:
             for dtype in _dtypes("cross_backend", sel, a):
                 for spec in selected_specs(sel):
                     missing = next((catalog.missing_reason(x, spec.name) for x in (a, b)
-                                    if get_backend(x).op(spec.name) is None), "")
+                                    if get_backend(x).op(spec.name) is None), "") or next(
+                        (f"backend {x!r} has no {dtype}" for x in (a, b)
+                         if dtype not in get_backend(x).dtypes), "")
                     for pt in _points(spec, "cross_backend", sel.profile, dtype):
                         case = Case(f"{a}+{b}", "cpu", dtype, spec.name, pt)
                         known = (spec.known_for(a, dtype, "cross_backend", pt)
