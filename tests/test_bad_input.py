@@ -197,3 +197,14 @@ def test_assert_gradients_raises_an_assertion_error_on_errors_too():
     with pytest.raises(AssertionError, match="kaboom"):
         gradcheck.assert_gradients(NumpyFunction(boom, lambda a, c: (c[0],)), np.ones(2),
                                    backend="numpy")
+
+
+def test_empty_output_vjp_with_the_wrong_number_of_gradients_is_an_error():
+    class Short(NumpyBackend):
+        def vjp(self, fn, args, diff, cotangents, device):
+            return []  # an adapter that drops the gradients
+
+    f = NumpyFunction(lambda e, w: e * w, lambda a, c: (c[0] * a[1], np.zeros(3)))
+    report = gradcheck.check(f, np.ones((0, 3)), np.ones(3), backend=Short(), modes=("rev",))
+    (err,) = [r for r in report if r.status is Status.ERROR]
+    assert "returned 0 gradients for 1 differentiable inputs" in err.message

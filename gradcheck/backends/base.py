@@ -217,6 +217,15 @@ class Backend(ABC):
         return f"<gradcheck backend {self.name!r}>"
 
 
+_WIDTH_ORDER = ("float64", "float32", "bfloat16", "float16")
+
+
+def widest_dtype(dtypes: Sequence[str]) -> str:
+    """The widest floating dtype of ``dtypes`` (float64 where present): the precision an engine's
+    rules are judged in when it has no float64 (TensorFlow.js), and the default of its probes."""
+    return next((d for d in _WIDTH_ORDER if d in dtypes), dtypes[0])
+
+
 def _stack_rows(rows: Sequence[Sequence[Any]], width: int) -> list[np.ndarray]:
     """``rows[b][k]`` -> ``[stack_b rows[b][k] for k]``."""
     return [np.stack([np.asarray(r[k]) for r in rows]) for k in range(width)]

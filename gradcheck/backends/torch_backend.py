@@ -151,9 +151,9 @@ class TorchBackend(Backend):
 
         return g
 
-    def vjp(self, fn, args, diff, cotangents, device):
-        """Tape-based reverse mode (``torch.autograd.grad``): works for every function, including
-        old-style ``autograd.Function`` subclasses without ``setup_context``."""
+    def _taped_forward(self, fn, args, diff, cotangents, device):
+        """One forward pass recording the tape: the fresh leaves of the ``diff`` inputs, and
+        (output, cotangent) for every output that depends on them."""
         targs = [self.to_native(a, device) for a in args]
         leaves = []
         for k in diff:
@@ -163,6 +163,12 @@ class TorchBackend(Backend):
         pairs = [(o, self.to_native(c, device).to(o.dtype))
                  for o, c in zip(outs, cotangents, strict=True)
                  if isinstance(o, torch.Tensor) and o.requires_grad]
+        return leaves, pairs
+
+    def vjp(self, fn, args, diff, cotangents, device):
+        """Tape-based reverse mode (``torch.autograd.grad``): works for every function, including
+        old-style ``autograd.Function`` subclasses without ``setup_context``."""
+        leaves, pairs = self._taped_forward(fn, args, diff, cotangents, device)
         if not pairs:
             return [np.zeros(args[k].shape, dtype=args[k].dtype) for k in diff]
         grads = torch.autograd.grad([p[0] for p in pairs], leaves, [p[1] for p in pairs],
@@ -174,15 +180,7 @@ class TorchBackend(Backend):
         """One forward pass, then one tape backward per cotangent on the retained graph; with
         ``vectorize`` all ``B`` at once (``autograd.grad(is_grads_batched=True)``, a vmap over
         the backward pass) where the backward vectorizes."""
-        targs = [self.to_native(a, device) for a in args]
-        leaves = []
-        for k in diff:
-            targs[k] = targs[k].detach().clone().requires_grad_(True)
-            leaves.append(targs[k])
-        outs = _as_tuple(fn(*targs))
-        pairs = [(o, self.to_native(c, device).to(o.dtype))
-                 for o, c in zip(outs, cotangents, strict=True)
-                 if isinstance(o, torch.Tensor) and o.requires_grad]
+        leaves, pairs = self._taped_forward(fn, args, diff, cotangents, device)
         B = len(cotangents[0])
         if not pairs:
             return [np.zeros((B,) + args[k].shape, dtype=args[k].dtype) for k in diff]

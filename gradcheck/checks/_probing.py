@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import tolerance
-from ..backends.base import Backend
+from ..backends.base import Backend, widest_dtype
 from ..results import CheckKind, CheckResult, Status
 
 
@@ -130,9 +130,9 @@ class ProbeContext:
 
     @property
     def rule_dtype(self) -> str:
-        """The dtype of the rule probes (fan-out, detach): float64, or the run's dtype where the
-        backend has no float64."""
-        return "float64" if "float64" in self.backend.dtypes else self.dtype
+        """The dtype of the rule probes (fan-out, detach): float64, or the backend's widest
+        dtype where it has no float64."""
+        return widest_dtype(self.backend.dtypes)
 
     def rng(self, salt: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, salt])

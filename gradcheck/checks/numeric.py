@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import fd, tolerance
-from ..backends.base import Backend
+from ..backends.base import Backend, widest_dtype
 from ..results import CheckKind, CheckResult, Status, WorstElement
 from . import _path_noise, _sparse_jacobian, rounding
 
@@ -145,7 +145,7 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
         return base.results
     oracle, rule_dtype = None, "float64"
     if "float64" not in backend.dtypes:
-        rule_dtype = max(backend.dtypes, key=lambda d: np.finfo(_np_dtype(d)).bits)
+        rule_dtype = widest_dtype(backend.dtypes)
         oracle = backend.oracle_forward(fn)
         if oracle is None:
             base.result(CheckKind.CALL.value, Status.SKIPPED,
@@ -207,7 +207,12 @@ def _empty_outputs(base: _Ctx, args64: list[np.ndarray], diff: list[int],
         base.result(CheckKind.VJP.value, Status.ERROR,
                     message=f"VJP with the empty output(s) {shapes} raised: {_describe_exc(exc)}")
         return
-    for k, g in zip(diff, grads, strict=False):
+    if len(grads) != len(diff):
+        base.result(CheckKind.VJP.value, Status.ERROR,
+                    message=f"VJP with the empty output(s) {shapes} returned {len(grads)} "
+                            f"gradients for {len(diff)} differentiable inputs")
+        return
+    for k, g in zip(diff, grads, strict=True):
         g = np.asarray(g, dtype=np.float64)
         if g.shape != args64[k].shape:
             base.result(CheckKind.VJP.value, Status.ERROR, input_index=k,

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from ..backends.base import Backend
+from ..backends.base import Backend, widest_dtype
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import Report, Status
@@ -46,17 +46,6 @@ FAMILIES: dict[str, Callable[..., None]] = {
 }
 
 __all__ = ["FAMILIES", "BugClass", "check_semantics", "semantics_table"]
-
-
-_WIDTH_ORDER = ("float64", "float32", "bfloat16", "float16")
-
-
-def _widest_dtype(be: Backend) -> str:
-    """float64 where the backend has it, else its widest floating dtype."""
-    for d in _WIDTH_ORDER:
-        if d in be.dtypes:
-            return d
-    return be.dtypes[0]
 
 
 def _validate(be: Backend, device: str, dtype: str, probes: Sequence[str] | None,
@@ -102,7 +91,7 @@ def check_semantics(
     """
     be = get_backend(backend)
     if dtype is None:
-        dtype = _widest_dtype(be)
+        dtype = widest_dtype(be.dtypes)
     chosen = _validate(be, device, dtype, probes, examples)
     ctx = ProbeContext(be, device, dtype, seed, reproducer=(
         f"gradcheck.check_semantics({be.name!r}, device={device!r}, dtype={dtype!r}, "

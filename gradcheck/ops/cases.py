@@ -243,11 +243,11 @@ def _plan_pairs(sel: Selection) -> list[Planned]:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             for dtype in _dtypes("cross_backend", sel, a):
+                no_dtype = next((f"backend {x!r} has no {dtype}" for x in (a, b)
+                                 if dtype not in get_backend(x).dtypes), "")
                 for spec in selected_specs(sel):
                     missing = next((catalog.missing_reason(x, spec.name) for x in (a, b)
-                                    if get_backend(x).op(spec.name) is None), "") or next(
-                        (f"backend {x!r} has no {dtype}" for x in (a, b)
-                         if dtype not in get_backend(x).dtypes), "")
+                                    if get_backend(x).op(spec.name) is None), no_dtype)
                     for pt in _points(spec, "cross_backend", sel.profile, dtype):
                         case = Case(f"{a}+{b}", "cpu", dtype, spec.name, pt)
                         known = (spec.known_for(a, dtype, "cross_backend", pt)
