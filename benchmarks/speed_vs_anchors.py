@@ -42,7 +42,7 @@ from _common import (
 )
 
 
-def _tools(w, slow: bool) -> dict[str, tuple]:
+def _tools(w, slow: bool, only: tuple[str, ...] = ()) -> dict[str, tuple]:
     """name -> (timing thunk on the correct function, verdict(f_torch, f_jax) -> passed)."""
     import torch
 
@@ -78,7 +78,24 @@ def _tools(w, slow: bool) -> dict[str, tuple]:
         "gradcheck[jax] rev 1 probe": (
             lambda: gradcheck.check(w.jax_fn, x, backend="jax", modes=("rev",), probes=1),
             lambda ft, fj: _vjp_passes(fj, x, "jax", {"probes": 1})),
+        "gradcheck[torch] fast": (
+            lambda: gradcheck.check(w.torch_fn, x, backend="torch", fast=True),
+            lambda ft, fj: _vjp_passes(ft, x, "torch", {"fast": True})),
+        "gradcheck[torch] fast rev 1 probe": (
+            lambda: gradcheck.check(w.torch_fn, x, backend="torch", modes=("rev",), probes=1,
+                                    fast=True),
+            lambda ft, fj: _vjp_passes(ft, x, "torch", {"probes": 1, "fast": True})),
+        "gradcheck[jax] fast": (
+            lambda: gradcheck.check(w.jax_fn, x, backend="jax", fast=True),
+            lambda ft, fj: _vjp_passes(fj, x, "jax", {"fast": True})),
+        "gradcheck[jax] fast rev 1 probe": (
+            lambda: gradcheck.check(w.jax_fn, x, backend="jax", modes=("rev",), probes=1,
+                                    fast=True),
+            lambda ft, fj: _vjp_passes(fj, x, "jax", {"probes": 1, "fast": True})),
     })
+    if only:
+        tools = {k: v for k, v in tools.items() if k.startswith("torch.gradcheck") or
+                 any(o in k for o in only)}
     return tools
 
 
@@ -103,14 +120,15 @@ def _correct_verdict(name: str, thunk) -> str:
     return "ok" if out in (True, None) else "FALSE ALARM"
 
 
-def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str) -> None:
+def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str,
+          only: tuple[str, ...] = ()) -> None:
     print(f"Part 1: per-check {clock} time on the correct function (fastest of interleaved "
           "runs), ratio to torch fast mode, and verdicts on (1 + delta) mutants")
-    head = f"{'function':12s} {'n':>6s} {'tool':30s} {'ms':>9s} {'x fast':>7s} {'correct':>11s}"
+    head = f"{'function':12s} {'n':>6s} {'tool':34s} {'ms':>9s} {'x fast':>7s} {'correct':>11s}"
     print(head + "".join(f" {'d=' + format(d, 'g'):>7s}" for d in DELTAS))
     for n in sizes:
         for w in workloads(n):
-            tools = _tools(w, slow=n <= slow_max_n)
+            tools = _tools(w, slow=n <= slow_max_n, only=only)
             times = interleaved({k: v[0] for k, v in tools.items() if "slow" not in k},
                                 reps=reps, clock=clock)
             if "torch.gradcheck slow" in tools:
@@ -118,7 +136,7 @@ def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str) -> None:
             mutants = {d: (torch_mutant(w.torch_fn, d), jax_mutant(w.jax_fn, d)) for d in DELTAS}
             for name, (thunk, verdict) in tools.items():
                 caught = ["caught" if not verdict(*mutants[d]) else "missed" for d in DELTAS]
-                print(f"{w.name:12s} {n:6d} {name:30s} {fmt_ms(times[name])} "
+                print(f"{w.name:12s} {n:6d} {name:34s} {fmt_ms(times[name])} "
                       f"{times[name] / times['torch.gradcheck fast']:7.2f} "
                       f"{_correct_verdict(name, thunk):>11s}"
                       + "".join(f" {c:>7s}" for c in caught))
@@ -189,12 +207,15 @@ def main() -> None:
                     help="interleaved rounds of part 2 (torch's slow mode takes seconds)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: process CPU time, robust to a shared machine (part 1 only)")
+    ap.add_argument("--only", nargs="*", default=[],
+                    help="part 1: only the tools whose name contains one of these (torch's "
+                         "gradcheck always runs), e.g. --only 'fast rev'")
     ap.add_argument("--skip-part1", action="store_true")
     ap.add_argument("--skip-part2", action="store_true")
     args = ap.parse_args()
     setup()
     if not args.skip_part1:
-        part1(args.sizes, args.reps, args.slow_max_n, args.clock)
+        part1(args.sizes, args.reps, args.slow_max_n, args.clock, tuple(args.only))
     if not args.skip_part2:
         part2(args.localize_n, args.localize_reps)
 

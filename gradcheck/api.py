@@ -37,7 +37,8 @@ def _default_dtype(arrays: Sequence[np.ndarray]) -> str:
 
 
 def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device: str,
-                dtype: str, modes: tuple[str, ...], order: int, seed: int) -> str:
+                dtype: str, modes: tuple[str, ...], order: int, seed: int,
+                fast: bool = False) -> str:
     owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     if isinstance(fn, NumpyFunction):  # named after its forward, defined where that was
@@ -49,7 +50,8 @@ def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device
     where = f"{module}.{name}" if module and module != "__main__" else name
     shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
     return (f"gradcheck.check({where}, *inputs, backend={backend!r}, device={device!r}, "
-            f"dtype={dtype!r}, modes={modes!r}, order={order}, seed={seed})"
+            f"dtype={dtype!r}, modes={modes!r}, order={order}, seed={seed}"
+            f"{', fast=True' if fast else ''})"
             f"  # inputs: {shapes}")
 
 
@@ -88,6 +90,7 @@ def check(
     rtol: float | None = None,
     probes: int = 3,
     name: str | None = None,
+    fast: bool = False,
 ) -> Report:
     """Check the derivatives of ``fn`` at ``inputs`` against the finite-difference oracle.
 
@@ -99,6 +102,14 @@ def check(
     (``"rev"``) and/or forward (``"fwd"``) mode; ``order=2`` adds VJP-of-VJP, JVP-of-VJP and
     JVP-of-JVP checks.  ``seed`` fixes the random probe vectors.  ``atol``/``rtol`` replace the
     error model by ``atol + rtol * |expected|`` exactly.
+
+    ``fast=True`` screens first: the same probes compared against a cheap finite-difference
+    estimate (8 evaluations per probe, projected before extrapolating), the backend's primary
+    derivative paths only.  It passes only where that estimate converged below ``1e-11`` of the
+    compared terms and every comparison agrees; anything else (a disagreement, a suspected
+    kink, a float32/16 dtype) runs the full check, whose results are returned (with
+    ``details["fast_screen"]`` saying why).  What a passing screen does not run: the
+    eager-vs-functional and forward-vs-reverse comparisons (``docs/performance.md``).
 
     Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises
@@ -117,8 +128,8 @@ def check(
         fn, "__name__", None) or type(fn).__name__
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
-        name=fn_name,
-        reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed),
+        name=fn_name, fast=bool(fast),
+        reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, fast),
     )
     results = run_numeric_checks(be, fn, arrays, device=device, dtype=dt, config=cfg)
     return Report(stream.record_many(results))  # appended to the active result stream, if any

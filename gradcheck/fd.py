@@ -395,6 +395,102 @@ def _richardson(d: np.ndarray, rounding: np.ndarray, base: float) -> tuple[np.nd
     return best_val, best_err
 
 
+# -- the fast screen's estimate ------------------------------------------------------------------
+
+SCREEN_LEVELS = 4
+_SCREEN_H0_SHRINK = 2.0**-4  # the screen starts 16 times below the oracle's largest step
+
+
+@dataclass(frozen=True)
+class ProjectedEstimate:
+    """Projected directional derivatives ``w_pr . (J u_p)`` for ``P`` directions and ``R``
+    projections each (the fast screen, :func:`projected_derivatives`).
+
+    ``value``, ``error`` and ``magnitude`` (``sum_i |w_pri| |(J u_p)_i|`` at the smallest step,
+    the scale of the terms) have shape ``(P, R)``.  ``jump`` is the extrapolated difference of
+    the right and left derivatives projected the same way, ``jump_bound`` what a smooth
+    function's jump can reach (rounding plus a ``1e-6`` relative share): ``kink`` is True where
+    it is exceeded.  ``table`` holds the projected central differences ``(P, K, R)`` at
+    ``steps`` ``(P, K)``; ``directions`` the rounded directions (project AD on these).
+    """
+
+    value: np.ndarray
+    error: np.ndarray
+    magnitude: np.ndarray
+    jump: np.ndarray
+    jump_bound: np.ndarray
+    steps: np.ndarray
+    table: np.ndarray
+    directions: np.ndarray
+    evaluations: int
+
+    @property
+    def kink(self) -> np.ndarray:
+        """Where the one-sided derivatives disagree beyond a smooth function's reach."""
+        with np.errstate(invalid="ignore"):
+            return ~(np.abs(self.jump) <= self.jump_bound)
+
+    @property
+    def finite(self) -> np.ndarray:
+        return np.isfinite(self.value) & np.isfinite(self.error)
+
+
+def projected_derivatives(
+    f_batch: BatchFn,
+    x: np.ndarray,
+    directions: np.ndarray,
+    projections: np.ndarray,
+    *,
+    f0: np.ndarray,
+    levels: int = SCREEN_LEVELS,
+    chunk: int = 4096,
+) -> ProjectedEstimate:
+    """A cheap estimate of ``w . (J u)`` with an error estimate, for the fast screen.
+
+    Unlike :func:`directional_derivatives` the central differences are projected on each
+    ``w = projections[p, r]`` (shape ``(P, R, m)``) *before* extrapolating: one Richardson table
+    per compared scalar instead of one per output element, ``2 levels P`` evaluations (8 per
+    direction by default) and no noise points, no retries.  The steps start ``2^-4`` times
+    below the oracle's (``levels`` halvings down to ``2^-(7 + levels - 1) max(1, rms(x))``),
+    where a smooth, well-scaled function's table converges to ~1e-12 in 4 levels.  The price is
+    robustness: the estimate assumes eps-accurate evaluations and a single step range, so the
+    screen that uses it passes a check only when the estimate converged far below what it
+    compares, and hands everything else to the full oracle.  Kinks are screened with the
+    one-sided jump ``w . (f(x+hu) - 2 f(x) + f(x-hu)) / h``, which is ``O(h)`` for a smooth
+    function (extrapolated once, ``O(h^3)``) and the change of slope at a kink.
+    """
+    if levels < 3:
+        raise ValueError(f"levels={levels} must be at least 3 (a column needs two entries)")
+    x = np.asarray(x, dtype=np.float64).ravel()
+    raw = np.atleast_2d(np.asarray(directions, dtype=np.float64))
+    W = np.asarray(projections, dtype=np.float64)
+    f0 = np.asarray(f0, dtype=np.float64).ravel()
+    h = np.array([initial_step(x, u) * _SCREEN_H0_SHRINK for u in raw])
+    dirs = np.stack([representable_direction(x, u, hp, levels - 1)
+                     for u, hp in zip(raw, h, strict=True)])
+    steps = h[:, None] * 0.5 ** np.arange(levels)[None, :]
+    points = _table_points(x, dirs, steps)
+    P, K = steps.shape
+    with np.errstate(all="ignore"):
+        values = _evaluate(f_batch, points, chunk).reshape(P, 2, K, -1)
+        fp, fm = values[:, 0], values[:, 1]
+        hk = steps[:, :, None]
+        aW = np.abs(W)
+        a0 = np.abs(f0)
+        central = np.einsum("pkm,prm->pkr", fp - fm, W) / (2 * hk)
+        sums = np.einsum("pkm,prm->pkr", np.abs(fp) + np.abs(fm), aW)
+        value, error = _richardson(central, EPS64 * sums / (2 * hk), 4.0)
+        magnitude = np.einsum("pm,prm->pr", np.abs(fp[:, -1] - fm[:, -1]), aW) / (
+            2 * steps[:, -1, None])
+        second = np.einsum("pkm,prm->pkr", fp[:, -2:] + fm[:, -2:] - 2 * f0, W) / hk[:, -2:]
+        round2 = EPS64 * (sums[:, -2:] + 2 * np.einsum("m,prm->pr", a0, aW)[:, None]) / hk[:, -2:]
+        jump = 2 * second[:, 1] - second[:, 0]
+        bound = (_KINK_FACTOR * (2 * round2[:, 1] + round2[:, 0])
+                 + _KINK_RELATIVE * 2 * magnitude)
+    return ProjectedEstimate(value, error, magnitude, jump, bound, steps, central, dirs,
+                             len(points))
+
+
 def jacobian(
     f_batch: BatchFn,
     x: np.ndarray,

@@ -56,12 +56,15 @@ def test_batches_of_different_sizes_share_one_trace_and_keep_their_size(be):
     f = _counted(counter)
     rng = np.random.default_rng(1)
     w = rng.standard_normal((4, 2))
-    sizes = (18, 42, 1, 64)
     results = {}
-    for n in sizes:
+    traces = []
+    for n in (18, 42, 9, 64, 1, 8):
         X = rng.standard_normal((n, 3, 4))
         results[n] = (X, be.evaluate_batch(f, [X, w], [True, False], "cpu"))
-    assert counter[0] == 1  # vmap traces f once for the one padded size (64)
+        traces.append(counter[0])
+    # vmap traces f once for the padded size 64 (9 to 64 rows) and once for the small bucket
+    # of 8 (the fast screen's batches of 1 to 8 rows)
+    assert traces == [1, 1, 1, 1, 2, 2]
     for n, (X, outs) in results.items():
         assert [o.shape[0] for o in outs] == [n, n]
         for r in (0, n - 1):

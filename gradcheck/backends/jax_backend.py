@@ -43,11 +43,16 @@ def _rows(f: Callable, xs: tuple, vectorize: bool) -> tuple:
 
 
 _BUCKET = 64
+_SMALL_BUCKET = 8
 
 
 def _bucket(rows: int) -> int:
     """The padded batch size: a multiple of :data:`_BUCKET` rounded up to a power of two
-    times it (18 and 42 rows share 64; 1280 rows of a localization take 2048)."""
+    times it (18 and 42 rows share 64; 1280 rows of a localization take 2048).  Batches of
+    at most :data:`_SMALL_BUCKET` rows (the fast screen's 8 points of one probe) get a bucket
+    of their own: padding them to 64 would evaluate 8 times the points they need."""
+    if rows <= _SMALL_BUCKET:
+        return _SMALL_BUCKET
     size = _BUCKET
     while size < rows:
         size *= 2

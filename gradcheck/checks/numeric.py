@@ -53,6 +53,7 @@ class CheckConfig:
     reproducer: str = ""
     test_id: str = ""
     only_inputs: tuple[int, ...] | None = None
+    fast: bool = False  # screen first (:mod:`._screen`); the full check only where it cannot pass
 
 
 @dataclass
@@ -111,7 +112,7 @@ def run_numeric_checks(
     if ctx is None or isinstance(ctx, list):
         return ctx or []
     try:
-        _first_order(ctx)
+        _first_order_or_screen(ctx)
         if config.order >= 2:
             _second_order(ctx)
     except Exception as exc:  # a bug in an adapter must not crash the run
@@ -119,6 +120,26 @@ def run_numeric_checks(
                    message=f"unexpected failure while checking: {_describe_exc(exc)}")
     elapsed = time.perf_counter() - start
     return [replace(r, duration_s=elapsed / max(len(ctx.results), 1)) for r in ctx.results]
+
+
+def _first_order_or_screen(ctx: _Ctx) -> None:
+    """The first-order checks: with ``fast``, the screen where it applies, and the full checks
+    where it cannot pass (their results then say why they ran)."""
+    if not ctx.cfg.fast:
+        _first_order(ctx)
+        return
+    from . import _screen  # imports this module
+
+    if not _screen.applies(ctx):
+        reason = f"the screen covers float64 rule checks only (dtype {ctx.dtype})"
+    else:
+        reason = _screen.screen(ctx)
+        if reason is None:
+            return
+    start = len(ctx.results)
+    _first_order(ctx)
+    ctx.results[start:] = [replace(r, details={**r.details, "fast_screen": f"escalated: {reason}"})
+                           for r in ctx.results[start:]]
 
 
 # -- preparation -------------------------------------------------------------------------------

@@ -1,0 +1,145 @@
+"""The fast screen (``gradcheck.check(..., fast=True)``): a cheap projected check that either
+passes with a small allowance or hands the run to the full check.
+
+What it compares is what the full check compares, ``<J^T v, u>`` (reverse mode) and
+``<v, J u>`` (forward mode) against finite differences, for the same seeded probes; what it
+saves is the oracle's robustness machinery:
+
+* the central differences are projected on ``v`` before extrapolating
+  (:func:`gradcheck.fd.projected_derivatives`): one Richardson table per compared scalar, 8
+  evaluations per probe direction instead of 20, no noise measurement, no retries, and one
+  cheap kink test instead of two one-sided tables per output element;
+* only the backend's primary reverse path runs (no eager-vs-functional comparison), and no
+  forward-vs-reverse comparison.
+
+It only passes.  Anything it cannot vouch for goes to the full check, whose results are then
+the answer (with ``details["fast_screen"]`` saying why it ran):
+
+* any disagreement beyond the error model's allowance (a wrong gradient, or an estimate the
+  screen got wrong: the full oracle decides which);
+* an FD error estimate above ``SCREEN_FLOOR`` times the comparison's absolute terms
+  ``sum |v||J||u|``: the screen's estimate did not converge well enough to see small errors;
+* a suspected kink, a non-finite estimate, an adapter error.
+
+The floor is what the screen can guarantee: when it passes, a relative error in
+``<v, J u>`` larger than about ``10 * SCREEN_FLOOR * terms / |<v, J u>|`` would have failed it.
+The full check's own FD error is typically another 10-100 times smaller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .. import fd, tolerance
+from ..results import CheckKind, Status
+from .numeric import (
+    _ad_scalars,
+    _batch_fn,
+    _Ctx,
+    _f0,
+    _forward,
+    _message,
+    _out_slices,
+    _probes,
+    _reverse,
+)
+
+SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
+
+
+def applies(ctx: _Ctx) -> bool:
+    """The screen covers float64 rule checks of engines with float64 (the rounding check of a
+    lower dtype and the rule check of float32-only engines always run in full)."""
+    return ctx.dtype == "float64" and ctx.rule_dtype == "float64" and ctx.oracle is None
+
+
+def screen(ctx: _Ctx) -> str | None:
+    """Run the screen; if every comparison passes, record the results on ``ctx`` and return
+    ``None``, else record nothing and return why the full check must run."""
+    pr = _probes(ctx)
+    slices = _out_slices(ctx)
+    f0 = _f0(ctx)
+    P = ctx.cfg.probes
+    est: dict[int, fd.ProjectedEstimate] = {}
+    for j in ctx.diff:
+        W = np.zeros((P, len(ctx.float_outs), f0.size))
+        for r, i in enumerate(ctx.float_outs):
+            for p in range(P):
+                W[p, r, slices[i]] = pr.v[i][p].ravel()
+        try:
+            est[j] = fd.projected_derivatives(
+                _batch_fn(ctx, j), ctx.args64[j].ravel(),
+                np.stack([u.ravel() for u in pr.u[j]]), W, f0=f0)
+        except Exception as exc:
+            return f"evaluating the function for finite differences raised: {exc!r:.200}"
+        pr.u[j] = [d.reshape(ctx.args64[j].shape) for d in est[j].directions]
+    sources: dict[CheckKind, Any] = {}
+    if "rev" in ctx.cfg.modes:
+        sources[CheckKind.VJP] = _reverse(ctx, pr, ctx.args64, np.float64, False)
+    if "fwd" in ctx.cfg.modes and ctx.backend.supports_jvp:
+        sources[CheckKind.JVP] = _forward(ctx, pr)
+    staged: list[dict[str, Any]] = []
+    for r, i in enumerate(ctx.float_outs):
+        for j in ctx.diff:
+            e = est[j]
+            if not np.all(e.finite[:, r]):
+                return f"output {i} / input {j}: the FD estimate is not finite"
+            if np.any(e.kink[:, r]):
+                return f"output {i} / input {j}: one-sided derivatives differ (possible kink)"
+            ad: dict[CheckKind, tuple[np.ndarray, np.ndarray]] = {}
+            for kind, source in sources.items():
+                vals = _ad_scalars(kind, source, pr, i, j)
+                if isinstance(vals, Exception):
+                    return f"the backend's {kind.value.upper()} raised"
+                ad[kind] = vals
+            # the absolute terms as the full check counts them: both sides, whichever mode
+            fwd_side = e.magnitude[:, r]
+            if CheckKind.JVP in ad:
+                fwd_side = np.maximum(fwd_side, ad[CheckKind.JVP][1])
+            terms = fwd_side + (ad[CheckKind.VJP][1] if CheckKind.VJP in ad else fwd_side)
+            for kind, (s_ad, _) in ad.items():
+                verdict = _judge(ctx, kind, i, j, r, e, s_ad, terms)
+                if isinstance(verdict, str):
+                    return verdict
+                staged.append(verdict)
+    for kw in staged:
+        res = ctx.result(**kw)
+        ctx.results[-1] = replace(res, message=_message(res, "fast screen"))
+    return None
+
+
+def _judge(ctx: _Ctx, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,
+           s_ad: np.ndarray, terms: np.ndarray) -> dict[str, Any] | str:
+    """The result of one (kind, output, input) comparison, or why the screen cannot pass it."""
+    s_fd, e_fd = e.value[:, r], e.error[:, r]
+    ratios, allows = [], []
+    for p in range(len(s_ad)):
+        if not e_fd[p] <= SCREEN_FLOOR * terms[p]:
+            return (f"{kind.value.upper()} of output {i} w.r.t. input {j}, probe {p}: the "
+                    f"screen's FD error estimate {e_fd[p]:.3g} is above "
+                    f"{SCREEN_FLOOR:g} x terms {terms[p]:.3g}")
+        a = tolerance.allowance(float(s_fd[p]), float(e_fd[p]), float(terms[p]), "float64",
+                                atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
+        ratio = tolerance.ratio(abs(float(s_ad[p]) - float(s_fd[p])), a.allowed)
+        if not (ratio <= 1.0 and np.isfinite(s_ad[p])):
+            return (f"{kind.value.upper()} of output {i} w.r.t. input {j}, probe {p}: "
+                    f"{float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, ratio {ratio:.3g}")
+        ratios.append(ratio)
+        allows.append(a)
+    p = int(np.argmax(ratios))
+    disc = abs(float(s_ad[p]) - float(s_fd[p]))
+    rel = disc / abs(float(s_fd[p])) if s_fd[p] != 0 else (0.0 if disc == 0 else np.inf)
+    return {
+        "kind": kind.value, "status": Status.PASSED, "output_index": i, "input_index": j,
+        "expected": float(s_fd[p]), "actual": float(s_ad[p]), "discrepancy": disc,
+        "relative_discrepancy": float(rel), "allowed": allows[p].allowed,
+        "allowed_source": f"{allows[p].source} (fast screen)",
+        "discrepancy_ratio": float(ratios[p]),
+        "convergence": tuple((float(h), float(c))
+                             for h, c in zip(e.steps[p], e.table[p, :, r], strict=True)),
+        "details": {"probe": p, "probes": len(s_ad), "fast_screen": "passed",
+                    "fd_evaluations": e.evaluations},
+    }
