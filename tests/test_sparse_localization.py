@@ -104,7 +104,7 @@ CORRECT = {
     "stencil": (_stencil, _stencil_jac, "compressed: 3 colour groups"),
     "softmax_rows": (_softmax_rows, _softmax_rows_jac, "compressed: 4 colour groups"),
     "cumsum_rows": (_cumsum_rows, _cumsum_rows_jac, "compressed: 5 colour groups"),
-    "matmul": (_matmul, _matmul_jac, "one FD direction per column (dense"),
+    "matmul": (_matmul, _matmul_jac, "5-point stencil per column (dense"),
 }
 
 

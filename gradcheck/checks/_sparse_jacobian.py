@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import fd, tolerance
+from . import _dense_jacobian
 
 _COMPRESS_BELOW = 3  # compress only when the colours number at most n / this
 _DIRECTIONS_PER_CALL = 128  # FD directions per batched call (bounds memory, as fd.jacobian)
@@ -56,7 +57,8 @@ class FDJacobian:
     """An FD Jacobian block and how it was obtained.
 
     ``value``/``error``: ``(m, n)``.  ``directions``: FD directions evaluated (each costs 6
-    noise points and ``2 x levels`` table points, plus retries).  ``how``: one line for the
+    noise points and ``2 x levels`` table points, plus retries; a dense block's ``n`` columns
+    cost 5 points each, see :mod:`gradcheck.checks._dense_jacobian`).  ``how``: one line for the
     report, e.g. ``"compressed: 1 colour group, 1 verified, 0 of 1000 columns refined"``.
     """
 
@@ -204,18 +206,23 @@ class _Pass:
 def fd_jacobian(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *,
                 f0: np.ndarray, seed: int, levels: int = 5) -> FDJacobian:
     """The FD block ``J[sl, :]`` of ``f_batch`` at ``x``, compressed by the colouring of
-    ``J_ad``'s pattern where that needs at most ``n / 3`` colours, else one column per
-    direction (:func:`gradcheck.fd.jacobian`).  See the module docstring for why a wrong AD
+    ``J_ad``'s pattern where that needs at most ``n / 3`` colours, else a 5-point stencil per
+    column (:mod:`gradcheck.checks._dense_jacobian`, guarded by this module's Richardson
+    table).  See the module docstring for why a wrong AD
     pattern cannot hide an error."""
     x = np.asarray(x, dtype=np.float64).ravel()
     m, n = J_ad.shape
     pattern = J_ad != 0  # NaN counts as nonzero
     colours = colour_columns(pattern, n // _COMPRESS_BELOW)
     h0 = fd.initial_step(x, np.ones(1))  # as fd.jacobian: the step of every coordinate
-    if colours is None:  # what fd.jacobian computes, with the evaluations counted
-        val, err, _, evaluations = _fd_along(f_batch, x, np.eye(n), h0, f0, levels)
-        return FDJacobian(val[:, sl].T, err[:, sl].T, n, evaluations,
-                          "one FD direction per column (dense pattern: not compressed)")
+    if colours is None:  # dense: a 5-point stencil per column, guarded by the table
+
+        def table(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+            val, err, _, evaluations = _fd_along(f_batch, x, np.eye(n)[cols], h0, f0, levels)
+            return val, err, evaluations
+
+        est = _dense_jacobian.stencil_jacobian(f_batch, x, f0, table=table, seed=seed)
+        return FDJacobian(est.value[sl], est.error[sl], n, est.evaluations, est.how)
     pb = _Problem(f_batch, x, J_ad, np.nonzero(pattern), h0, f0, levels, sl,
                   np.random.default_rng(seed), np.zeros((m, n)), np.zeros((m, n)))
     G = int(colours.max()) + 1

@@ -33,7 +33,7 @@ from . import _path_noise, _sparse_jacobian, rounding
 # Localization is batched (FD columns and AD rows/columns in vectorized calls), so its cost is
 # set by the Jacobian's size: up to 2048 x 2048 elements (~10 s on a slow CPU for a cheap f).
 _LOCALIZE_MAX_ELEMENTS = 2048 * 2048
-_LOCALIZE_MAX_COLUMNS = 2048  # a dense FD Jacobian costs 6 + 2 x 5 evaluations of f per column
+_LOCALIZE_MAX_COLUMNS = 2048  # a dense FD Jacobian costs 5 evaluations of f per column (or 16+)
 _LOCALIZE_ROWS = 256  # unit cotangents / tangents per batched AD call (bounds memory)
 _WORST = 5
 
