@@ -1,7 +1,7 @@
 """Performance invariants, measured by counting work (never by timing).
 
-* A projected check costs the same number of function evaluations and derivative calls
-  whatever the input size.
+* A projected check, and the fast screen, cost the same number of function evaluations and
+  derivative calls whatever the input size.
 * Localizing a failure (full Jacobian) costs a number of evaluations linear in the input size
   for a dense Jacobian, and independent of it for an elementwise one (column compression).
 * Compiled JAX transforms are cached per function: checking the same function again does not
@@ -68,6 +68,19 @@ def test_projected_check_cost_does_not_depend_on_n():
     # 1 evaluation at the point + 3 probes x (6 noise points + 2 signs x 7 levels), f(x) reused
     # by the oracle (no retry needed for this smooth f); one VJP and one JVP per probe
     assert seen == {(1 + 3 * (6 + 2 * fd.DEFAULT_LEVELS), 3, 3)}
+
+
+def test_fast_screen_cost_does_not_depend_on_n():
+    """The screen (``fast=True``): 1 evaluation at the point + 2 x 4 levels per probe, one VJP
+    and one JVP per probe, and nothing else when it passes (no noise points, no second reverse
+    path)."""
+    seen = set()
+    for n in (64, 1000, 5000):
+        c, report = _counts(n, fast=True)
+        assert report.passed, report.summary()
+        assert {r.details.get("fast_screen") for r in report} == {"passed"}
+        seen.add((c.forward, c.vjp, c.jvp))
+    assert seen == {(1 + 3 * 2 * fd.SCREEN_LEVELS, 3, 3)}
 
 
 def _localization_costs(dense: bool) -> dict[int, tuple[int, int]]:
