@@ -185,3 +185,43 @@ def test_projected_estimate_flags_a_kink_and_not_a_smooth_point() -> None:
     assert relu.kink.all()
     smooth = fd.projected_derivatives(lambda Z: np.exp(Z), x, u, w, f0=np.exp(x))
     assert not smooth.kink.any()
+
+
+def _two_by_two(delta: float = 0.0) -> NumpyFunction:
+    """``(sin(a) b, sum(a b))`` with an integer index input passed through."""
+
+    def vjp(args, cts):
+        a, b, _ = args
+        ga = cts[0] * np.cos(a) * b + cts[1] * b
+        gb = cts[0] * np.sin(a) + cts[1] * a
+        return [ga * (1 + delta), gb, None]
+
+    def jvp(args, tans):
+        a, b, _ = args
+        ta, tb = tans[0], tans[1]
+        return [np.cos(a) * b * ta + np.sin(a) * tb, np.sum(b * ta + a * tb)]
+
+    return NumpyFunction(lambda a, b, k: (np.sin(a) * b, np.sum(a * b)), vjp, jvp, name="two")
+
+
+def test_several_inputs_and_outputs_are_screened_pair_by_pair() -> None:
+    args = (X, X[::-1].copy(), np.arange(N))
+    report = gradcheck.check(_two_by_two(), *args, backend="numpy", fast=True)
+    assert report.passed, gradcheck.format_failure(report)
+    pairs = {(r.kind, r.output_index, r.input_index) for r in report}
+    assert pairs == {(k, i, j) for k in ("vjp", "jvp") for i in (0, 1) for j in (0, 1)}
+    assert _screen_states(report) == {"passed"}
+    bad = gradcheck.check(_two_by_two(1e-7), *args, backend="numpy", fast=True)
+    failed = {(r.kind, r.output_index, r.input_index) for r in bad.failures}
+    # input 0's gradient is wrong, seen from both outputs, by the VJP check and by the full
+    # check's forward-vs-reverse comparison (the JVP is right)
+    assert failed == {(k, i, 0) for k in ("vjp", "fwd_rev") for i in (0, 1)}
+
+
+def test_an_adapter_error_is_reported_by_the_full_check() -> None:
+    wrong = NumpyFunction(lambda a: 2 * a, lambda a, c: [np.zeros(3)], name="wrong_shape")
+    report = gradcheck.check(wrong, X, backend="numpy", modes="rev", fast=True)
+    (vjp,) = [r for r in report if r.kind == "vjp"]
+    assert vjp.status is gradcheck.Status.ERROR
+    assert "shape (3,)" in vjp.message
+    assert vjp.details["fast_screen"] == "escalated: the backend's VJP raised"
