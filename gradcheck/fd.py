@@ -322,7 +322,10 @@ def _table_points(x: np.ndarray, dirs: np.ndarray, steps: np.ndarray) -> np.ndar
     """The ``2 K P`` points ``x +- h_k u_p`` of one attempt, in the order :func:`_tables` reads."""
     P, K = steps.shape
     offsets = steps[:, :, None] * dirs[:, None, :]  # (P, K, n)
-    return np.concatenate([x + offsets, x - offsets], axis=1).reshape(P * 2 * K, -1)
+    out = np.empty((P, 2, K, x.size))
+    np.add(x, offsets, out=out[:, 0])
+    np.subtract(x, offsets, out=out[:, 1])
+    return out.reshape(P * 2 * K, -1)
 
 
 def _tables(values, steps, f0, noise, one_sided=True) -> _Tables:
@@ -477,11 +480,12 @@ def projected_derivatives(
         hk = steps[:, :, None]
         aW = np.abs(W)
         a0 = np.abs(f0)
-        central = np.einsum("pkm,prm->pkr", fp - fm, W) / (2 * hk)
-        sums = np.einsum("pkm,prm->pkr", np.abs(fp) + np.abs(fm), aW)
+        diff = fp - fm
+        central = np.einsum("pkm,prm->pkr", diff, W) / (2 * hk)
+        signs = np.einsum("pskm,prm->pskr", np.abs(values), aW)  # sum |w| |f(x +- h u)|
+        sums = signs[:, 0] + signs[:, 1]
         value, error = _richardson(central, EPS64 * sums / (2 * hk), 4.0)
-        magnitude = np.einsum("pm,prm->pr", np.abs(fp[:, -1] - fm[:, -1]), aW) / (
-            2 * steps[:, -1, None])
+        magnitude = np.einsum("pm,prm->pr", np.abs(diff[:, -1]), aW) / (2 * steps[:, -1, None])
         second = np.einsum("pkm,prm->pkr", fp[:, -2:] + fm[:, -2:] - 2 * f0, W) / hk[:, -2:]
         round2 = EPS64 * (sums[:, -2:] + 2 * np.einsum("m,prm->pr", a0, aW)[:, None]) / hk[:, -2:]
         jump = 2 * second[:, 1] - second[:, 0]
