@@ -160,3 +160,44 @@ def test_the_noise_of_a_staircase_is_measured_where_the_table_reads_it():
     relu = fd.directional_derivatives(lambda X: np.maximum(X, 0.0), np.array([-1e-6]),
                                       np.ones((1, 1)))
     assert relu.noise[0, 0] == 0.0
+
+
+# OpInfo sample index_fill[1]: torch.vmap of index_fill with a batched ``value`` returns the
+# last row's value in every row (torch 2.13), so the oracle's batched evaluations did not
+# depend on ``value`` and its finite differences were 0.  The adapter now checks the first
+# vmapped evaluation against the unbatched function and loops when they differ.
+def _index_fill(value_scale: float = 1.0):
+    torch = pytest.importorskip("torch")
+    idx = torch.tensor([0])
+
+    class Fill(torch.autograd.Function):
+        generate_vmap_rule = True  # vmap runs forward, hence the faulty batching rule
+
+        @staticmethod
+        def forward(x, v):
+            return torch.index_fill(x, 0, idx, v)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            gx = g.clone()
+            gx[0] = 0
+            return gx, g[0] * value_scale
+
+    return lambda x, v: Fill.apply(x, v) * x.sum()
+
+
+def test_a_wrong_vmap_batching_rule_is_not_trusted():
+    torch = pytest.importorskip("torch")
+    idx, vals = torch.tensor([0]), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    x = torch.tensor([5.0, 6.0], dtype=torch.float64)
+    if torch.vmap(lambda v: torch.index_fill(x, 0, idx, v))(vals)[0, 0] != 3.0:
+        pytest.skip("this torch batches index_fill correctly: nothing to guard against")
+    args = np.array([-4.83, 1.5]), np.array(-7.58)
+    report = gradcheck.check(_index_fill(), *args, backend="torch", modes=("rev",))
+    assert _vjp_statuses(report) == ["passed", "passed"], report.summary()
+    report = gradcheck.check(_index_fill(1 + 1e-7), *args, backend="torch", modes=("rev",))
+    assert _vjp_statuses(report) == ["passed", "failed"], report.summary()
