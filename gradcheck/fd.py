@@ -35,6 +35,14 @@ Elements whose estimate is non-finite (a step left the domain: ``log`` near 0) o
 error estimate exceeds ``1e-8`` (large steps crossed a pole or a kink near ``x``) are recomputed
 with steps ``2^-8`` times smaller, twice at most; each element keeps its best attempt.
 
+*Noise.*  Rounding is not always ``eps |f|``: ``f`` is evaluated at 6 points ``x + t delta u``
+(``delta = h0 2^-22``) and the high-order differences there measure its actual noise (an
+ill-conditioned ``cos(exp(z))``).  A quantized ``f`` (a value computed by cancellation, like
+``(1 + erf(z)) / 2`` far in the left tail, multiples of 2^-54) can sit on one step of its
+staircase over all 6 points and show no noise at all; where ``f`` did not move there although
+the table says it moves on both sides, the noise is measured again a quarter of the smallest
+step apart (:func:`_unresolved`).
+
 All evaluations of one call are stacked into a single batch ``f_batch(X)`` with
 ``X.shape == (B, n)``, so a vectorized backend evaluates them in one call.  The oracle never
 differentiates in low precision: ``x`` and every evaluation are float64.
@@ -200,13 +208,19 @@ def directional_derivatives(
         if attempt == 0:  # the noise points and the first table share one batched call
             with np.errstate(all="ignore"):
                 values = _evaluate(f_batch, np.concatenate([noise_pts, points]), chunk)
-            noise = _noise_from(values[:len(noise_pts)], f0)
-            values = values[len(noise_pts):]
+            noise_vals, values = values[:len(noise_pts)], values[len(noise_pts):]
+            noise = _noise_from(noise_vals, f0)
         else:
             with np.errstate(all="ignore"):
                 values = _evaluate(f_batch, points, chunk)
         tab = _tables(values, steps, f0, noise, one_sided)
         evaluations += len(points)
+        if attempt == 0:  # a quantized f: measure its noise again where it moves, redo the table
+            wide = _unresolved(noise_vals, f0, tab, h * 2.0**-halvings)
+            if np.any(wide):
+                evaluations += _remeasure_noise(f_batch, x, dirs, steps[:, -1] / 4, f0, wide,
+                                                noise, chunk)
+                tab = _tables(values, steps, f0, noise, one_sided)
         all_steps.append(steps)
         all_tables.append(tab.central)
         best = tab if best is None else _merge(best, tab)
@@ -256,16 +270,52 @@ def _noise_points(x: np.ndarray, dirs: np.ndarray, delta: np.ndarray) -> np.ndar
     return (x + offsets).reshape(len(dirs) * 6, -1)
 
 
-def _noise_from(values: np.ndarray, f0: np.ndarray) -> np.ndarray:
-    """The noise estimate from ``f`` at :func:`_noise_points` (``(6 P, m)``)."""
+def _noise_from(values: np.ndarray, f0: np.ndarray,
+                stencils: tuple = _NOISE_STENCILS) -> np.ndarray:
+    """The noise estimate from ``f`` at :func:`_noise_points` (``(6 P, m)``): the largest of
+    ``stencils``' normalised differences."""
     P = len(values) // 6
     vals = values.reshape(P, 6, -1)
     with np.errstate(all="ignore"):
         pts = np.concatenate([vals[:, :3], np.broadcast_to(f0, (P, 1, f0.size)), vals[:, 3:]],
                              axis=1)  # (P, 7, m)
-        est = [np.abs(np.einsum("t,ptm->pm", c, pts)) / norm for c, norm in _NOISE_STENCILS]
+        est = [np.abs(np.einsum("t,ptm->pm", c, pts)) / norm for c, norm in stencils]
     noise = np.max(np.stack(est), axis=0)
     return np.where(np.isfinite(noise), noise, 0.0)
+
+
+def _unresolved(values: np.ndarray, f0: np.ndarray, tab: _Tables,
+                delta: np.ndarray) -> np.ndarray:
+    """``(P, m)``: elements where ``f`` did not move at all over the noise points (``values``,
+    ``(6 P, m)``) although the table says it moves on both sides: both one-sided derivatives
+    are nonzero, of one sign, and large enough that an eps-accurate ``f`` would differ at
+    ``t = +-3`` (``6 delta |J u| > 2 eps |f|``, with a margin of 4).  There ``f`` is quantized
+    more coarsely than ``eps |f|``, with steps wider than the points' spacing, so the points
+    measured a noise of 0: ``ndtr(-7.6)``, computed as ``(1 + erf(-5.4)) / 2``, carries the
+    rounding of the 1 (steps of 5.5e-17 on a value of 1.7e-14, ~4e-4 apart in ``x``).  A
+    function that is flat on one side (``relu`` just left of 0, with steps crossing the
+    kink) has a one-sided derivative of exactly 0 and is left alone."""
+    P = len(values) // 6
+    flat = np.all(values.reshape(P, 6, -1) == f0, axis=1)
+    with np.errstate(invalid="ignore"):
+        moving = (3 * delta[:, None] * np.abs(tab.value) > 4 * EPS64 * np.abs(f0)) & (
+            tab.left * tab.right > 0)
+    return flat & moving
+
+
+def _remeasure_noise(f_batch: BatchFn, x: np.ndarray, dirs: np.ndarray, delta: np.ndarray,
+                     f0: np.ndarray, where: np.ndarray, noise: np.ndarray, chunk: int) -> int:
+    """Measure the noise again with spacing ``delta`` (a quarter of the table's smallest step:
+    the scale at which the table reads ``f``) for the probes with an :func:`_unresolved`
+    element; raise ``noise`` in place where ``where``.  Only the 6th difference is used: at
+    this spacing the smooth part of a 4th difference (``f'''' delta^4``) could exceed the
+    noise it measures.  Returns the number of evaluations."""
+    rows = np.flatnonzero(np.any(where, axis=1))
+    pts = _noise_points(x, dirs[rows], delta[rows])
+    with np.errstate(all="ignore"):
+        wide = _noise_from(_evaluate(f_batch, pts, chunk), f0, _NOISE_STENCILS[-1:])
+    noise[rows] = np.where(where[rows], np.maximum(noise[rows], wide), noise[rows])
+    return len(pts)
 
 
 def _unconverged(t: _Tables) -> np.ndarray:

@@ -113,3 +113,91 @@ def test_torch_zero_dimensional_inputs_and_outputs():
     report = gradcheck.check(lambda x: torch.logsumexp(x, 0), np.linspace(-1, 2, 7),
                              backend="torch")
     assert report.passed and {r.kind for r in report.results} >= {"vjp", "fwd_rev"}
+
+
+# OpInfo sample special.ndtr[0]: PyTorch computes ndtr(x) as (1 + erf(x / sqrt 2)) / 2, so at
+# x = -7.58 (element 1) the value 1.7e-14 is a multiple of 2^-54 = 5.5e-17 (3e-3 relative), a
+# staircase whose steps are ~4e-4 apart in x.  The oracle's noise points (1.2e-7 apart) sat on
+# one step and measured a noise of 0, so the one-sided tables reported a kink (-1.58e-13 vs
+# -1.52e-13).  NumPy reproduces the forward bit for bit.
+_NDTR_SAMPLE = np.array([
+    -4.826984902407649, -7.582430495695129, -0.6046891126565539, -1.5411692216498662,
+    -1.9719097652168658, -4.146041530864057, -5.4215280659972755, -4.784169829877467,
+    -4.150805063878843, 7.380839390984031, 5.576059452216908, -8.315684908389088,
+    4.177597026003685, 2.047386382824099, -4.076012721760325, -3.063683029231029,
+    -3.342174545322517, -5.439777184204883, 4.480518929058965, 2.685009210157367])
+
+
+def _ndtr_via_erf(scale: float = 1.0) -> NumpyFunction:
+    special = pytest.importorskip("scipy.special")
+    return NumpyFunction(
+        lambda x: 0.5 * (1 + special.erf(x / np.sqrt(2))),
+        lambda args, cts: [cts[0] * np.exp(-args[0] ** 2 / 2) / np.sqrt(2 * np.pi) * scale],
+        name="ndtr_via_erf")
+
+
+def test_a_quantized_forward_is_not_a_kink():
+    report = gradcheck.check(_ndtr_via_erf(), _NDTR_SAMPLE, backend="numpy", modes=("rev",))
+    assert _vjp_statuses(report) == ["passed"], report.summary()
+
+
+def test_a_quantized_forward_still_catches_a_real_error():
+    report = gradcheck.check(_ndtr_via_erf(1 + 1e-7), _NDTR_SAMPLE, backend="numpy",
+                             modes=("rev",))
+    assert _vjp_statuses(report) == ["failed"], report.summary()
+
+
+def test_the_noise_of_a_staircase_is_measured_where_the_table_reads_it():
+    from gradcheck import fd
+
+    f = _ndtr_via_erf().forward
+    u = np.random.default_rng(0).standard_normal((2, _NDTR_SAMPLE.size))
+    est = fd.directional_derivatives(f, _NDTR_SAMPLE, u)
+    assert not est.kink.any()
+    assert np.all(est.noise[:, 1] > 5e-18)  # the steps are 5.5e-17 high
+    # relu just left of its kink is flat over the noise points and on its left; the steps
+    # cross the kink on the right: a kink, not a staircase, so nothing is measured again
+    relu = fd.directional_derivatives(lambda X: np.maximum(X, 0.0), np.array([-1e-6]),
+                                      np.ones((1, 1)))
+    assert relu.noise[0, 0] == 0.0
+
+
+# OpInfo sample index_fill[1]: torch.vmap of index_fill with a batched ``value`` returns the
+# last row's value in every row (torch 2.13), so the oracle's batched evaluations did not
+# depend on ``value`` and its finite differences were 0.  The adapter now checks the first
+# vmapped evaluation against the unbatched function and loops when they differ.
+def _index_fill(value_scale: float = 1.0):
+    torch = pytest.importorskip("torch")
+    idx = torch.tensor([0])
+
+    class Fill(torch.autograd.Function):
+        generate_vmap_rule = True  # vmap runs forward, hence the faulty batching rule
+
+        @staticmethod
+        def forward(x, v):
+            return torch.index_fill(x, 0, idx, v)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            gx = g.clone()
+            gx[0] = 0
+            return gx, g[0] * value_scale
+
+    return lambda x, v: Fill.apply(x, v) * x.sum()
+
+
+def test_a_wrong_vmap_batching_rule_is_not_trusted():
+    torch = pytest.importorskip("torch")
+    idx, vals = torch.tensor([0]), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    x = torch.tensor([5.0, 6.0], dtype=torch.float64)
+    if torch.vmap(lambda v: torch.index_fill(x, 0, idx, v))(vals)[0, 0] != 3.0:
+        pytest.skip("this torch batches index_fill correctly: nothing to guard against")
+    args = np.array([-4.83, 1.5]), np.array(-7.58)
+    report = gradcheck.check(_index_fill(), *args, backend="torch", modes=("rev",))
+    assert _vjp_statuses(report) == ["passed", "passed"], report.summary()
+    report = gradcheck.check(_index_fill(1 + 1e-7), *args, backend="torch", modes=("rev",))
+    assert _vjp_statuses(report) == ["passed", "failed"], report.summary()

@@ -120,6 +120,8 @@ class TorchBackend(Backend):
     def __init__(self) -> None:
         # functions known not to vectorize, per transform: later checks go straight to the loop
         self._no_vmap = FunctionCache()
+        # (function, which arguments are batched) whose vmapped evaluation was verified
+        self._vmap_checked = FunctionCache()
 
     def _vectorized(self, fn: Callable, what: str, batched: Callable, loop: Callable) -> Any:
         """``batched()`` unless it failed for ``fn`` before; on failure remember and ``loop()``."""
@@ -136,11 +138,37 @@ class TorchBackend(Backend):
             in_dims = tuple(0 if b else None for b in batched)
             with torch.no_grad():
                 out = torch.func.vmap(fn, in_dims=in_dims)(*targs)
-            return [self._to_np(o) for o in _as_tuple(out)]
+            rows = [self._to_np(o) for o in _as_tuple(out)]
+            size = next(len(a) for a, b in zip(args, batched, strict=True) if b)
+            if size > 1 and missing(self._vmap_checked.peek(fn, tuple(batched))):
+                self._check_vmap_row(fn, args, batched, device, rows)
+            return rows
 
         return self._vectorized(fn, "evaluate", vectorized,
                                 lambda: super(TorchBackend, self).evaluate_batch(
                                     fn, args, batched, device))
+
+    def _check_vmap_row(self, fn: Callable, args: Sequence[np.ndarray], batched: Sequence[bool],
+                        device: str, rows: list[np.ndarray]) -> None:
+        """The first vmapped evaluation of ``fn`` over several rows, per pattern of batched
+        arguments, must reproduce ``fn`` at its first row; if it does not (beyond rounding),
+        raise so that :meth:`_vectorized` loops from then on.
+
+        A batching rule can be wrong: ``torch.vmap`` of ``index_fill`` with a batched
+        ``value`` returns the last row's value in every row (torch 2.13), which made the
+        finite differences of such a function 0.  The comparison is a sanity bound for such
+        gross errors (``1e-6`` relative to the row's largest element), not an accuracy claim:
+        vmapped kernels may round differently."""
+        one = self.evaluate(fn, [a[0] if b else a for a, b in zip(args, batched, strict=True)],
+                            device)
+        for got, want in zip(rows, one, strict=True):
+            got, want = _as_number_array(got[0]), _as_number_array(want)
+            finite = np.isfinite(want)
+            scale = float(np.max(np.abs(want[finite]), initial=0.0))
+            if got.shape != want.shape or not np.array_equal(np.isfinite(got), finite) or \
+                    np.any(np.abs(got[finite] - want[finite]) > 1e-6 * scale):
+                raise ValueError("torch.vmap changed the function's values at the first row")
+        self._vmap_checked.put(fn, tuple(batched), True)
 
     def _partial(self, fn: Callable, targs: list[torch.Tensor], diff: Sequence[int]) -> Callable:
         def g(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -305,3 +333,8 @@ class TorchBackend(Backend):
         from .training import TorchTraining
 
         return TorchTraining(self, device, dtype)
+
+
+def _as_number_array(a: Any) -> np.ndarray:
+    """``a`` as float64 (complex128 if complex): bool, integer and bfloat16 outputs compare."""
+    return np.asarray(a, dtype=np.complex128 if np.iscomplexobj(a) else np.float64)
