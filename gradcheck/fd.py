@@ -166,11 +166,12 @@ def directional_derivatives(
     directions: np.ndarray,
     *,
     levels: int = DEFAULT_LEVELS,
-    h0: float | None = None,
+    h0: float | np.ndarray | None = None,
     chunk: int = 4096,
     retries: int = _RETRIES,
     f0: np.ndarray | None = None,
     one_sided: bool = True,
+    noise: np.ndarray | None = None,
 ) -> FDEstimate:
     """Estimate ``J(x) u`` for each row ``u`` of ``directions`` with an error estimate.
 
@@ -183,6 +184,10 @@ def directional_derivatives(
     :func:`representable_direction`; compare AD results along those.  Elements whose estimate is
     non-finite or has not converged are recomputed with steps ``2^-8`` times smaller, up to
     ``retries`` times; each element keeps the attempt with the smallest error estimate.
+    ``noise``: the rounding noise ``(P, m)`` already measured along these directions (by an
+    earlier call at larger steps): no noise points are evaluated.  It is a property of ``f``
+    near ``x``, not of the steps, and measuring it again with fewer halvings would put the
+    noise points at the table's own scale, where a kink looks like noise.
     """
     if levels < 3:
         raise ValueError(f"levels={levels} must be at least 3 (a column needs two entries)")
@@ -194,11 +199,15 @@ def directional_derivatives(
     else:
         f0 = np.asarray(f0, dtype=np.float64).ravel()
         evaluations = 0
-    h = np.array([_pow2_floor(h0) if h0 else initial_step(x, u) for u in raw])
+    if h0 is None:
+        h = np.array([initial_step(x, u) for u in raw])
+    else:  # one step for every direction, or one per direction
+        h = np.array([_pow2_floor(float(v)) for v in np.broadcast_to(h0, (len(raw),))])
     halvings = levels - 1 + 8 * retries
     dirs = np.stack([representable_direction(x, u, hp, halvings)
                      for u, hp in zip(raw, h, strict=True)])
-    noise_pts = _noise_points(x, dirs, h * 2.0**-halvings)
+    measured = noise is not None
+    noise_pts = np.empty((0, x.size)) if measured else _noise_points(x, dirs, h * 2.0**-halvings)
     evaluations += len(noise_pts)
     best: _Tables | None = None
     all_steps, all_tables = [], []
@@ -209,13 +218,15 @@ def directional_derivatives(
             with np.errstate(all="ignore"):
                 values = _evaluate(f_batch, np.concatenate([noise_pts, points]), chunk)
             noise_vals, values = values[:len(noise_pts)], values[len(noise_pts):]
-            noise = _noise_from(noise_vals, f0)
+            if not measured:
+                noise = _noise_from(noise_vals, f0)
         else:
             with np.errstate(all="ignore"):
                 values = _evaluate(f_batch, points, chunk)
         tab = _tables(values, steps, f0, noise, one_sided)
         evaluations += len(points)
-        if attempt == 0:  # a quantized f: measure its noise again where it moves, redo the table
+        if attempt == 0 and not measured:  # a quantized f: measure its noise again where it
+            # moves, redo the table
             wide = _unresolved(noise_vals, f0, tab, h * 2.0**-halvings)
             if np.any(wide):
                 evaluations += _remeasure_noise(f_batch, x, dirs, steps[:, -1] / 4, f0, wide,

@@ -1,0 +1,94 @@
+"""The oracle estimates again with 2^-8 smaller steps before a check fails or abstains.
+
+A failing comparison or a kink seen with the table's steps is re-estimated along the same
+directions with every step 2^-8 times smaller (``numeric._confirmation``).  The small-step
+estimate can only vindicate the backend:
+
+* when it agrees with the first estimate within their errors, the verdict stands (a wrong rule
+  is still failed, with the confirmation in ``details["oracle"]``);
+* when the first estimate was off (a staircase such as ``fmod``, whose large steps see its
+  average slope) or saw a kink that is only near ``x`` (a max-like logsumexp at 1e4), and
+  every AD value agrees with the small-step estimate, the check passes;
+* otherwise the first verdict stands: a kink at ``x`` stays inconclusive, and a small-step
+  estimate that is itself too coarse (logsumexp at 3e4) never turns an abstention into a
+  failure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck import NumpyFunction
+
+A = -26.0
+# a / b half-way between two integers: the nearest jump of fmod(a, b) in b is ~3e-3 away,
+# outside the confirmation's steps (<= 5e-4) but inside the table's (0.125 .. 0.002)
+B = A / (np.arange(-70, -60) + 0.5)
+
+
+def _fmod(delta: float = 0.0) -> NumpyFunction:
+    return NumpyFunction(lambda b: np.fmod(A, b),
+                         lambda args, c: [c[0] * -np.trunc(A / args[0]) * (1 + delta)],
+                         name="fmod_b")
+
+
+def _only(report: gradcheck.Report, kind: str = "vjp") -> gradcheck.CheckResult:
+    (r,) = [r for r in report if r.kind == kind]
+    return r
+
+
+def test_a_staircase_is_judged_with_the_small_steps() -> None:
+    r = _only(gradcheck.check(_fmod(), B, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.PASSED, r.message
+    assert "judged with those" in r.details["oracle"]
+
+
+@pytest.mark.parametrize("delta", [1e-3, 1e-6])
+def test_a_wrong_rule_on_a_staircase_is_not_vindicated(delta: float) -> None:
+    """The wrong rule disagrees with the small steps too: the first verdict (the large steps
+    saw jumps as a kink) stands, an abstention, never a pass."""
+    r = _only(gradcheck.check(_fmod(delta), B, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.INCONCLUSIVE
+    assert "oracle" not in r.details
+
+
+def test_a_wrong_rule_on_a_smooth_function_is_confirmed_and_failed() -> None:
+    x = np.random.default_rng(0).standard_normal(20)
+    f = NumpyFunction(np.sin, lambda a, c: [c[0] * np.cos(a[0]) * (1 + 1e-7)], name="sin")
+    r = _only(gradcheck.check(f, x, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["oracle"].startswith("confirmed: the steps")
+
+
+def _logsumexp(delta: float = 0.0) -> NumpyFunction:
+    def f(x):
+        m = np.max(x)
+        return np.log(np.sum(np.exp(x - m))) + m
+
+    return NumpyFunction(f, lambda a, c: [c[0] * np.exp(a[0] - f(a[0])) * (1 + delta)],
+                         name="logsumexp")
+
+
+def test_a_kink_seen_only_by_large_steps_is_not_an_abstention() -> None:
+    """logsumexp with every input 1e4: the table's steps (16 .. 1e3) see a max-like kink; the
+    confirmation's (0.06 .. 4) see the smooth function, and the rule agrees with them."""
+    r = _only(gradcheck.check(_logsumexp(), np.full(8, 1e4), backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.PASSED, r.message
+    assert "saw a kink" in r.details["oracle"]
+
+
+def test_a_coarse_small_step_estimate_never_fails_a_check() -> None:
+    """At 3e4 the confirmation's steps (0.1 .. 16) are still too coarse and its estimate is
+    wrong: the check stays inconclusive, as the first estimate said, instead of failing."""
+    r = _only(gradcheck.check(_logsumexp(), np.full(8, 3e4), backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.INCONCLUSIVE, r.message
+
+
+def test_a_kink_at_the_point_stays_inconclusive() -> None:
+    relu = NumpyFunction(lambda x: np.maximum(x, 0.0), lambda a, c: [c[0] * (a[0] > 0)],
+                         name="relu")
+    r = _only(gradcheck.check(relu, np.array([0.0, 1.5, -2.0]), backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.INCONCLUSIVE
+    assert "left derivative" in r.message
