@@ -77,7 +77,7 @@ class _Ctx:
     oracle: Callable | None = None
     rule_dtype: str = "float64"
     outs_d: list[np.ndarray] = field(default_factory=list)  # outputs in the dtype under test
-    # input index -> the oracle's estimate with 2^-8 smaller steps (see _confirmation)
+    # input index -> the oracle's estimate with 2^-8 smaller steps (:mod:`._second_estimate`)
     confirmations: dict[int, Any] = field(default_factory=dict)
 
     def result(self, kind: str, status: Status, **kw: Any) -> CheckResult:
@@ -533,45 +533,16 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
         else:
             got[kind] = vals
     ad = {kind: vals[0] for kind, vals in got.items()}
-    # Before abstaining (a kink or a non-finite value seen with the table's steps) or blaming
-    # the backend, the oracle estimates again along the same directions with 2^-8 smaller
-    # steps.  Where the large steps crossed a jump or a non-smooth point near x (fmod's
-    # staircase, whose large steps see its average slope; a max-like logsumexp at 1e4) the
-    # two estimates differ.  The small one alone is not trusted either (at 3e4 its steps are
-    # still too large): it can only vindicate, i.e. the verdict becomes a pass when every AD
-    # value agrees with it, and otherwise stays what the first estimate said.
-    note = ""
-    if not _decidable(fde, sl):
-        small = _confirmation(ctx, j, fde)
-        vindicated = False
-        if small is not None and _decidable(small, sl) and ad:
-            s2, e2, _, terms2 = _fd_side(small, pr, i, j, sl, got)
-            vindicated = _agrees(ctx, ad, s2, e2, terms2)
-        if not vindicated:
-            for k in got:
-                ctx.result(k.value, Status.INCONCLUSIVE, **where, message=_kink_message(fde, sl))
-            return
-        note = (f"the steps {_step_range(fde)} saw a kink or a non-finite value; the steps "
-                f"{_step_range(small)} do not, and the AD values agree with them: judged with "
-                "those")
-        fde = small
+    # before abstaining or blaming the backend, the oracle estimates again with smaller steps
+    from . import _second_estimate  # imports this module
+
+    first = fde
+    fde, note = _second_estimate.revisit(ctx, pr, i, j, sl, fde, got)
+    if fde is None:  # a kink or no finite estimate, at every step size tried
+        for k in got:
+            ctx.result(k.value, Status.INCONCLUSIVE, **where, message=_kink_message(first, sl))
+        return
     s_fd, e_fd, mag_fd, terms = _fd_side(fde, pr, i, j, sl, got)
-    if not note and not _agrees(ctx, ad, s_fd, e_fd, terms):
-        small = _confirmation(ctx, j, fde)
-        if small is not None and _decidable(small, sl):
-            s2, e2, mag2, terms2 = _fd_side(small, pr, i, j, sl, got)
-            consistent = np.all(np.abs(s_fd - s2) <= tolerance.FD_SAFETY * (e_fd + e2) + (
-                tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (terms + terms2)))
-            second = (f"the steps {_step_range(small)} give {_fmt(s2)} (error {_fmt(e2)})")
-            if consistent:
-                note = f"confirmed: {second}"
-            elif _agrees(ctx, ad, s2, e2, terms2):
-                note = (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error {_fmt(e_fd)}); "
-                        f"{second}, which the AD values agree with: the large steps crossed a "
-                        "jump or a non-smooth point; judged with the small ones")
-                fde, s_fd, e_fd, mag_fd, terms = small, s2, e2, mag2, terms2
-            else:
-                note = f"not confirmed: {second}, and the AD values disagree with it too"
     conv = [_convergence(fde, p, pr.v[i][p].ravel(), sl) for p in range(len(pr.v[i]))]
     for kind, s_ad in ad.items():
         _emit(ctx, kind, where, s_ad, s_fd, e_fd, terms, ctx.rule_dtype, conv, pr, fde,
@@ -585,11 +556,6 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
             _compare_low(ctx, where, low[i], pr, fde, sl)
 
 
-def _decidable(fde: fd.FDEstimate, sl: slice) -> bool:
-    """No kink and a finite estimate for every probe on the output slice ``sl``."""
-    return not np.any(fde.kink[:, sl]) and bool(np.all(fde.finite[:, sl]))
-
-
 def _fd_side(fde, pr, i, j, sl, got):
     """The oracle's scalars and the absolute terms of the comparison (both sides count)."""
     s_fd, e_fd, mag_fd = _fd_scalars(fde, pr, i, j, sl)
@@ -601,52 +567,6 @@ def _fd_side(fde, pr, i, j, sl, got):
     fwd_side = np.maximum(mag_fd, got[CheckKind.JVP][1]) if CheckKind.JVP in got else mag_fd
     rev_side = got[CheckKind.VJP][1] if CheckKind.VJP in got else fwd_side
     return s_fd, e_fd, mag_fd, fwd_side + rev_side
-
-
-def _agrees(ctx: _Ctx, ad: dict, s_fd: np.ndarray, e_fd: np.ndarray, terms: np.ndarray
-            ) -> bool:
-    """Whether every AD value of every probe is within the rule check's allowance of the
-    estimate (as :func:`_emit` judges, without the conditioning term, which only widens it)."""
-    for s_ad in ad.values():
-        for p in range(len(s_ad)):
-            a = tolerance.allowance(float(s_fd[p]), float(e_fd[p]), float(terms[p]),
-                                    ctx.rule_dtype, atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
-            if not tolerance.ratio(abs(float(s_ad[p]) - float(s_fd[p])), a.allowed) <= 1.0:
-                return False
-    return True
-
-
-_CONFIRM_SHRINK = 2.0**-8
-
-
-def _confirmation(ctx: _Ctx, j: int, fde: fd.FDEstimate) -> fd.FDEstimate | None:
-    """The oracle's estimate along the same directions with every step ``2^-8`` times
-    smaller (no retries), computed once per input and only when a comparison fails or the
-    first estimate abstains; ``None`` if it cannot be had.  The directions were rounded for
-    these steps already (:func:`gradcheck.fd.representable_direction` with the retries'
-    halvings), so the AD side's projections stay valid."""
-    if j not in ctx.confirmations:
-        small: fd.FDEstimate | None = None
-        try:
-            est = fd.directional_derivatives(
-                _batch_fn(ctx, j), ctx.args64[j].ravel(), fde.directions,
-                h0=fde.steps[:, 0] * _CONFIRM_SHRINK, retries=0, f0=_f0(ctx),
-                noise=fde.noise)
-            if np.array_equal(est.directions, fde.directions):
-                small = est
-        except Exception:  # the first estimate stands; its own verdict is reported
-            small = None
-        ctx.confirmations[j] = small
-    return ctx.confirmations[j]
-
-
-def _step_range(fde: fd.FDEstimate) -> str:
-    steps = fde.steps[:, : fd.DEFAULT_LEVELS]
-    return f"{float(np.min(steps)):.3g}..{float(np.max(steps)):.3g}"
-
-
-def _fmt(a: np.ndarray) -> str:
-    return ", ".join(f"{float(v):.10g}" for v in np.ravel(a))
 
 
 def _ad_scalars(kind, source, pr, i, j):

@@ -1,0 +1,111 @@
+"""The oracle's second estimate: before a check abstains or fails, estimate again with every
+step ``2^-8`` times smaller (``docs/error-model.md`` section 2).
+
+Differentiability and the derivative at ``x`` are local, and the table's steps are not:
+
+* the large steps can cross a jump or a non-smooth point near ``x``, so the table sees a
+  staircase's average slope (``fmod``, ``round(x, 3)``);
+* they can see a kink that is only near ``x`` (a max-like ``logsumexp`` at 1e4).
+
+Smaller steps along the same directions see the function at ``x``.  They are not trusted on
+their own either, since at ``logsumexp`` at 3e4 they are still too coarse.  So the second
+estimate can only vindicate the backend:
+
+* a check becomes a pass when every AD value agrees with it;
+* otherwise the first verdict stands, a failure or an abstention.
+
+A wrong rule can therefore only be passed if it matches a wrong second estimate, and an
+abstention never becomes a failure.  The second estimate costs nothing on checks that pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import fd, tolerance
+from .numeric import _batch_fn, _Ctx, _f0, _fd_side
+
+_SHRINK = 2.0**-8
+
+
+def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate,
+            got: dict) -> tuple[fd.FDEstimate | None, str]:
+    """The estimate to judge output ``i`` / input ``j`` with, and a note for the result's
+    ``details["oracle"]``; ``None`` when the check must abstain.  ``got``: the AD scalars
+    and magnitudes per check kind."""
+    ad = {kind: vals[0] for kind, vals in got.items()}
+    if not decidable(fde, sl):
+        small = _second(ctx, j, fde)
+        if small is None or not decidable(small, sl) or not ad:
+            return None, ""
+        s2, e2, _, terms2 = _fd_side(small, pr, i, j, sl, got)
+        if not agrees(ctx, ad, s2, e2, terms2):
+            return None, ""
+        return small, (f"the steps {_step_range(fde)} saw a kink or a non-finite value; the "
+                       f"steps {_step_range(small)} do not, and the AD values agree with them: "
+                       "judged with those")
+    s_fd, e_fd, _, terms = _fd_side(fde, pr, i, j, sl, got)
+    if agrees(ctx, ad, s_fd, e_fd, terms):
+        return fde, ""
+    small = _second(ctx, j, fde)
+    if small is None or not decidable(small, sl):
+        return fde, ""
+    s2, e2, _, terms2 = _fd_side(small, pr, i, j, sl, got)
+    second = f"the steps {_step_range(small)} give {_fmt(s2)} (error {_fmt(e2)})"
+    if np.all(np.abs(s_fd - s2) <= tolerance.FD_SAFETY * (e_fd + e2)
+              + tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (terms + terms2)):
+        return fde, f"confirmed: {second}"
+    if agrees(ctx, ad, s2, e2, terms2):
+        return small, (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error {_fmt(e_fd)}); "
+                       f"{second}, which the AD values agree with: the large steps crossed a "
+                       "jump or a non-smooth point; judged with the small ones")
+    return fde, f"not confirmed: {second}, and the AD values disagree with it too"
+
+
+def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
+    """No kink and a finite estimate for every probe on the output slice ``sl``."""
+    return not np.any(fde.kink[:, sl]) and bool(np.all(fde.finite[:, sl]))
+
+
+def agrees(ctx: _Ctx, ad: dict, s_fd: np.ndarray, e_fd: np.ndarray, terms: np.ndarray) -> bool:
+    """Whether every AD value of every probe is within the rule check's allowance of the
+    estimate (as ``numeric._emit`` judges, without the conditioning term, which only widens
+    it)."""
+    for s_ad in ad.values():
+        for p in range(len(s_ad)):
+            a = tolerance.allowance(float(s_fd[p]), float(e_fd[p]), float(terms[p]),
+                                    ctx.rule_dtype, atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
+            if not tolerance.ratio(abs(float(s_ad[p]) - float(s_fd[p])), a.allowed) <= 1.0:
+                return False
+    return True
+
+
+def _second(ctx: _Ctx, j: int, fde: fd.FDEstimate) -> fd.FDEstimate | None:
+    """The estimate along the same directions with every step ``2^-8`` times smaller, no
+    retries, the first estimate's measured noise reused (measured again with fewer halvings,
+    the noise points would sit at the table's own scale, where a kink looks like noise);
+    once per input; ``None`` if it cannot be had.  The directions were rounded for these
+    steps already (the retries' halvings), so the AD side's projections stay valid."""
+    if j not in ctx.confirmations:
+        small: fd.FDEstimate | None = None
+        try:
+            est = fd.directional_derivatives(
+                _batch_fn(ctx, j), ctx.args64[j].ravel(), fde.directions,
+                h0=fde.steps[:, 0] * _SHRINK, retries=0, f0=_f0(ctx), noise=fde.noise)
+            if np.array_equal(est.directions, fde.directions):
+                small = est
+        except Exception:  # the first estimate stands; its own verdict is reported
+            small = None
+        ctx.confirmations[j] = small
+    return ctx.confirmations[j]
+
+
+def _step_range(fde: fd.FDEstimate) -> str:
+    steps = fde.steps[:, : fd.DEFAULT_LEVELS]
+    return f"{float(np.min(steps)):.3g}..{float(np.max(steps)):.3g}"
+
+
+def _fmt(a: np.ndarray) -> str:
+    return ", ".join(f"{float(v):.10g}" for v in np.ravel(a))
