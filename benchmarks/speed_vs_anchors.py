@@ -66,33 +66,19 @@ def _tools(w, slow: bool, only: tuple[str, ...] = ()) -> dict[str, tuple]:
         "jax check_grads rev": (
             lambda: jax_check_grads_passes(w.jax_fn, x, ("rev",)),
             lambda ft, fj: jax_check_grads_passes(fj, x, ("rev",))),
-        "gradcheck[torch] default": (
-            lambda: gradcheck.check(w.torch_fn, x, backend="torch"),
-            lambda ft, fj: _vjp_passes(ft, x, "torch", {})),
-        "gradcheck[torch] rev 1 probe": (
-            lambda: gradcheck.check(w.torch_fn, x, backend="torch", modes=("rev",), probes=1),
-            lambda ft, fj: _vjp_passes(ft, x, "torch", {"probes": 1})),
-        "gradcheck[jax] default": (
-            lambda: gradcheck.check(w.jax_fn, x, backend="jax"),
-            lambda ft, fj: _vjp_passes(fj, x, "jax", {})),
-        "gradcheck[jax] rev 1 probe": (
-            lambda: gradcheck.check(w.jax_fn, x, backend="jax", modes=("rev",), probes=1),
-            lambda ft, fj: _vjp_passes(fj, x, "jax", {"probes": 1})),
-        "gradcheck[torch] fast": (
-            lambda: gradcheck.check(w.torch_fn, x, backend="torch", fast=True),
-            lambda ft, fj: _vjp_passes(ft, x, "torch", {"fast": True})),
-        "gradcheck[torch] fast rev 1 probe": (
-            lambda: gradcheck.check(w.torch_fn, x, backend="torch", modes=("rev",), probes=1,
-                                    fast=True),
-            lambda ft, fj: _vjp_passes(ft, x, "torch", {"probes": 1, "fast": True})),
-        "gradcheck[jax] fast": (
-            lambda: gradcheck.check(w.jax_fn, x, backend="jax", fast=True),
-            lambda ft, fj: _vjp_passes(fj, x, "jax", {"fast": True})),
-        "gradcheck[jax] fast rev 1 probe": (
-            lambda: gradcheck.check(w.jax_fn, x, backend="jax", modes=("rev",), probes=1,
-                                    fast=True),
-            lambda ft, fj: _vjp_passes(fj, x, "jax", {"probes": 1, "fast": True})),
     })
+    # gradcheck: each configuration with each backend's version of the function
+    configs = {"default": {}, "rev 1 probe": {"modes": ("rev",), "probes": 1},
+               "fast": {"fast": True}, "fast rev 1 probe": {"modes": ("rev",), "probes": 1,
+                                                            "fast": True}}
+    for backend, fn in (("torch", w.torch_fn), ("jax", w.jax_fn)):
+        for label, kw in configs.items():
+            verdict_kw = {k: v for k, v in kw.items() if k != "modes"}  # _vjp_passes: rev
+            tools[f"gradcheck[{backend}] {label}"] = (
+                lambda fn=fn, backend=backend, kw=kw: gradcheck.check(fn, x, backend=backend,
+                                                                      **kw),
+                lambda ft, fj, backend=backend, vk=verdict_kw: _vjp_passes(
+                    ft if backend == "torch" else fj, x, backend, vk))
     if only:
         tools = {k: v for k, v in tools.items() if k.startswith("torch.gradcheck") or
                  any(o in k for o in only)}

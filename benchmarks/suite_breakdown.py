@@ -60,20 +60,7 @@ class Breakdown:
         plugin = self
 
         def timed(*args, **kwargs):
-            plugin.stack.append([component, plugin.case_key, time.perf_counter(),
-                                 time.process_time(), 0.0, 0.0])
-            try:
-                return original(*args, **kwargs)
-            finally:
-                comp, key, w0, c0, cw, cc = plugin.stack.pop()
-                wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-                slot = plugin.excl[(comp,) + key]
-                slot[0] += wall - cw
-                slot[1] += cpu - cc
-                slot[2] += 1
-                if plugin.stack:
-                    plugin.stack[-1][4] += wall
-                    plugin.stack[-1][5] += cpu
+            return plugin._timed(component, original, *args, **kwargs)
 
         setattr(module, attr, timed)
 
@@ -111,11 +98,13 @@ class Breakdown:
 
         jm.register_event_duration_secs_listener(listener)
 
-    def _timed(self, component, fn, *args):
+    def _timed(self, component, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, its wall and CPU time exclusive of nested timed calls
+        added to ``component``'s slot for the current case."""
         self.stack.append([component, self.case_key, time.perf_counter(), time.process_time(),
                            0.0, 0.0])
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         finally:
             comp, key, w0, c0, cw, cc = self.stack.pop()
             wall, cpu = time.perf_counter() - w0, time.process_time() - c0

@@ -184,6 +184,8 @@ def directional_derivatives(
     :func:`representable_direction`; compare AD results along those.  Elements whose estimate is
     non-finite or has not converged are recomputed with steps ``2^-8`` times smaller, up to
     ``retries`` times; each element keeps the attempt with the smallest error estimate.
+    ``h0``: the largest step instead of :func:`initial_step`, one for every direction or one
+    per direction (rounded down to powers of two).
     ``noise``: the rounding noise ``(P, m)`` already measured along these directions (by an
     earlier call at larger steps): no noise points are evaluated.  It is a property of ``f``
     near ``x``, not of the steps, and measuring it again with fewer halvings would put the
@@ -496,6 +498,7 @@ class ProjectedEstimate:
 
     @property
     def finite(self) -> np.ndarray:
+        """Estimates with a finite value and error."""
         return np.isfinite(self.value) & np.isfinite(self.error)
 
 

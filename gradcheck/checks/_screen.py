@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd, tolerance
+from .. import fd
 from ..results import CheckKind, Status
 from .numeric import (
     _ad_scalars,
@@ -43,8 +43,10 @@ from .numeric import (
     _forward,
     _message,
     _out_slices,
+    _probe_ratios,
     _probes,
     _reverse,
+    _terms,
 )
 
 SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
@@ -63,12 +65,13 @@ def screen(ctx: _Ctx) -> str | None:
     slices = _out_slices(ctx)
     f0 = _f0(ctx)
     P = ctx.cfg.probes
+    # the projections: probe p's cotangent on output i's slice, zeros elsewhere (every input)
+    W = np.zeros((P, len(ctx.float_outs), f0.size))
+    for r, i in enumerate(ctx.float_outs):
+        for p in range(P):
+            W[p, r, slices[i]] = pr.v[i][p].ravel()
     est: dict[int, fd.ProjectedEstimate] = {}
     for j in ctx.diff:
-        W = np.zeros((P, len(ctx.float_outs), f0.size))
-        for r, i in enumerate(ctx.float_outs):
-            for p in range(P):
-                W[p, r, slices[i]] = pr.v[i][p].ravel()
         try:
             est[j] = fd.projected_derivatives(
                 _batch_fn(ctx, j), ctx.args64[j].ravel(),
@@ -95,11 +98,7 @@ def screen(ctx: _Ctx) -> str | None:
                 if isinstance(vals, Exception):
                     return f"the backend's {kind.value.upper()} raised"
                 ad[kind] = vals
-            # the absolute terms as the full check counts them: both sides, whichever mode
-            fwd_side = e.magnitude[:, r]
-            if CheckKind.JVP in ad:
-                fwd_side = np.maximum(fwd_side, ad[CheckKind.JVP][1])
-            terms = fwd_side + (ad[CheckKind.VJP][1] if CheckKind.VJP in ad else fwd_side)
+            terms = _terms(e.magnitude[:, r], ad)  # as the full check counts them
             for kind, (s_ad, _) in ad.items():
                 verdict = _judge(ctx, kind, i, j, r, e, s_ad, terms)
                 if isinstance(verdict, str):
@@ -115,20 +114,16 @@ def _judge(ctx: _Ctx, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEs
            s_ad: np.ndarray, terms: np.ndarray) -> dict[str, Any] | str:
     """The result of one (kind, output, input) comparison, or why the screen cannot pass it."""
     s_fd, e_fd = e.value[:, r], e.error[:, r]
-    ratios, allows = [], []
+    what = f"{kind.value.upper()} of output {i} w.r.t. input {j}"
     for p in range(len(s_ad)):
         if not e_fd[p] <= SCREEN_FLOOR * terms[p]:
-            return (f"{kind.value.upper()} of output {i} w.r.t. input {j}, probe {p}: the "
-                    f"screen's FD error estimate {e_fd[p]:.3g} is above "
+            return (f"{what}, probe {p}: the screen's FD error estimate {e_fd[p]:.3g} is above "
                     f"{SCREEN_FLOOR:g} x terms {terms[p]:.3g}")
-        a = tolerance.allowance(float(s_fd[p]), float(e_fd[p]), float(terms[p]), "float64",
-                                atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
-        ratio = tolerance.ratio(abs(float(s_ad[p]) - float(s_fd[p])), a.allowed)
+    ratios, allows = _probe_ratios(ctx, s_ad, s_fd, e_fd, terms, "float64")
+    for p, ratio in enumerate(ratios):
         if not (ratio <= 1.0 and np.isfinite(s_ad[p])):
-            return (f"{kind.value.upper()} of output {i} w.r.t. input {j}, probe {p}: "
-                    f"{float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, ratio {ratio:.3g}")
-        ratios.append(ratio)
-        allows.append(a)
+            return (f"{what}, probe {p}: {float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, "
+                    f"ratio {ratio:.3g}")
     p = int(np.argmax(ratios))
     disc = abs(float(s_ad[p]) - float(s_fd[p]))
     rel = disc / abs(float(s_fd[p])) if s_fd[p] != 0 else (0.0 if disc == 0 else np.inf)

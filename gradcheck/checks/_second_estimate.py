@@ -25,43 +25,46 @@ from typing import Any
 import numpy as np
 
 from .. import fd, tolerance
-from .numeric import _batch_fn, _Ctx, _f0, _fd_side
+from .numeric import _batch_fn, _Ctx, _f0, _fd_side, _probe_ratios
 
 _SHRINK = 2.0**-8
 
 
-def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate,
-            got: dict) -> tuple[fd.FDEstimate | None, str]:
-    """The estimate to judge output ``i`` / input ``j`` with, and a note for the result's
-    ``details["oracle"]``; ``None`` when the check must abstain.  ``got``: the AD scalars
-    and magnitudes per check kind."""
+def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, got: dict
+            ) -> tuple[fd.FDEstimate | None, tuple, str]:
+    """The estimate to judge output ``i`` / input ``j`` with, its scalars (``numeric._fd_side``:
+    values, errors, FD magnitudes, terms) and a note for the result's ``details["oracle"]``;
+    ``(None, (), "")`` when the check must abstain.  ``got``: the AD scalars and magnitudes
+    per check kind."""
     ad = {kind: vals[0] for kind, vals in got.items()}
     if not decidable(fde, sl):
         small = _second(ctx, j, fde)
         if small is None or not decidable(small, sl) or not ad:
-            return None, ""
-        s2, e2, _, terms2 = _fd_side(small, pr, i, j, sl, got)
-        if not agrees(ctx, ad, s2, e2, terms2):
-            return None, ""
-        return small, (f"the steps {_step_range(fde)} saw a kink or a non-finite value; the "
-                       f"steps {_step_range(small)} do not, and the AD values agree with them: "
-                       "judged with those")
-    s_fd, e_fd, _, terms = _fd_side(fde, pr, i, j, sl, got)
-    if agrees(ctx, ad, s_fd, e_fd, terms):
-        return fde, ""
+            return None, (), ""
+        side2 = _fd_side(small, pr, i, j, sl, got)
+        if not agrees(ctx, ad, side2):
+            return None, (), ""
+        return small, side2, (f"the steps {_step_range(fde)} saw a kink or a non-finite "
+                              f"value; the steps {_step_range(small)} do not, and the AD values "
+                              "agree with them: judged with those")
+    side = _fd_side(fde, pr, i, j, sl, got)
+    if agrees(ctx, ad, side):
+        return fde, side, ""
     small = _second(ctx, j, fde)
     if small is None or not decidable(small, sl):
-        return fde, ""
-    s2, e2, _, terms2 = _fd_side(small, pr, i, j, sl, got)
+        return fde, side, ""
+    side2 = _fd_side(small, pr, i, j, sl, got)
+    (s_fd, e_fd, _, terms), (s2, e2, _, terms2) = side, side2
     second = f"the steps {_step_range(small)} give {_fmt(s2)} (error {_fmt(e2)})"
     if np.all(np.abs(s_fd - s2) <= tolerance.FD_SAFETY * (e_fd + e2)
               + tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (terms + terms2)):
-        return fde, f"confirmed: {second}"
-    if agrees(ctx, ad, s2, e2, terms2):
-        return small, (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error {_fmt(e_fd)}); "
-                       f"{second}, which the AD values agree with: the large steps crossed a "
-                       "jump or a non-smooth point; judged with the small ones")
-    return fde, f"not confirmed: {second}, and the AD values disagree with it too"
+        return fde, side, f"confirmed: {second}"
+    if agrees(ctx, ad, side2):
+        return small, side2, (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error "
+                              f"{_fmt(e_fd)}); {second}, which the AD values agree with: the "
+                              "large steps crossed a jump or a non-smooth point; judged with "
+                              "the small ones")
+    return fde, side, f"not confirmed: {second}, and the AD values disagree with it too"
 
 
 def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
@@ -69,17 +72,14 @@ def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
     return not np.any(fde.kink[:, sl]) and bool(np.all(fde.finite[:, sl]))
 
 
-def agrees(ctx: _Ctx, ad: dict, s_fd: np.ndarray, e_fd: np.ndarray, terms: np.ndarray) -> bool:
+def agrees(ctx: _Ctx, ad: dict, side: tuple) -> bool:
     """Whether every AD value of every probe is within the rule check's allowance of the
-    estimate (as ``numeric._emit`` judges, without the conditioning term, which only widens
-    it)."""
-    for s_ad in ad.values():
-        for p in range(len(s_ad)):
-            a = tolerance.allowance(float(s_fd[p]), float(e_fd[p]), float(terms[p]),
-                                    ctx.rule_dtype, atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
-            if not tolerance.ratio(abs(float(s_ad[p]) - float(s_fd[p])), a.allowed) <= 1.0:
-                return False
-    return True
+    estimate ``side`` (``numeric._fd_side``), as ``numeric._emit`` judges it without the
+    conditioning term, which only widens it."""
+    s_fd, e_fd, _, terms = side
+    return all(all(r <= 1.0 for r in _probe_ratios(ctx, s_ad, s_fd, e_fd, terms,
+                                                   ctx.rule_dtype)[0])
+               for s_ad in ad.values())
 
 
 def _second(ctx: _Ctx, j: int, fde: fd.FDEstimate) -> fd.FDEstimate | None:

@@ -537,12 +537,12 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
     from . import _second_estimate  # imports this module
 
     first = fde
-    fde, note = _second_estimate.revisit(ctx, pr, i, j, sl, fde, got)
+    fde, side, note = _second_estimate.revisit(ctx, pr, i, j, sl, fde, got)
     if fde is None:  # a kink or no finite estimate, at every step size tried
         for k in got:
             ctx.result(k.value, Status.INCONCLUSIVE, **where, message=_kink_message(first, sl))
         return
-    s_fd, e_fd, mag_fd, terms = _fd_side(fde, pr, i, j, sl, got)
+    s_fd, e_fd, mag_fd, terms = side
     conv = [_convergence(fde, p, pr.v[i][p].ravel(), sl) for p in range(len(pr.v[i]))]
     for kind, s_ad in ad.items():
         _emit(ctx, kind, where, s_ad, s_fd, e_fd, terms, ctx.rule_dtype, conv, pr, fde,
@@ -557,16 +557,39 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
 
 
 def _fd_side(fde, pr, i, j, sl, got):
-    """The oracle's scalars and the absolute terms of the comparison (both sides count)."""
+    """The oracle's scalars and the absolute terms of the comparison (:func:`_terms`)."""
     s_fd, e_fd, mag_fd = _fd_scalars(fde, pr, i, j, sl)
-    # Rounding of <v, J u> scales with its absolute terms sum_ij |v_i| |J_ij| |u_j|, which
-    # neither side shows alone: sum_i |v_i| |(J u)_i| misses cancellation inside J u (a dot
-    # product of two inputs), sum_j |(J^T v)_j| |u_j| misses it inside J^T v.  Both sides
-    # count, whichever mode is checked (measured: with the forward side alone, a 14-term
-    # bilinear JVP reached 0.92 of its rounding allowance).
+    return s_fd, e_fd, mag_fd, _terms(mag_fd, got)
+
+
+def _terms(mag_fd: np.ndarray, got: dict) -> np.ndarray:
+    """The absolute terms of ``<v, J u>`` per probe, from the FD side's ``sum |v| |J u|`` and
+    the AD magnitudes in ``got`` (kind -> (scalars, magnitudes)).
+
+    Rounding of <v, J u> scales with its absolute terms sum_ij |v_i| |J_ij| |u_j|, which
+    neither side shows alone: sum_i |v_i| |(J u)_i| misses cancellation inside J u (a dot
+    product of two inputs), sum_j |(J^T v)_j| |u_j| misses it inside J^T v.  Both sides
+    count, whichever mode is checked (measured: with the forward side alone, a 14-term
+    bilinear JVP reached 0.92 of its rounding allowance)."""
     fwd_side = np.maximum(mag_fd, got[CheckKind.JVP][1]) if CheckKind.JVP in got else mag_fd
     rev_side = got[CheckKind.VJP][1] if CheckKind.VJP in got else fwd_side
-    return s_fd, e_fd, mag_fd, fwd_side + rev_side
+    return fwd_side + rev_side
+
+
+def _probe_ratios(ctx: _Ctx, actual, expected, fd_err, magnitude, round_dtype, *,
+                  conditioning=None, measured=None) -> tuple[list[float], list[Any]]:
+    """Per probe: the ratio of ``|actual - expected|`` to the allowance, and the allowance
+    (:func:`gradcheck.tolerance.allowance`, or the explicit atol/rtol)."""
+    ratios, allows = [], []
+    for p in range(len(actual)):
+        a = tolerance.allowance(
+            float(expected[p]), float(fd_err[p]), float(magnitude[p]), round_dtype,
+            conditioning=0.0 if conditioning is None else float(conditioning[p]),
+            measured=0.0 if measured is None else float(measured[p]),
+            atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
+        allows.append(a)
+        ratios.append(tolerance.ratio(abs(float(actual[p]) - float(expected[p])), a.allowed))
+    return ratios, allows
 
 
 def _ad_scalars(kind, source, pr, i, j):
@@ -690,15 +713,8 @@ def _compare_low(ctx, where, smp, pr, fde, sl) -> None:
 def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, conv, pr, fde,
           *, label: str = "", conditioning=None, measured=None, oracle_note: str = "") -> None:
     """Turn per-probe scalars into one result (worst probe) and localize on failure."""
-    ratios, allows = [], []
-    for p in range(len(actual)):
-        cond = 0.0 if conditioning is None else float(conditioning[p])
-        a = tolerance.allowance(float(expected[p]), float(fd_err[p]), float(magnitude[p]),
-                                round_dtype, conditioning=cond,
-                                measured=0.0 if measured is None else float(measured[p]),
-                                atol=ctx.cfg.atol, rtol=ctx.cfg.rtol)
-        allows.append(a)
-        ratios.append(tolerance.ratio(abs(float(actual[p]) - float(expected[p])), a.allowed))
+    ratios, allows = _probe_ratios(ctx, actual, expected, fd_err, magnitude, round_dtype,
+                                   conditioning=conditioning, measured=measured)
     p = int(np.argmax(ratios))
     disc = abs(float(actual[p]) - float(expected[p]))
     rel = disc / abs(float(expected[p])) if expected[p] != 0 else (0.0 if disc == 0 else np.inf)
