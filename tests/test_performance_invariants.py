@@ -99,8 +99,8 @@ def test_localization_cost_of_a_dense_jacobian_is_linear_in_n():
     fwd_steps = [costs[16][0] - costs[8][0], costs[32][0] - costs[16][0]]
     vjp_steps = [costs[16][1] - costs[8][1], costs[32][1] - costs[16][1]]
     # FD Jacobian: a 5-point stencil per column (the noise points, 6 per direction along 3
-    # directions, and the table's spot checks of 4 columns do not grow with n; nothing is
-    # recomputed for this smooth f); AD Jacobian: one VJP per output element
+    # directions, and the second stencil of the 8 spot-checked columns do not grow with n;
+    # nothing is recomputed for this smooth f); AD Jacobian: one VJP per output element
     assert fwd_steps == [5 * 8, 5 * 16]
     assert vjp_steps == [8, 16]
 

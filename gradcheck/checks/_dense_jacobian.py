@@ -39,11 +39,17 @@ guards keep its estimate honest:
   above ``1e-8`` relative (the steps are too large for ``f`` there: a kink or a pole within
   ``2h``; a kink makes the fifth divided difference ``O(slope change / h^4)`` except for kink
   positions in a set of width ``~1e-8 h``).  Such a column takes the table's values.
-* A few columns (the two with the largest relative estimate, and two random ones) are also
-  computed with the table; where an element of the two disagrees beyond the sum of their
-  estimates (with the localization's safety factor), the stencil's error model does not hold
-  at ``x`` and every column is recomputed with the table.  On the spot-checked columns each
-  element keeps the estimate, stencil or table, with the smaller error.
+* A few columns (the four with the largest relative estimate, and four random ones) are
+  computed again with the same stencil at a quarter of the step, in one more batched call:
+  truncation ~1000 times smaller, rounding 4 times larger, nodes between the first stencil's.
+  Where an element of the two disagrees beyond the sum of their estimates (with the
+  localization's safety factor), the stencil's error model does not hold at ``x`` (``f`` is not
+  smooth on the scale ``h``, or has structure the nodes alias) and every column is recomputed
+  with the table.  On the spot-checked columns each element keeps the estimate with the
+  smaller error.
+
+The noise points go into the same batched call as the stencil's points (a few ms of per-call
+overhead for a vmapped function are not small next to f's own cost at n = 1000).
 """
 
 from __future__ import annotations
@@ -65,7 +71,8 @@ _NOISE_DIRECTIONS = 3
 _NOISE_SHRINK = 2.0**-20  # noise points at h * this: the smooth part of a 4th difference vanishes
 _RTOL = 1e-8  # a column with a truncation estimate above this (relative) is recomputed
 _FLOOR = 1e-3  # ... relative to max(|value|, this fraction of the column's largest element)
-_SPOT_COLUMNS = 4
+_SPOT_COLUMNS = 8
+_SPOT_SHRINK = 0.25  # the spot check's stencil: the same nodes at a quarter of the step
 _ARG_RTOL = 1e-12  # a column whose rounded points change the stencil more (relative) is redone
 _POINTS_PER_CALL = 6_000_000  # floats per batched call (5 points x columns x n): ~48 MB
 
@@ -92,63 +99,74 @@ def stencil_jacobian(f_batch: Callable, x: np.ndarray, f0: np.ndarray, *,
     f0 = np.asarray(f0, dtype=np.float64).ravel()
     n = x.size
     h = fd.initial_step(x, np.ones(1)) * (_H_FACTOR / fd._H0_FACTOR)  # a power of two
-    noise = _noise(f_batch, x, f0, h, seed)
-    val, err, trunc = _stencil(f_batch, x, f0, h, noise)  # (n, m) each
+    val, err, trunc, noise = _stencil(f_batch, x, f0, h, seed)  # (n, m) each; noise (m,)
     evaluations = 6 * _NOISE_DIRECTIONS + len(_NODES) * n
     redo = _columns_to_recompute(x, h, val, err, trunc)
     spot = _spot_columns(val, err, redo, seed)
-    cols = np.union1d(np.flatnonzero(redo), spot)
-    how = f"5-point stencil per column (dense pattern), {spot.size} spot-checked"
-    if cols.size == 0:
-        return DenseJacobian(val.T, err.T, evaluations, 0, how)
-    t_val, t_err, t_evals = table(cols)
-    evaluations += t_evals
-    at = np.searchsorted(cols, spot)
-    if not np.all(_agree(val[spot], err[spot], t_val[at], t_err[at])):
-        # the stencil's error model does not hold at x: the table for every column
-        rest = np.setdiff1d(np.arange(n), cols)
-        r_val, r_err, r_evals = table(rest)
-        evaluations += r_evals
-        t_val = np.concatenate([t_val, r_val])[np.argsort(np.concatenate([cols, rest]))]
-        t_err = np.concatenate([t_err, r_err])[np.argsort(np.concatenate([cols, rest]))]
-        cols, redo = np.arange(n), np.ones(n, dtype=bool)
-        how += " (failed: every column recomputed with the Richardson table)"
-    elif redo.any():
-        how += f"; {int(redo.sum())} of {n} columns recomputed with the Richardson table"
-    # recomputed columns take the table; spot-checked ones, per element, the smaller error
-    take = redo[cols, None] | (t_err < err[cols]) | (~np.isfinite(err[cols]) & np.isfinite(t_err))
+    how = (f"5-point stencil per column (dense pattern), {spot.size} spot-checked at "
+           f"1/{int(1 / _SPOT_SHRINK)} of the step")
     val, err = val.copy(), err.copy()
-    val[cols] = np.where(take, t_val, val[cols])
-    err[cols] = np.where(take, t_err, err[cols])
+    if spot.size:
+        s_val, s_err, _ = _stencil(f_batch, x, f0, h * _SPOT_SHRINK, seed, spot, noise)[:3]
+        evaluations += len(_NODES) * spot.size
+        if not np.all(_agree(val[spot], err[spot], s_val, s_err)):
+            # the stencil's error model does not hold at x: the table for every column
+            redo = np.ones(n, dtype=bool)
+            how += " (failed: every column recomputed with the Richardson table)"
+        else:  # both estimates hold: per element, the one with the smaller error
+            take = (s_err < err[spot]) | (~np.isfinite(err[spot]) & np.isfinite(s_err))
+            val[spot] = np.where(take, s_val, val[spot])
+            err[spot] = np.where(take, s_err, err[spot])
+    if redo.any():
+        cols = np.flatnonzero(redo)
+        t_val, t_err, t_evals = table(cols)
+        evaluations += t_evals
+        val[cols], err[cols] = t_val, t_err
+        if not how.endswith("table)"):
+            how += f"; {cols.size} of {n} columns recomputed with the Richardson table"
     return DenseJacobian(val.T, err.T, evaluations, int(redo.sum()), how)
 
 
-def _noise(f_batch: Callable, x: np.ndarray, f0: np.ndarray, h: float, seed: int) -> np.ndarray:
-    """Measured rounding noise per output element: the largest over a few random dense sign
-    directions (every input moves, so every rounding in ``f`` shows)."""
-    dirs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(_NOISE_DIRECTIONS, x.size))
-    delta = np.full(_NOISE_DIRECTIONS, h * _NOISE_SHRINK)
-    return np.max(fd.noise_level(f_batch, x, dirs, delta, f0), axis=0)
+def _noise_directions(n: int, seed: int) -> np.ndarray:
+    """A few random dense sign directions: every input moves, so every rounding in ``f``
+    shows in the noise measured along them."""
+    return np.random.default_rng(seed).choice((-1.0, 1.0), size=(_NOISE_DIRECTIONS, n))
 
 
-def _stencil(f_batch: Callable, x: np.ndarray, f0: np.ndarray, h: float, noise: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``p5``, its error estimate and the truncation part ``|p5 - p4|``, ``(n, m)`` each."""
+def _stencil(f_batch: Callable, x: np.ndarray, f0: np.ndarray, h: float, seed: int,
+             columns: np.ndarray | None = None, noise: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``p5``, its error estimate and the truncation part ``|p5 - p4|`` for ``columns``
+    (default: all), ``(len(columns), m)`` each, and the measured noise ``(m,)``.  Without
+    ``noise`` the noise points (at ``h * _NOISE_SHRINK``) are evaluated in the first batched
+    call with the stencil's points."""
     n = x.size
+    columns = np.arange(n) if columns is None else np.asarray(columns)
     per_call = max(1, _POINTS_PER_CALL // (len(_NODES) * max(n, 1)))
-    a0 = np.maximum(fd.EPS64 * np.abs(f0), fd._NOISE_BOUND * noise)
     moved = _argument_rounding(x, h)  # (n,) relative effect of the rounded points
+    extra = np.empty((0, n))
+    if noise is None:
+        delta = np.full(_NOISE_DIRECTIONS, h * _NOISE_SHRINK)
+        extra = fd._noise_points(x, _noise_directions(n, seed), delta)
     out = []
-    for start in range(0, n, per_call):
-        cols = np.arange(start, min(start + per_call, n))
-        X = np.repeat(x[None, None, :], cols.size * len(_NODES), axis=0)
-        X = X.reshape(cols.size, len(_NODES), n)
-        X[np.arange(cols.size), :, cols] += h * _NODES
+    for start in range(0, columns.size, per_call):
+        cols = columns[start:start + per_call]
+        X = np.empty((len(extra) + cols.size * len(_NODES), n))
+        X[:len(extra)] = extra
+        S = X[len(extra):].reshape(cols.size, len(_NODES), n)
+        S[...] = x
+        S[np.arange(cols.size), :, cols] += h * _NODES
         with np.errstate(all="ignore"):
-            V = fd._evaluate(f_batch, X.reshape(-1, n), len(X.reshape(-1, n)))
+            V = fd._evaluate(f_batch, X, len(X))
+        if len(extra):  # the first call carried the noise points
+            noise = np.max(fd._noise_from(V[:len(extra)], f0), axis=0)
+            V, extra = V[len(extra):], np.empty((0, n))
+        a0 = np.maximum(fd.EPS64 * np.abs(f0), fd._NOISE_BOUND * noise)
+        with np.errstate(all="ignore"):
             out.append(_combine(V.reshape(cols.size, len(_NODES), -1), f0, a0, noise, h,
                                 moved[cols]))
-    return tuple(np.concatenate(parts) for parts in zip(*out, strict=True))  # type: ignore
+    val, err, trunc = (np.concatenate(p) for p in zip(*out, strict=True))
+    return val, err, trunc, noise  # type: ignore[return-value]
 
 
 def _combine(V: np.ndarray, f0: np.ndarray, a0: np.ndarray, noise: np.ndarray, h: float,
