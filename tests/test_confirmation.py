@@ -72,17 +72,37 @@ def _logsumexp(delta: float = 0.0) -> NumpyFunction:
 
 
 def test_a_kink_seen_only_by_large_steps_is_not_an_abstention() -> None:
-    """logsumexp with every input 1e4: the table's steps (16 .. 1e3) see a max-like kink; the
-    confirmation's (0.06 .. 4) see the smooth function, and the rule agrees with them."""
-    r = _only(gradcheck.check(_logsumexp(), np.full(8, 1e4), backend="numpy", modes="rev"))
+    """logsumexp of two inputs at 1e4: the table's steps (16 .. 2e3, retries included) see a
+    max-like kink; the second estimate's (0.06 .. 8) see the smooth function, and the rule
+    agrees with them."""
+    r = _only(gradcheck.check(_logsumexp(), np.full(2, 1e4), backend="numpy", modes="rev"))
     assert r.status is gradcheck.Status.PASSED, r.message
     assert "saw a kink" in r.details["oracle"]
 
 
-def test_a_coarse_small_step_estimate_never_fails_a_check() -> None:
-    """At 3e4 the confirmation's steps (0.1 .. 16) are still too coarse and its estimate is
-    wrong: the check stays inconclusive, as the first estimate said, instead of failing."""
-    r = _only(gradcheck.check(_logsumexp(), np.full(8, 3e4), backend="numpy", modes="rev"))
+@pytest.mark.parametrize("x0", [1e4, 2e4])
+def test_a_plateau_of_the_large_steps_is_retried_by_the_first_estimate(x0: float) -> None:
+    """logsumexp of eight inputs: the central differences at the largest steps agree with each
+    other on a wrong value (the max-like regime).  The smaller steps of the same table move
+    away from it, so the entries' error estimates say so, the elements are retried with
+    smaller steps, and the first estimate is the derivative: the rule passes, a (1 + 1e-7)
+    mutant fails.  (At 2e4 the mutant was passed before: the second estimate vindicated it
+    with an error estimate of 6e-7.)"""
+    x = np.full(8, x0)
+    r = _only(gradcheck.check(_logsumexp(), x, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.PASSED, r.message
+    assert "oracle" not in r.details
+    bad = _only(gradcheck.check(_logsumexp(1e-7), x, backend="numpy", modes="rev"))
+    assert bad.status is gradcheck.Status.FAILED, bad.message
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-7])
+def test_a_coarse_small_step_estimate_never_decides_a_check(delta: float) -> None:
+    """At 3e4 the second estimate's steps (0.1 .. 16) are still too coarse: its value is off by
+    7e-3 and its error estimate says so.  A wide estimate agrees with a wrong rule as readily
+    as with the right one, so it may not vindicate: the check stays inconclusive, as the first
+    estimate said, for the rule and for a (1 + 1e-7) mutant alike; it never fails."""
+    r = _only(gradcheck.check(_logsumexp(delta), np.full(8, 3e4), backend="numpy", modes="rev"))
     assert r.status is gradcheck.Status.INCONCLUSIVE, r.message
 
 

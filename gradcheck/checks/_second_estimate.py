@@ -11,7 +11,8 @@ Smaller steps along the same directions see the function at ``x``.  They are not
 their own either, since at ``logsumexp`` at 3e4 they are still too coarse.  So the second
 estimate can only vindicate the backend:
 
-* a check becomes a pass when every AD value agrees with it;
+* a check becomes a pass when every AD value agrees with it and it is sharp (every element
+  converged, :func:`sharp`): a wide estimate agrees with a wrong rule as readily;
 * otherwise the first verdict stands, a failure or an abstention.
 
 A wrong rule can therefore only be passed if it matches a wrong second estimate, and an
@@ -39,7 +40,7 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
     ad = {kind: vals[0] for kind, vals in got.items()}
     if not decidable(fde, sl):
         small = _second(ctx, j, fde)
-        if small is None or not decidable(small, sl) or not ad:
+        if small is None or not decidable(small, sl) or not sharp(small, sl) or not ad:
             return None, (), ""
         side2 = _fd_side(small, pr, i, j, sl, got)
         if not agrees(ctx, ad, side2):
@@ -59,6 +60,8 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
     if np.all(np.abs(s_fd - s2) <= tolerance.FD_SAFETY * (e_fd + e2)
               + tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (terms + terms2)):
         return fde, side, f"confirmed: {second}"
+    if not sharp(small, sl):
+        return fde, side, f"not confirmed: {second}, an estimate too coarse to judge with"
     if agrees(ctx, ad, side2):
         return small, side2, (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error "
                               f"{_fmt(e_fd)}); {second}, which the AD values agree with: the "
@@ -70,6 +73,14 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
 def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
     """No kink and a finite estimate for every probe on the output slice ``sl``."""
     return not np.any(fde.kink[:, sl]) and bool(np.all(fde.finite[:, sl]))
+
+
+def sharp(fde: fd.FDEstimate, sl: slice) -> bool:
+    """Every element on the output slice ``sl`` converged (:func:`gradcheck.fd.unconverged`:
+    error estimate within 1e-8 of its size).  Only a sharp estimate may vindicate: an honest
+    but wide error estimate agrees with a wrong rule as readily as with the right one
+    (``logsumexp`` at 3e4, where the small steps are still too coarse)."""
+    return not np.any(fd.unconverged(fde)[:, sl])
 
 
 def agrees(ctx: _Ctx, ad: dict, side: tuple) -> bool:
