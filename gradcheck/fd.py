@@ -60,7 +60,7 @@ DEFAULT_LEVELS = 7
 _H0_FACTOR = 2.0**-3
 _RETRY_SHRINK = 2.0**-8
 _RETRIES = 2
-_CONVERGED_RTOL = 1e-8  # an element whose relative error estimate exceeds this is retried
+CONVERGED_RTOL = 1e-8  # an element whose relative error estimate exceeds this is retried
 _RETRY_FLOOR = 1e-3  # ... relative to max(|value|, this fraction of the row's largest element)
 _NOISE_BOUND = 3.0  # a value of f is within this many measured noise levels of the exact one
 _KINK_FACTOR = 10.0  # one-sided limits must disagree by this many error estimates
@@ -237,7 +237,7 @@ def directional_derivatives(
         all_steps.append(steps)
         all_tables.append(tab.central)
         best = tab if best is None else _merge(best, tab)
-        if not np.all(np.isfinite(f0)) or not np.any(unconverged(best)):
+        if not np.all(np.isfinite(f0)) or not np.any(_unconverged(best)):
             break
     assert best is not None
     left, right = best.left, best.right
@@ -331,20 +331,18 @@ def _remeasure_noise(f_batch: BatchFn, x: np.ndarray, dirs: np.ndarray, delta: n
     return len(pts)
 
 
-def unconverged(t: _Tables | FDEstimate) -> np.ndarray:
-    """``(P, m)``: elements whose error estimate is not small against the derivative's size
-    (or the row's largest element, for elements near zero): the ones a retry recomputes, and
-    the ones a second estimate may not vindicate a backend with
-    (:mod:`gradcheck.checks._second_estimate`)."""
+def _unconverged(t: _Tables) -> np.ndarray:
+    """Elements whose error estimate is not small against the derivative's size (or the row's
+    largest element, for elements near zero)."""
     size = np.abs(t.value)
     floor = _RETRY_FLOOR * np.nanmax(np.where(np.isfinite(size), size, 0.0), axis=1, keepdims=True)
     with np.errstate(invalid="ignore"):
-        return ~(t.error <= _CONVERGED_RTOL * np.maximum(size, floor))
+        return ~(t.error <= CONVERGED_RTOL * np.maximum(size, floor))
 
 
 def _merge(old: _Tables, new: _Tables) -> _Tables:
     """Per element, take ``new`` where ``old`` had not converged and ``new`` is better."""
-    take = unconverged(old) & (new.error < np.where(np.isfinite(old.error), old.error, np.inf))
+    take = _unconverged(old) & (new.error < np.where(np.isfinite(old.error), old.error, np.inf))
     take |= ~np.isfinite(old.value) & np.isfinite(new.value)
 
     def pick(a: np.ndarray, b: np.ndarray) -> np.ndarray:

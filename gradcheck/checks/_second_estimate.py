@@ -11,8 +11,8 @@ Smaller steps along the same directions see the function at ``x``.  They are not
 their own either, since at ``logsumexp`` at 3e4 they are still too coarse.  So the second
 estimate can only vindicate the backend:
 
-* a check becomes a pass when every AD value agrees with it and it is sharp (every element
-  converged, :func:`sharp`): a wide estimate agrees with a wrong rule as readily;
+* a check becomes a pass when every AD value agrees with it and it is sharp (its error within
+  1e-8 of the terms compared, :func:`sharp`): a wide estimate agrees with a wrong rule as readily;
 * otherwise the first verdict stands, a failure or an abstention.
 
 A wrong rule can therefore only be passed if it matches a wrong second estimate, and an
@@ -40,10 +40,10 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
     ad = {kind: vals[0] for kind, vals in got.items()}
     if not decidable(fde, sl):
         small = _second(ctx, j, fde)
-        if small is None or not decidable(small, sl) or not sharp(small, sl) or not ad:
+        if small is None or not decidable(small, sl) or not ad:
             return None, (), ""
         side2 = _fd_side(small, pr, i, j, sl, got)
-        if not agrees(ctx, ad, side2):
+        if not sharp(side2) or not agrees(ctx, ad, side2):
             return None, (), ""
         return small, side2, (f"the steps {_step_range(fde)} saw a kink or a non-finite "
                               f"value; the steps {_step_range(small)} do not, and the AD values "
@@ -60,7 +60,7 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
     if np.all(np.abs(s_fd - s2) <= tolerance.FD_SAFETY * (e_fd + e2)
               + tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (terms + terms2)):
         return fde, side, f"confirmed: {second}"
-    if not sharp(small, sl):
+    if not sharp(side2):
         return fde, side, f"not confirmed: {second}, an estimate too coarse to judge with"
     if agrees(ctx, ad, side2):
         return small, side2, (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error "
@@ -75,12 +75,14 @@ def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
     return not np.any(fde.kink[:, sl]) and bool(np.all(fde.finite[:, sl]))
 
 
-def sharp(fde: fd.FDEstimate, sl: slice) -> bool:
-    """Every element on the output slice ``sl`` converged (:func:`gradcheck.fd.unconverged`:
-    error estimate within 1e-8 of its size).  Only a sharp estimate may vindicate: an honest
-    but wide error estimate agrees with a wrong rule as readily as with the right one
-    (``logsumexp`` at 3e4, where the small steps are still too coarse)."""
-    return not np.any(fd.unconverged(fde)[:, sl])
+def sharp(side: tuple) -> bool:
+    """Whether the estimate ``side`` (``numeric._fd_side``) is sharp: its error within 1e-8 of
+    the compared scalar's absolute terms on every probe (the oracle's convergence criterion,
+    ``fd.CONVERGED_RTOL``, at the scale of the comparison).  Only a sharp estimate may
+    vindicate: an honest but wide error estimate agrees with a wrong rule as readily as with
+    the right one (``logsumexp`` at 3e4, where the small steps are still too coarse)."""
+    _, e_fd, _, terms = side
+    return bool(np.all(e_fd <= fd.CONVERGED_RTOL * terms))
 
 
 def agrees(ctx: _Ctx, ad: dict, side: tuple) -> bool:
