@@ -112,3 +112,32 @@ def test_a_kink_at_the_point_stays_inconclusive() -> None:
     r = _only(gradcheck.check(relu, np.array([0.0, 1.5, -2.0]), backend="numpy", modes="rev"))
     assert r.status is gradcheck.Status.INCONCLUSIVE
     assert "left derivative" in r.message
+
+
+def _round3(bias: float = 0.0) -> NumpyFunction:
+    """``round(x, 3)``, a staircase of 1e-3 steps; its rule is 0 (plus ``bias``: a wrong one)."""
+    return NumpyFunction(lambda x: np.round(x, 3), lambda a, c: [c[0] * 0.0 + c[0] * bias],
+                         name="round3")
+
+
+X_ROUND = np.random.default_rng(11).uniform(-9.0, 9.0, 20)
+
+
+def test_estimates_that_contradict_each_other_make_a_staircase_inconclusive() -> None:
+    """The large steps (0.008 .. 0.5) see the staircase's mean slope 1 with error estimates
+    down to 1e-13; the small ones (3e-5 .. 2e-3) see 0 where they cross no jump and a wide
+    spread where they do.  Where the two contradict each other beyond both error estimates,
+    the large steps' error model does not hold, so their verdict (a failure of the right rule,
+    OpInfo round.decimals_3[0]) is not given: the check is inconclusive."""
+    r = _only(gradcheck.check(_round3(), X_ROUND, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.INCONCLUSIVE, r.message
+    assert "contradict each other" in r.message
+
+
+@pytest.mark.parametrize("bias", [1e-3, 1.0])
+def test_a_staircase_never_passes_a_wrong_rule(bias: float) -> None:
+    """A wrong rule is never passed there: 1e-3 is within the small steps' wide estimate
+    (inconclusive), and the mean slope 1 is what the large steps see (the contradiction
+    still holds: inconclusive too, not a pass)."""
+    r = _only(gradcheck.check(_round3(bias), X_ROUND, backend="numpy", modes="rev"))
+    assert r.status is not gradcheck.Status.PASSED, r.message
