@@ -60,7 +60,7 @@ DEFAULT_LEVELS = 7
 _H0_FACTOR = 2.0**-3
 _RETRY_SHRINK = 2.0**-8
 _RETRIES = 2
-_CONVERGED_RTOL = 1e-8  # an element whose relative error estimate exceeds this is retried
+CONVERGED_RTOL = 1e-8  # an element whose relative error estimate exceeds this is retried
 _RETRY_FLOOR = 1e-3  # ... relative to max(|value|, this fraction of the row's largest element)
 _NOISE_BOUND = 3.0  # a value of f is within this many measured noise levels of the exact one
 _KINK_FACTOR = 10.0  # one-sided limits must disagree by this many error estimates
@@ -337,7 +337,7 @@ def _unconverged(t: _Tables) -> np.ndarray:
     size = np.abs(t.value)
     floor = _RETRY_FLOOR * np.nanmax(np.where(np.isfinite(size), size, 0.0), axis=1, keepdims=True)
     with np.errstate(invalid="ignore"):
-        return ~(t.error <= _CONVERGED_RTOL * np.maximum(size, floor))
+        return ~(t.error <= CONVERGED_RTOL * np.maximum(size, floor))
 
 
 def _merge(old: _Tables, new: _Tables) -> _Tables:
@@ -402,7 +402,7 @@ def _tables(values, steps, f0, noise, one_sided=True) -> _Tables:
         nz = _NOISE_BOUND * noise[:, None, :]  # measured noise, bounds each value of f
         ap, am = (np.maximum(EPS64 * np.abs(v), nz) for v in (fp, fm))
         round_c = (ap + am) / (2 * hk)
-        c_val, c_err = _richardson(central, round_c, 4.0)
+        c_val, c_err = _richardson(central, round_c, 4.0, ahead=True)
         if one_sided:
             right = (fp - f0) / hk
             left = (f0 - fm) / hk
@@ -420,10 +420,13 @@ def _tables(values, steps, f0, noise, one_sided=True) -> _Tables:
     return _Tables(c_val, c_err, l_val, l_err, r_val, r_err, central, curvature)
 
 
-def _richardson(d: np.ndarray, rounding: np.ndarray, base: float) -> tuple[np.ndarray, np.ndarray]:
+def _richardson(d: np.ndarray, rounding: np.ndarray, base: float, *, ahead: bool = False
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Richardson-extrapolate ``d`` (shape ``(P, K, m)``) along K; return best value and error.
 
     ``base`` is 4 for central differences (even powers) and 2 for one-sided ones.
+    ``ahead``: an entry's error estimate also covers its distance from the entries below it in
+    its column (smaller steps) beyond what their rounding explains (:func:`_ahead`).
     """
     P, K, m = d.shape
     # Candidates are visited column by column (j), row by row, keeping a running minimum of
@@ -452,6 +455,8 @@ def _richardson(d: np.ndarray, rounding: np.ndarray, base: float) -> tuple[np.nd
         stab = np.abs(np.diff(cur, axis=1))
         np.maximum(trunc[:, 1:], stab, out=trunc[:, 1:])
         np.maximum(trunc[:, 0], stab[:, 0], out=trunc[:, 0])
+        if ahead and cur.shape[1] > 2:  # with two entries, |T[1] - T[0]| is counted already
+            np.maximum(trunc[:, :-1], _ahead(cur, amp * rounding[:, j:]), out=trunc[:, :-1])
         err = trunc
         err += amp * rounding[:, j:]
         for row in range(cur.shape[1]):
@@ -459,6 +464,27 @@ def _richardson(d: np.ndarray, rounding: np.ndarray, base: float) -> tuple[np.nd
             np.copyto(best_err, err[:, row], where=better)
             np.copyto(best_val, cur[:, row], where=better)
     return best_val, best_err
+
+
+def _ahead(col: np.ndarray, rounding: np.ndarray) -> np.ndarray:
+    """Per entry ``T[k, j]`` of the column ``col`` (``(P, R, m)``) but the last: how far it is
+    from the last entry ``T[K-1, j]`` (the smallest steps) beyond the rounding bounds of both
+    (``rounding``: the column's, amplified), ``(P, R - 1, m)``.
+
+    The estimate ``max(|T[k,j] - T[k,j-1]|, |T[k,j] - T[k-1,j]|)`` looks only at larger steps.
+    Where the even-power model holds, the last entry is the closest to ``J u`` but for its
+    rounding, and this distance is at most the estimate.  Where it does not (``f`` not smooth
+    between the steps: ``|t|^2.5`` with ``t`` = 0.009 and steps 0.5 .. 0.008), entries from
+    large steps can agree with each other on a wrong value, and the steps below that
+    non-smooth scale move away from it: the distance is the error the model missed.  A
+    non-finite last entry gives no evidence (0); a non-finite entry stays non-finite.
+    """
+    last, r_last = col[:, -1:], rounding[:, -1:]
+    excess = col[:, :-1] - last
+    np.abs(excess, out=excess)
+    excess -= rounding[:, :-1]
+    excess -= r_last
+    return np.fmax(excess, 0.0, out=excess)
 
 
 # -- the fast screen's estimate ------------------------------------------------------------------

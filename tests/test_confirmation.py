@@ -72,17 +72,37 @@ def _logsumexp(delta: float = 0.0) -> NumpyFunction:
 
 
 def test_a_kink_seen_only_by_large_steps_is_not_an_abstention() -> None:
-    """logsumexp with every input 1e4: the table's steps (16 .. 1e3) see a max-like kink; the
-    confirmation's (0.06 .. 4) see the smooth function, and the rule agrees with them."""
-    r = _only(gradcheck.check(_logsumexp(), np.full(8, 1e4), backend="numpy", modes="rev"))
+    """logsumexp of two inputs at 1e4: the table's steps (16 .. 2e3, retries included) see a
+    max-like kink; the second estimate's (0.06 .. 8) see the smooth function, and the rule
+    agrees with them."""
+    r = _only(gradcheck.check(_logsumexp(), np.full(2, 1e4), backend="numpy", modes="rev"))
     assert r.status is gradcheck.Status.PASSED, r.message
     assert "saw a kink" in r.details["oracle"]
 
 
-def test_a_coarse_small_step_estimate_never_fails_a_check() -> None:
-    """At 3e4 the confirmation's steps (0.1 .. 16) are still too coarse and its estimate is
-    wrong: the check stays inconclusive, as the first estimate said, instead of failing."""
-    r = _only(gradcheck.check(_logsumexp(), np.full(8, 3e4), backend="numpy", modes="rev"))
+@pytest.mark.parametrize("x0", [1e4, 2e4])
+def test_a_plateau_of_the_large_steps_is_retried_by_the_first_estimate(x0: float) -> None:
+    """logsumexp of eight inputs: the central differences at the largest steps agree with each
+    other on a wrong value (the max-like regime).  The smaller steps of the same table move
+    away from it, so the entries' error estimates say so, the elements are retried with
+    smaller steps, and the first estimate is the derivative: the rule passes, a (1 + 1e-7)
+    mutant fails.  (At 2e4 the mutant was passed before: the second estimate vindicated it
+    with an error estimate of 6e-7.)"""
+    x = np.full(8, x0)
+    r = _only(gradcheck.check(_logsumexp(), x, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.PASSED, r.message
+    assert "oracle" not in r.details
+    bad = _only(gradcheck.check(_logsumexp(1e-7), x, backend="numpy", modes="rev"))
+    assert bad.status is gradcheck.Status.FAILED, bad.message
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-7])
+def test_a_coarse_small_step_estimate_never_decides_a_check(delta: float) -> None:
+    """At 3e4 the second estimate's steps (0.1 .. 16) are still too coarse: its value is off by
+    7e-3 and its error estimate says so.  A wide estimate agrees with a wrong rule as readily
+    as with the right one, so it may not vindicate: the check stays inconclusive, as the first
+    estimate said, for the rule and for a (1 + 1e-7) mutant alike; it never fails."""
+    r = _only(gradcheck.check(_logsumexp(delta), np.full(8, 3e4), backend="numpy", modes="rev"))
     assert r.status is gradcheck.Status.INCONCLUSIVE, r.message
 
 
@@ -92,3 +112,32 @@ def test_a_kink_at_the_point_stays_inconclusive() -> None:
     r = _only(gradcheck.check(relu, np.array([0.0, 1.5, -2.0]), backend="numpy", modes="rev"))
     assert r.status is gradcheck.Status.INCONCLUSIVE
     assert "left derivative" in r.message
+
+
+def _round3(bias: float = 0.0) -> NumpyFunction:
+    """``round(x, 3)``, a staircase of 1e-3 steps; its rule is 0 (plus ``bias``: a wrong one)."""
+    return NumpyFunction(lambda x: np.round(x, 3), lambda a, c: [c[0] * 0.0 + c[0] * bias],
+                         name="round3")
+
+
+X_ROUND = np.random.default_rng(11).uniform(-9.0, 9.0, 20)
+
+
+def test_estimates_that_contradict_each_other_make_a_staircase_inconclusive() -> None:
+    """The large steps (0.008 .. 0.5) see the staircase's mean slope 1 with error estimates
+    down to 1e-13; the small ones (3e-5 .. 2e-3) see 0 where they cross no jump and a wide
+    spread where they do.  Where the two contradict each other beyond both error estimates,
+    the large steps' error model does not hold, so their verdict (a failure of the right rule,
+    OpInfo round.decimals_3[0]) is not given: the check is inconclusive."""
+    r = _only(gradcheck.check(_round3(), X_ROUND, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.INCONCLUSIVE, r.message
+    assert "contradict each other" in r.message
+
+
+@pytest.mark.parametrize("bias", [1e-3, 1.0])
+def test_a_staircase_never_passes_a_wrong_rule(bias: float) -> None:
+    """A wrong rule is never passed there: 1e-3 is within the small steps' wide estimate
+    (inconclusive), and the mean slope 1 is what the large steps see (the contradiction
+    still holds: inconclusive too, not a pass)."""
+    r = _only(gradcheck.check(_round3(bias), X_ROUND, backend="numpy", modes="rev"))
+    assert r.status is not gradcheck.Status.PASSED, r.message

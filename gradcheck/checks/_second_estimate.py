@@ -11,11 +11,19 @@ Smaller steps along the same directions see the function at ``x``.  They are not
 their own either, since at ``logsumexp`` at 3e4 they are still too coarse.  So the second
 estimate can only vindicate the backend:
 
-* a check becomes a pass when every AD value agrees with it;
+* a check becomes a pass when every AD value agrees with it and it is sharp (its error within
+  1e-8 of the terms compared, :func:`sharp`): a wide estimate agrees with a wrong rule as readily;
+* a failure becomes an abstention when the two estimates contradict each other on some
+  output element beyond both error estimates (so the first's error model does not hold at
+  ``x``) and the second is too coarse to judge with but consistent with the AD values
+  (``round(x, 3)``: the large steps see the staircase's mean slope with an error estimate
+  of 1e-13 where the small steps see 0);
 * otherwise the first verdict stands, a failure or an abstention.
 
 A wrong rule can therefore only be passed if it matches a wrong second estimate, and an
-abstention never becomes a failure.  The second estimate costs nothing on checks that pass.
+abstention never becomes a failure.  On a smooth function the two estimates agree within
+their errors, and a wrong rule is failed with that confirmation.  The second estimate costs
+nothing on checks that pass.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
             ) -> tuple[fd.FDEstimate | None, tuple, str]:
     """The estimate to judge output ``i`` / input ``j`` with, its scalars (``numeric._fd_side``:
     values, errors, FD magnitudes, terms) and a note for the result's ``details["oracle"]``;
-    ``(None, (), "")`` when the check must abstain.  ``got``: the AD scalars and magnitudes
+    ``(None, (), why)`` when the check must abstain (``why`` empty where the first estimate's
+    kink or non-finite value is the reason).  ``got``: the AD scalars and magnitudes
     per check kind."""
     ad = {kind: vals[0] for kind, vals in got.items()}
     if not decidable(fde, sl):
@@ -42,7 +51,7 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
         if small is None or not decidable(small, sl) or not ad:
             return None, (), ""
         side2 = _fd_side(small, pr, i, j, sl, got)
-        if not agrees(ctx, ad, side2):
+        if not sharp(side2) or not agrees(ctx, ad, side2):
             return None, (), ""
         return small, side2, (f"the steps {_step_range(fde)} saw a kink or a non-finite "
                               f"value; the steps {_step_range(small)} do not, and the AD values "
@@ -56,20 +65,58 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
     side2 = _fd_side(small, pr, i, j, sl, got)
     (s_fd, e_fd, _, terms), (s2, e2, _, terms2) = side, side2
     second = f"the steps {_step_range(small)} give {_fmt(s2)} (error {_fmt(e2)})"
-    if np.all(np.abs(s_fd - s2) <= tolerance.FD_SAFETY * (e_fd + e2)
-              + tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (terms + terms2)):
+    broken = contradicted(fde, small, sl)
+    if not broken and np.all(_close(s_fd, e_fd, s2, e2, terms + terms2)):
         return fde, side, f"confirmed: {second}"
-    if agrees(ctx, ad, side2):
+    if sharp(side2) and agrees(ctx, ad, side2):
         return small, side2, (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error "
                               f"{_fmt(e_fd)}); {second}, which the AD values agree with: the "
                               "large steps crossed a jump or a non-smooth point; judged with "
                               "the small ones")
+    if broken and agrees(ctx, ad, side2):
+        return None, (), (
+            f"inconclusive: the steps {_step_range(fde)} and {_step_range(small)} contradict "
+            f"each other on {broken} output element(s) beyond both error estimates, so f is "
+            "not smooth on the scale of the steps (a jump or non-smooth point nearby) and the "
+            f"large steps' {_fmt(s_fd)} (error {_fmt(e_fd)}) cannot be trusted; {second}, "
+            "too coarse to judge with (a wrong rule would agree with it as readily)")
+    if not sharp(side2):
+        return fde, side, f"not confirmed: {second}, an estimate too coarse to judge with"
     return fde, side, f"not confirmed: {second}, and the AD values disagree with it too"
+
+
+def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice) -> int:
+    """How many elements (probe x output element on ``sl``) of the two estimates differ by
+    more than the sum of their error estimates (with the rule check's safety factor): where
+    one does, at least one error model does not hold at ``x``."""
+    v1, e1 = first.value[:, sl], first.error[:, sl]
+    v2, e2 = second.value[:, sl], second.error[:, sl]
+    with np.errstate(invalid="ignore"):
+        return int(np.sum(~_close(v1, e1, v2, e2, np.abs(v1) + np.abs(v2))
+                          & np.isfinite(v1) & np.isfinite(v2)))
+
+
+def _close(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
+           terms: np.ndarray) -> np.ndarray:
+    """Whether two estimates agree within their errors (safety factor) and the rounding of
+    their ``terms``."""
+    return np.abs(v1 - v2) <= tolerance.FD_SAFETY * (e1 + e2) + (
+        tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * terms)
 
 
 def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
     """No kink and a finite estimate for every probe on the output slice ``sl``."""
     return not np.any(fde.kink[:, sl]) and bool(np.all(fde.finite[:, sl]))
+
+
+def sharp(side: tuple) -> bool:
+    """Whether the estimate ``side`` (``numeric._fd_side``) is sharp: its error within 1e-8 of
+    the compared scalar's absolute terms on every probe (the oracle's convergence criterion,
+    ``fd.CONVERGED_RTOL``, at the scale of the comparison).  Only a sharp estimate may
+    vindicate: an honest but wide error estimate agrees with a wrong rule as readily as with
+    the right one (``logsumexp`` at 3e4, where the small steps are still too coarse)."""
+    _, e_fd, _, terms = side
+    return bool(np.all(e_fd <= fd.CONVERGED_RTOL * terms))
 
 
 def agrees(ctx: _Ctx, ad: dict, side: tuple) -> bool:

@@ -538,9 +538,11 @@ def _compare_pair(ctx, pr, i, j, sl, fde, rev, fwd, alt, low) -> None:
 
     first = fde
     fde, side, note = _second_estimate.revisit(ctx, pr, i, j, sl, fde, got)
-    if fde is None:  # a kink or no finite estimate, at every step size tried
+    if fde is None:  # a kink or no finite estimate at every step size tried, or estimates
+        # at two step ranges that contradict each other
         for k in got:
-            ctx.result(k.value, Status.INCONCLUSIVE, **where, message=_kink_message(first, sl))
+            ctx.result(k.value, Status.INCONCLUSIVE, **where,
+                       message=note or _kink_message(first, sl))
         return
     s_fd, e_fd, mag_fd, terms = side
     conv = [_convergence(fde, p, pr.v[i][p].ravel(), sl) for p in range(len(pr.v[i]))]
