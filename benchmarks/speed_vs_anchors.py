@@ -107,8 +107,9 @@ def _correct_verdict(name: str, thunk) -> str:
 
 
 def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str,
-          only: tuple[str, ...] = ()) -> None:
-    print(f"Part 1: per-check {clock} time on the correct function (fastest of interleaved "
+          only: tuple[str, ...] = (), stat: str = "min") -> None:
+    which = "fastest" if stat == "min" else "median"
+    print(f"Part 1: per-check {clock} time on the correct function ({which} of interleaved "
           "runs), ratio to torch fast mode, and verdicts on (1 + delta) mutants")
     head = f"{'function':12s} {'n':>6s} {'tool':34s} {'ms':>9s} {'x fast':>7s} {'correct':>11s}"
     print(head + "".join(f" {'d=' + format(d, 'g'):>7s}" for d in DELTAS))
@@ -116,7 +117,7 @@ def part1(sizes: list[int], reps: int, slow_max_n: int, clock: str,
         for w in workloads(n):
             tools = _tools(w, slow=n <= slow_max_n, only=only)
             times = interleaved({k: v[0] for k, v in tools.items() if "slow" not in k},
-                                reps=reps, clock=clock)
+                                reps=reps, clock=clock, stat=stat)
             if "torch.gradcheck slow" in tools:
                 times["torch.gradcheck slow"], _ = once(tools["torch.gradcheck slow"][0])
             mutants = {d: (torch_mutant(w.torch_fn, d), jax_mutant(w.jax_fn, d)) for d in DELTAS}
@@ -196,12 +197,15 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=[],
                     help="part 1: only the tools whose name contains one of these (torch's "
                          "gradcheck always runs), e.g. --only 'fast rev'")
+    ap.add_argument("--stat", choices=("min", "median"), default="min",
+                    help="part 1: each tool's fastest round (default) or its median round")
     ap.add_argument("--skip-part1", action="store_true")
     ap.add_argument("--skip-part2", action="store_true")
     args = ap.parse_args()
     setup()
     if not args.skip_part1:
-        part1(args.sizes, args.reps, args.slow_max_n, args.clock, tuple(args.only))
+        part1(args.sizes, args.reps, args.slow_max_n, args.clock, tuple(args.only),
+              args.stat)
     if not args.skip_part2:
         part2(args.localize_n, args.localize_reps)
 
