@@ -66,8 +66,8 @@ EXPLANATIONS: dict[str, str] = {
     "native_layer_norm": "our false alarm (error model): normalizing a single element, the "
                          "exact derivative is 0 and torch's rule returns -1.5e-14 (terms "
                          "scaled by rstd = 1/sqrt(1e-5) ~ 316 cancel); the rounding allowance "
-                         "is built from the final terms (~1e-14) and is ~5e-29.  Reported to "
-                         "the lead, not patched.",
+                         "is built from the final terms (~1e-14) and is ~5e-29.  Left as a "
+                         "documented false alarm (docs/error-model.md, 'not covered').",
     "nn.functional.hardsigmoid": "their miss, a real bug: the float64 backward returns "
                                  "float32(1/6) = 0.1666666716 for the slope 1/6 (relative "
                                  "error 3e-8); torch's rtol = 1e-3 cannot see it.",
@@ -88,11 +88,12 @@ EXPLANATIONS: dict[str, str] = {
                      "grows like exp(x^2); torch's derivative matches mpmath to 1.5e-14.",
     "as_strided.partial_views": "a sample our harness cannot express: the op reads the "
                                 "input's storage beyond its view; the NumPy copy has none.",
-    "cdist": "our false alarm (oracle): p = 2.5, |t|^2.5 is C^2 but not C^3 where a coordinate "
-             "difference vanishes, and one (0.016) lies inside the table's steps (0.5 .. "
-             "0.0078): the even-power Richardson model does not hold and the error estimate "
-             "(1.3e-9) undercovers the true error (2.2e-8).  torch's gradients match mpmath "
-             "to 2.5e-14 relative (every element, both inputs).",
+    "cdist": "our false alarm (oracle), fixed in session 4: p = 2.5, |t|^2.5 is C^2 but not "
+             "C^3 where a coordinate difference vanishes, and one (0.016) lies inside the "
+             "table's steps (0.5 .. 0.0078): large-step entries agreed on a wrong value and "
+             "the error estimate (1.3e-9) undercovered the true error (2.2e-8).  Entries now "
+             "answer for their distance from the smallest steps (fd._ahead).  torch's "
+             "gradients match mpmath to 2.5e-14 relative (every element, both inputs).",
     "fmod": "our false alarm (oracle): d fmod(a, b)/db = -trunc(a/b) with a/b = -66, so fmod "
             "jumps every ~1.7e-3 in b; along the probe the table's large steps cross dozens "
             "of jumps, whose count doubles with the step, so three consecutive central "
@@ -101,9 +102,11 @@ EXPLANATIONS: dict[str, str] = {
             "skips test_fn_grad for fmod in float64.",
     "remainder": "our false alarm (oracle): as fmod (mean slope 0.1316 accepted from the large "
                  "steps, local slope 7.5203818564 = AD); PyTorch skips test_fn_grad for it.",
-    "round": "our false alarm (oracle): round(x, 3) is a staircase of 1e-3 steps; the large "
-             "steps see its mean slope 1 exactly (the central differences agree to 1e-15) and "
-             "the table accepts it; at steps below 1e-3 the differences are 0 = AD.",
+    "round": "our false alarm (oracle), inconclusive since session 4: round(x, 3) is a "
+             "staircase of 1e-3 steps; the large steps see its mean slope 1 exactly (the "
+             "central differences agree to 1e-15) and the table accepts it; at steps below "
+             "1e-3 the differences are 0 = AD.  The two step ranges now contradict each "
+             "other element by element, so the check abstains.",
     "index_fill": "a torch bug our harness tripped on: torch.vmap of index_fill with a batched "
                   "value returns the last row's value in every row ([1, 2, 3] -> [3, 3, 3]), "
                   "so the oracle's batched evaluations ignored the value and its finite "

@@ -205,6 +205,15 @@ def rounding_allowance(
     return Allowance(allowed, f"{src} = {allowed:.3g}")
 
 
+def estimates_agree(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
+                    terms: np.ndarray) -> np.ndarray:
+    """Whether two finite-difference estimates of the same quantities (values ``v``, error
+    estimates ``e``) agree: within ``FD_SAFETY`` times their summed error estimates plus the
+    float64 rounding of ``terms``.  Where they do not, at least one error model fails."""
+    with np.errstate(invalid="ignore"):
+        return np.abs(v1 - v2) <= FD_SAFETY * (e1 + e2) + ROUNDING_GAMMA * eps("float64") * terms
+
+
 def ratio(discrepancy: float, allowed: float) -> float:
     """``discrepancy / allowed``; 0/0 is 0 and x/0 is inf."""
     if allowed > 0:

@@ -99,17 +99,21 @@ def stencil_jacobian(f_batch: Callable, x: np.ndarray, f0: np.ndarray, *,
     f0 = np.asarray(f0, dtype=np.float64).ravel()
     n = x.size
     h = fd.initial_step(x, np.ones(1)) * (_H_FACTOR / fd._H0_FACTOR)  # a power of two
-    val, err, trunc, noise = _stencil(f_batch, x, f0, h, seed)  # (n, m) each; noise (m,)
+    moved = _argument_rounding(x, h)  # (n,) relative effect of the rounded points
+    val, err, trunc, noise = _stencil(f_batch, x, f0, h, moved, seed)  # (n, m); noise (m,)
     evaluations = 6 * _NOISE_DIRECTIONS + len(_NODES) * n
-    redo = _columns_to_recompute(x, h, val, err, trunc)
+    redo = _columns_to_recompute(moved, val, err, trunc)
     spot = _spot_columns(val, err, redo, seed)
     how = (f"5-point stencil per column (dense pattern), {spot.size} spot-checked at "
            f"1/{int(1 / _SPOT_SHRINK)} of the step")
     val, err = val.copy(), err.copy()
     if spot.size:
-        s_val, s_err, _ = _stencil(f_batch, x, f0, h * _SPOT_SHRINK, seed, spot, noise)[:3]
+        s_h = h * _SPOT_SHRINK
+        s_val, s_err, _, _ = _stencil(f_batch, x, f0, s_h, _argument_rounding(x[spot], s_h),
+                                      seed, spot, noise)
         evaluations += len(_NODES) * spot.size
-        if not np.all(_agree(val[spot], err[spot], s_val, s_err)):
+        if not np.all(tolerance.estimates_agree(val[spot], err[spot], s_val, s_err,
+                                                np.abs(val[spot]) + np.abs(s_val))):
             # the stencil's error model does not hold at x: the table for every column
             redo = np.ones(n, dtype=bool)
             how += " (failed: every column recomputed with the Richardson table)"
@@ -133,17 +137,17 @@ def _noise_directions(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).choice((-1.0, 1.0), size=(_NOISE_DIRECTIONS, n))
 
 
-def _stencil(f_batch: Callable, x: np.ndarray, f0: np.ndarray, h: float, seed: int,
-             columns: np.ndarray | None = None, noise: np.ndarray | None = None
+def _stencil(f_batch: Callable, x: np.ndarray, f0: np.ndarray, h: float, moved: np.ndarray,
+             seed: int, columns: np.ndarray | None = None, noise: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``p5``, its error estimate and the truncation part ``|p5 - p4|`` for ``columns``
-    (default: all), ``(len(columns), m)`` each, and the measured noise ``(m,)``.  Without
+    (default: all), ``(len(columns), m)`` each, and the measured noise ``(m,)``.  ``moved``:
+    :func:`_argument_rounding` of those columns at ``h``.  Without
     ``noise`` the noise points (at ``h * _NOISE_SHRINK``) are evaluated in the first batched
     call with the stencil's points."""
     n = x.size
     columns = np.arange(n) if columns is None else np.asarray(columns)
     per_call = max(1, _POINTS_PER_CALL // (len(_NODES) * max(n, 1)))
-    moved = _argument_rounding(x, h)  # (n,) relative effect of the rounded points
     extra = np.empty((0, n))
     if noise is None:
         delta = np.full(_NOISE_DIRECTIONS, h * _NOISE_SHRINK)
@@ -164,7 +168,7 @@ def _stencil(f_batch: Callable, x: np.ndarray, f0: np.ndarray, h: float, seed: i
         a0 = np.maximum(fd.EPS64 * np.abs(f0), fd._NOISE_BOUND * noise)
         with np.errstate(all="ignore"):
             out.append(_combine(V.reshape(cols.size, len(_NODES), -1), f0, a0, noise, h,
-                                moved[cols]))
+                                moved[start:start + per_call]))
     val, err, trunc = (np.concatenate(p) for p in zip(*out, strict=True))
     return val, err, trunc, noise  # type: ignore[return-value]
 
@@ -188,13 +192,13 @@ def _combine(V: np.ndarray, f0: np.ndarray, a0: np.ndarray, noise: np.ndarray, h
     return p5, diff + round_d + round5, np.maximum(diff - round_d, 0.0)
 
 
-def _columns_to_recompute(x: np.ndarray, h: float, val: np.ndarray, err: np.ndarray,
+def _columns_to_recompute(moved: np.ndarray, val: np.ndarray, err: np.ndarray,
                           trunc: np.ndarray) -> np.ndarray:
     """Columns (bool, ``(n,)``) the stencil cannot vouch for: a non-finite estimate, inexact
     steps, or a truncation estimate above ``_RTOL`` relative.  Rounding alone is not a reason:
     the estimate accounts for it, and the table's retries at smaller steps would add to it."""
     with np.errstate(all="ignore"):
-        exact = _argument_rounding(x, h) <= _ARG_RTOL
+        exact = moved <= _ARG_RTOL
         size = np.abs(val)
         floor = _FLOOR * np.max(np.where(np.isfinite(size), size, 0.0), axis=1, keepdims=True)
         small = trunc <= _RTOL * np.maximum(size, floor)
@@ -216,8 +220,8 @@ def _argument_rounding(x: np.ndarray, h: float) -> np.ndarray:
 
 
 def _spot_columns(val: np.ndarray, err: np.ndarray, redo: np.ndarray, seed: int) -> np.ndarray:
-    """Columns to check against the table: the two kept columns with the largest relative error
-    estimate and two random kept ones (sorted, distinct)."""
+    """Columns to spot-check: the ``_SPOT_COLUMNS / 2`` kept columns with the largest relative
+    error estimate and as many random kept ones (sorted, distinct)."""
     kept = np.flatnonzero(~redo)
     if kept.size == 0:
         return kept
@@ -228,11 +232,3 @@ def _spot_columns(val: np.ndarray, err: np.ndarray, redo: np.ndarray, seed: int)
     pick = np.random.default_rng(seed).choice(rest, size=min(rest.size, _SPOT_COLUMNS - worst.size),
                                               replace=False)
     return np.union1d(worst, pick)
-
-
-def _agree(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray) -> np.ndarray:
-    """Whether two FD estimates agree within their errors (the localization's allowance)."""
-    allowed = tolerance.FD_SAFETY * (e1 + e2) + tolerance.ROUNDING_GAMMA * fd.EPS64 * (
-        np.abs(v1) + np.abs(v2))
-    with np.errstate(invalid="ignore"):
-        return np.abs(v1 - v2) <= allowed

@@ -66,7 +66,7 @@ def revisit(ctx: _Ctx, pr: Any, i: int, j: int, sl: slice, fde: fd.FDEstimate, g
     (s_fd, e_fd, _, terms), (s2, e2, _, terms2) = side, side2
     second = f"the steps {_step_range(small)} give {_fmt(s2)} (error {_fmt(e2)})"
     broken = contradicted(fde, small, sl)
-    if not broken and np.all(_close(s_fd, e_fd, s2, e2, terms + terms2)):
+    if not broken and np.all(tolerance.estimates_agree(s_fd, e_fd, s2, e2, terms + terms2)):
         return fde, side, f"confirmed: {second}"
     if sharp(side2) and agrees(ctx, ad, side2):
         return small, side2, (f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error "
@@ -91,17 +91,8 @@ def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice) -> int:
     one does, at least one error model does not hold at ``x``."""
     v1, e1 = first.value[:, sl], first.error[:, sl]
     v2, e2 = second.value[:, sl], second.error[:, sl]
-    with np.errstate(invalid="ignore"):
-        return int(np.sum(~_close(v1, e1, v2, e2, np.abs(v1) + np.abs(v2))
-                          & np.isfinite(v1) & np.isfinite(v2)))
-
-
-def _close(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
-           terms: np.ndarray) -> np.ndarray:
-    """Whether two estimates agree within their errors (safety factor) and the rounding of
-    their ``terms``."""
-    return np.abs(v1 - v2) <= tolerance.FD_SAFETY * (e1 + e2) + (
-        tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * terms)
+    agree = tolerance.estimates_agree(v1, e1, v2, e2, np.abs(v1) + np.abs(v2))
+    return int(np.sum(~agree & np.isfinite(v1) & np.isfinite(v2)))
 
 
 def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
