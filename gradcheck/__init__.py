@@ -11,6 +11,7 @@ Quick start::
 ``import gradcheck`` imports neither torch nor jax: adapters load on first use.
 """
 
+from . import _layout  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
 from .api import assert_gradients, check, format_failure
 from .backends import (
     Accumulation,

@@ -200,12 +200,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def summary_lines(files: ReportFiles, write: Any) -> None:
     """The terminal summary: counts, per target, the worst failures, the report's path."""
     data = files.data
-    counts = ", ".join(f"{n} {s}" for s, n in data.counts().items() if n)
+    counts = ", ".join(f"{n} {s}" for s, n in model.status_counts(data.checks).items() if n)
     write(f"{len(data.checks)} checks: {counts or 'none'}")
     for (backend, device, dtype), c in model.counts_by_target(data.checks):
         parts = ", ".join(f"{c[s]} {s}" for s in model.SEVERITY if c.get(s))
         write(f"  {backend} {device} {dtype}: {parts}")
-    bad = sorted((r for r in data.checks if not r.ok),
+    bad = sorted((r for r in data.checks if model.is_bad(r)),
                  key=lambda r: (model.SEVERITY.index(r.status.value), -(r.discrepancy_ratio or 0)))
     for r in bad[:10]:
         ratio = f" ratio {r.discrepancy_ratio:.3g}" if r.discrepancy_ratio is not None else ""

@@ -151,6 +151,7 @@ _KIND_LABELS = {
     "vjp_of_vjp": "VJP of VJP",
     "jvp_of_vjp": "JVP of VJP",
     "jvp_of_jvp": "JVP of JVP",
+    "search": "Hypothesis search",
 }
 
 

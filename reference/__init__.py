@@ -1,5 +1,6 @@
 """Independent implementations of the catalog ops, used as oracles.
 
-* :mod:`reference.numpy`: forward and hand-derived VJP/JVP, NumPy/SciPy only (no AD engine).
-* :mod:`reference.jax`: the same ops written for JAX, an independent AD engine.
+* :mod:`gradcheck.reference.numpy`: forward and hand-derived VJP/JVP, NumPy/SciPy only (no AD
+  engine).
+* :mod:`gradcheck.reference.jax`: the same ops written for JAX, an independent AD engine.
 """

@@ -1,6 +1,7 @@
 """Semantic suite: every installed backend's training behaviour matches what it declares.
 
-One ``check_semantics`` run per backend (all four probe families).  Failures that are real,
+One ``check_semantics`` run per backend (all four probe families): every installed backend, or
+the ones named with ``--gradcheck-backend`` (``gradcheck run --backend``).  Failures that are real,
 documented backend behaviours (``KNOWN_BEHAVIOURS``) must still fail - strictly, so a fixed
 upstream behaviour shows up here and the record is updated - and nothing else may fail.
 """
@@ -12,10 +13,16 @@ import pytest
 import gradcheck
 from gradcheck.checks._probing import KNOWN_BEHAVIOURS
 from gradcheck.checks.semantics import check_semantics
+from gradcheck.pytest_plugin import settings_of
 from gradcheck.results import Status
 
 
-@pytest.mark.parametrize("backend", gradcheck.installed_backends())
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        chosen = settings_of(metafunc.config).backends
+        metafunc.parametrize("backend", list(chosen or gradcheck.installed_backends()))
+
+
 def test_semantics(backend: str) -> None:
     report = check_semantics(backend)
     unexpected = [r for r in report.failures if "known_behaviour" not in r.details]

@@ -22,8 +22,8 @@ from gradcheck.ops.cases import ORDER2
 from gradcheck.ops.spec import OpSpec
 
 _IMPL_MODULES = {
-    "numpy": "reference.numpy.{family}",
-    "jax": "reference.jax.{family}",
+    "numpy": "gradcheck.reference.numpy.{family}",
+    "jax": "gradcheck.reference.jax.{family}",
     "torch": "gradcheck.backends.torch_ops.{family}",
 }
 

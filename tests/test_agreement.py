@@ -13,7 +13,7 @@ import numpy as np
 from gradcheck import NumpyFunction, Status, check
 from gradcheck.backends.numpy_backend import NumpyBackend
 from gradcheck.checks.agreement import Side, compare_vjps
-from reference.numpy import get_op
+from gradcheck.reference.numpy import get_op
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMPY = NumpyBackend()

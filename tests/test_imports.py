@@ -48,5 +48,5 @@ def test_checking_with_the_numpy_backend_imports_no_engine():
 def test_reference_numpy_imports_no_engine():
     if not (Path(ROOT) / "reference" / "numpy").exists():
         pytest.skip("reference/numpy is not on this branch yet")
-    mods = _modules_after("import reference.numpy")
+    mods = _modules_after("import gradcheck.reference.numpy")
     assert not _engines(mods)

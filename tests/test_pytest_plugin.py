@@ -16,7 +16,7 @@ import scipy.special  # noqa: F401  (in-process pytester runs must not re-import
 import gradcheck.ops.search  # noqa: F401
 import gradcheck.ops.suite  # noqa: F401
 from gradcheck.ops import catalog
-from reference.numpy import get_op
+from gradcheck.reference.numpy import get_op
 
 pytest_plugins = ["pytester"]
 # pytester restores sys.modules after every in-process run: an engine first imported inside one
@@ -51,7 +51,7 @@ MUTANT = '''
 import numpy as np
 from gradcheck import NumpyFunction
 from gradcheck.backends.numpy_backend import NumpyBackend
-from reference.numpy import get_op
+from gradcheck.reference.numpy import get_op
 
 class Mutant(NumpyBackend):
     name = "mutant"

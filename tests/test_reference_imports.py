@@ -12,9 +12,9 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 _CHECK = """
 import sys, importlib
-import reference.numpy as ref
+import gradcheck.reference.numpy as ref
 for fam in {families!r}:
-    importlib.import_module("reference.numpy." + fam)
+    importlib.import_module("gradcheck.reference.numpy." + fam)
 from gradcheck.ops import catalog
 catalog.all_specs()
 ref.get_op("sin")

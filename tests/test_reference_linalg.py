@@ -7,8 +7,8 @@ import numpy as np
 
 from gradcheck import NumpyFunction
 from gradcheck.ops import linalg as family
-from reference.numpy import linalg as ref
-from reference.numpy._linalg_util import mT, off_diag_inverse_gaps, sym
+from gradcheck.reference.numpy import linalg as ref
+from gradcheck.reference.numpy._linalg_util import mT, off_diag_inverse_gaps, sym
 from tests._family_checks import (
     failed_kinds,
     family_tests,

@@ -10,7 +10,7 @@ import pytest
 from gradcheck import NumpyFunction, Status, check
 from gradcheck.ops import catalog
 from gradcheck.ops.runner import RANDOM, Case, case_inputs, numeric_report
-from reference.numpy import get_op
+from gradcheck.reference.numpy import get_op
 
 
 def _points():

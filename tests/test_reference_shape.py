@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcheck.ops import shape as family
-from reference.numpy import shape as ref
+from gradcheck.reference.numpy import shape as ref
 from tests._family_checks import (
     failed_kinds,
     family_tests,

@@ -13,7 +13,7 @@ from gradcheck.ops.cases import Planned
 from gradcheck.ops.runner import Case
 from gradcheck.ops.search import domain_box, search_case, strategy
 from gradcheck.pytest_plugin import _register_hypothesis_profiles
-from reference.numpy import get_op
+from gradcheck.reference.numpy import get_op
 
 _register_hypothesis_profiles("ci")
 

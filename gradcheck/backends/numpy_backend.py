@@ -71,8 +71,8 @@ class NumpyBackend(Backend):
         return value if isinstance(value, np.ndarray) else None
 
     def op(self, name: str) -> Callable | None:
-        """The hand-derived reference of catalog op ``name`` (``reference.numpy``)."""
-        from reference.numpy import get_op
+        """The hand-derived reference of catalog op ``name`` (``gradcheck.reference.numpy``)."""
+        from gradcheck.reference.numpy import get_op
 
         return get_op(name)
 

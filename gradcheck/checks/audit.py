@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd, tolerance
+from .. import fd, stream, tolerance
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import CheckKind, Report, Status
@@ -160,7 +160,7 @@ def audit(
     finally:
         hooks.assign(original)
         hooks.zero_grad()
-    report.results = ctx.results
+    report.results = stream.record_many(ctx.results)  # into the active result stream
     return report
 
 

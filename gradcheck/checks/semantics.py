@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from .. import stream
 from ..backends.base import Backend, widest_dtype
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
@@ -100,10 +101,10 @@ def check_semantics(
         ctx.hooks()
     except NotImplementedError as exc:
         ctx.emit("training", Status.SKIPPED, str(exc))
-        return Report(ctx.results)
+        return Report(stream.record_many(ctx.results))
     except Exception as exc:
         ctx.emit("training", Status.ERROR, f"training() failed: {describe_exc(exc)}")
-        return Report(ctx.results)
+        return Report(stream.record_many(ctx.results))
     for family in chosen:
         start, t0 = len(ctx.results), time.perf_counter()
         try:
@@ -117,7 +118,7 @@ def check_semantics(
             ctx.emit(family, Status.ERROR, f"{family} probes raised {describe_exc(exc)}")
         share = (time.perf_counter() - t0) / max(len(ctx.results) - start, 1)
         ctx.results[start:] = [replace(r, duration_s=share) for r in ctx.results[start:]]
-    return Report(ctx.results)
+    return Report(stream.record_many(ctx.results))
 
 
 def semantics_table(reports: Mapping[str, Report]) -> str:

@@ -3,8 +3,9 @@
 Specs live in per-family modules ``gradcheck/ops/<family>.py`` (``SPECS``).  Implementations
 live in per-family modules of three packages, each exporting ``OPS: dict[str, Callable]``:
 
-* ``reference.numpy.<family>``: :class:`gradcheck.NumpyFunction` (forward + hand-derived VJP/JVP),
-* ``reference.jax.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
+* ``gradcheck.reference.numpy.<family>``: :class:`gradcheck.NumpyFunction` (forward +
+  hand-derived VJP/JVP),
+* ``gradcheck.reference.jax.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
 * ``gradcheck.backends.torch_ops.<family>``: the op written for PyTorch (likewise
   ``mlx_ops`` and ``tinygrad_ops`` for MLX and tinygrad).
 
@@ -26,8 +27,8 @@ FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special", "linalg"
 
 # Backend name -> package holding its per-family op modules.
 IMPLEMENTATIONS: dict[str, str] = {
-    "numpy": "reference.numpy",
-    "jax": "reference.jax",
+    "numpy": "gradcheck.reference.numpy",
+    "jax": "gradcheck.reference.jax",
     "torch": "gradcheck.backends.torch_ops",
     "mlx": "gradcheck.backends.mlx_ops",
     "tinygrad": "gradcheck.backends.tinygrad_ops",

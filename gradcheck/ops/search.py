@@ -17,13 +17,16 @@ Settings come from the ``gradcheck-<profile>`` Hypothesis profiles the plugin re
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 
+from .. import stream
 from ..api import format_failure
 from ..backends.registry import get_backend
-from ..results import Report, Status
+from ..results import CheckResult, Report, Status
 from . import catalog
 from .cases import Planned
 from .runner import Case, case_inputs, numeric_report
@@ -89,11 +92,16 @@ def _in_domain(op: str, inputs: tuple[np.ndarray, ...]) -> bool:
 
 
 def search_case(planned: Planned, profile: str) -> None:
-    """Run the search for ``planned.case``; raise AssertionError on a failed/errored check."""
+    """Run the search for ``planned.case``; raise AssertionError on a failed/errored check.
+
+    The search is recorded in the active result stream as one ``search`` result (passed, with
+    the largest ratio seen and the number of examples) or, when it finds a discrepancy, as the
+    failing checks of the falsifying example followed by a failed ``search`` result."""
     __tracebackhide__ = True
     from hypothesis import assume, given, seed, settings, target
 
     case = planned.case
+    seen = _Progress()
 
     @settings(settings.get_profile(f"gradcheck-{profile}"))
     @given(inputs=strategy(case))
@@ -103,11 +111,46 @@ def search_case(planned: Planned, profile: str) -> None:
         ratios = [r.discrepancy_ratio for r in report.results
                   if r.kind in _TARGETED and r.discrepancy_ratio is not None
                   and np.isfinite(r.discrepancy_ratio)]
+        seen.examples += 1
         if ratios:
             target(float(max(ratios)), label="max discrepancy/allowed (VJP, JVP)")
+            seen.worst = max(seen.worst, float(max(ratios)))
         bad = [r for r in report.results if r.status in (Status.FAILED, Status.ERROR)]
         if bad:
+            seen.bad = bad
             raise AssertionError(f"search of {case.id} found a discrepancy:\n"
                                  + format_failure(Report(bad)))
 
-    seed(case.seed)(search)()
+    try:
+        seed(case.seed)(search)()
+    except AssertionError:
+        seen.record(planned, failed=True)
+        raise
+    seen.record(planned, failed=False)
+
+
+class _Progress:
+    """What a search saw: examples run, the largest ratio, the last falsifying checks."""
+
+    def __init__(self) -> None:
+        self.examples = 0
+        self.worst = 0.0
+        self.bad: list = []
+        self.t0 = time.perf_counter()
+
+    def record(self, planned: Planned, *, failed: bool) -> None:
+        case = planned.case
+        known = {"known": planned.xfail} if planned.xfail else {}
+        summary = CheckResult(
+            kind="search", status=Status.FAILED if failed else Status.PASSED,
+            backend=case.backend, device=case.device, dtype=case.dtype, name=case.op,
+            discrepancy_ratio=self.worst if self.examples else None, seed=case.seed,
+            message=(f"Hypothesis search over the op's domain: {self.examples} examples, "
+                     f"largest VJP/JVP discrepancy ratio {self.worst:.3g}"
+                     + ("; found a discrepancy (the failing checks are listed with it)"
+                        if failed else "")),
+            reproducer=f"python -m pytest '{stream.current_test_id() or 'suites'}'",
+            duration_s=time.perf_counter() - self.t0,
+            details={"examples": self.examples, **known})
+        bad = [replace(r, details={**r.details, **known}) for r in self.bad] if failed else []
+        stream.record_many([*bad, summary])

@@ -10,8 +10,11 @@ its source, worst elements), the one-line and the standalone reproducer.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from .. import stream
 from ..api import format_failure
 from ..results import CheckKind, CheckResult, Report, Status
 from . import runner
@@ -41,7 +44,7 @@ def relevant(planned: Planned, results: list[CheckResult]) -> list[CheckResult]:
 def assert_check(planned: Planned) -> None:
     """Fail (with evidence and reproducers) unless every result has the expected verdict."""
     __tracebackhide__ = True
-    mine = relevant(planned, results_for(planned))
+    mine = record(planned, relevant(planned, results_for(planned)))
     expected = runner.expected_verdict(planned.case)
     skipped = [r for r in mine if r.status is Status.SKIPPED]
     judged = [r for r in mine if r.status is not Status.SKIPPED]
@@ -52,9 +55,21 @@ def assert_check(planned: Planned) -> None:
         if prerequisite:  # e.g. fwd_rev when the backend has no forward rule for this op
             pytest.skip(prerequisite[0].message)
     wrong = [r for r in judged if r.status.value != expected] or (
-        [] if judged else [_missing(planned)])
+        [] if judged else record(planned, [_missing(planned)]))
     if wrong:
         pytest.fail(failure_message(planned, wrong, expected), pytrace=False)
+
+
+def record(planned: Planned, results: list[CheckResult]) -> list[CheckResult]:
+    """Append the results this test reads its verdict from to the active result stream (the
+    report of ``gradcheck run``), stamped with the pytest test id (the case id is in the
+    reproducer); a known discrepancy of the case
+    (a strict xfail) is carried on each result as ``details["known"]``, so the report can tell
+    an expected failure from a new one."""
+    known = {"known": planned.xfail} if planned.xfail else {}
+    test_id = stream.current_test_id() or planned.case.id  # the pytest node id under pytest
+    return stream.record_many([replace(r, test_id=test_id, details={**r.details, **known})
+                               for r in results])
 
 
 def _missing(planned: Planned) -> CheckResult:

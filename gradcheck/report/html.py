@@ -57,6 +57,8 @@ def _ratio_class(cell: model.MatrixCell) -> str:
         return "err"
     if status == "failed":
         return "f3" if r is None or r > 1e3 else ("f2" if r > 10 else "f1")
+    if status == model.KNOWN:
+        return "known"
     if r is not None and status == "passed":
         return "m0" if r < 1e-2 else ("m1" if r < 1e-1 else "m2")
     return {"inconclusive": "inc", "skipped": "skip"}.get(status, "m0")
@@ -67,8 +69,10 @@ def _fmt_ratio(r: float | None) -> str:
 
 
 def _cell_text(cell: model.MatrixCell) -> str:
-    if cell.status in ("error", "inconclusive", "skipped"):
-        return {"error": "error", "inconclusive": "inconcl.", "skipped": "skipped"}[cell.status]
+    labels = {"error": "error", model.KNOWN: "known", "inconclusive": "inconcl.",
+              "skipped": "skipped"}
+    if cell.status in labels:
+        return labels[cell.status]
     return _fmt_ratio(cell.worst_ratio) or cell.status
 
 
@@ -82,7 +86,7 @@ def _section(ident: str, title: str, body: str, note: str = "") -> str:
 
 
 def _summary(data: StreamData) -> str:
-    counts = data.counts()
+    counts = model.status_counts(data.checks)
     cards = "".join(f'<div class="card s-{s}"><b>{counts[s]}</b>{s}</div>' for s in model.SEVERITY)
     head = "".join(f"<th>{s}</th>" for s in model.SEVERITY)
     rows = "".join(
@@ -120,7 +124,7 @@ def _matrix(data: StreamData) -> str:
     legend = "".join(f'<span class="{c}">{esc(t)}</span>' for c, t in (
         ("m0", "ratio < 0.01"), ("m1", "< 0.1"), ("m2", "<= 1"), ("f1", "failed, <= 10"),
         ("f2", "failed, <= 1e3"), ("f3", "failed, > 1e3"), ("err", "error"),
-        ("inc", "inconclusive"), ("skip", "skipped")))
+        ("known", "known discrepancy"), ("inc", "inconclusive"), ("skip", "skipped")))
     return _section("matrix", "Op matrix", f'<div class="legend">{legend}</div>'
                     f'<div class="scroll"><table class="matrix"><thead><tr><th>op</th>{head}'
                     f'</tr></thead><tbody>{"".join(body)}</tbody></table></div>',
@@ -135,8 +139,8 @@ def _semantics(data: StreamData) -> str:
     body = "".join(
         f'<tr><td><a href="{esc(_hash_link(check=i))}">{esc(r.name)}</a></td><td>{esc(r.kind)}'
         f"</td><td>{esc(r.backend)}</td><td>{esc(r.device)}</td><td>{esc(r.dtype)}</td>"
-        f'<td class="s-{r.status.value}">{r.status.value}</td><td>{esc(r.message)}</td></tr>'
-        for i, r in rows)
+        f'<td class="s-{model.status_of(r)}">{model.status_of(r)}</td><td>{esc(r.message)}'
+        "</td></tr>" for i, r in rows)
     return _section("semantics", "Semantic probes", '<table class="grid"><thead><tr><th>probe'
                     "</th><th>kind</th><th>backend</th><th>device</th><th>dtype</th><th>status"
                     f"</th><th>outcome</th></tr></thead><tbody>{body}</tbody></table>")
@@ -163,7 +167,7 @@ def _flow(data: StreamData) -> str:
 
 
 def _failures(data: StreamData) -> str:
-    bad = sorted(((i, r) for i, r in enumerate(data.checks) if not r.ok),
+    bad = sorted(((i, r) for i, r in enumerate(data.checks) if model.is_bad(r)),
                  key=lambda t: (model.SEVERITY.index(t[1].status.value),
                                 -(t[1].discrepancy_ratio or 0)))
     items = "".join(
@@ -248,7 +252,7 @@ def render(data: StreamData, *, title: str = "gradcheck report") -> str:
     css, js = _asset("report.css"), _asset("report.js")
     if "</script" in js.lower() or "</style" in css.lower():  # pragma: no cover - asset bug
         raise RuntimeError("report assets must not contain closing tags")
-    counts = data.counts()
+    counts = model.status_counts(data.checks)
     verdict = "passed" if data.passed else "failed"
     csp = (f"default-src 'none'; script-src 'sha256-{_sha256(js)}'; "
            f"style-src 'sha256-{_sha256(css)}'; img-src data:; base-uri 'none'; "

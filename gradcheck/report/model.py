@@ -15,14 +15,42 @@ from typing import Any
 from ..results import CheckResult, Status
 from ..stream import StreamData
 
-#: order of severity, worst first (also the sort order of the table)
-SEVERITY = ("error", "failed", "inconclusive", "skipped", "passed")
+#: order of severity, worst first (also the sort order of the table); ``known`` is a failed check
+#: whose failure is a recorded known discrepancy (catalog data or a documented backend behaviour)
+SEVERITY = ("error", "failed", "known", "inconclusive", "skipped", "passed")
+KNOWN = "known"
 #: kinds shown in the semantic-probe table and in flow maps rather than in the op matrix
 SEMANTIC_KINDS = ("semantic", "grad_norm")
 FLOW_KINDS = ("flow",)
 COLUMNS = ("id", "status", "kind", "name", "backend", "device", "dtype", "test", "ratio",
            "discrepancy", "allowed", "actual", "expected", "seed", "duration", "message",
            "reproducer", "subject", "shapes")
+
+
+def is_known(r: CheckResult) -> bool:
+    """A failed check whose failure is expected: a known discrepancy of the catalog
+    (``details["known"]``, a strict xfail in the suites) or a documented backend behaviour of
+    the semantic probes (``details["known_behaviour"]``)."""
+    return r.status is Status.FAILED and bool(r.details.get("known")
+                                              or r.details.get("known_behaviour"))
+
+
+def status_of(r: CheckResult) -> str:
+    """The status the report shows: the check's own, or ``known`` for an expected failure."""
+    return KNOWN if is_known(r) else r.status.value
+
+
+def is_bad(r: CheckResult) -> bool:
+    """A check that makes the run fail: failed (not known) or errored."""
+    return not r.ok and not is_known(r)
+
+
+def status_counts(checks: Iterable[CheckResult]) -> dict[str, int]:
+    """Number of checks per shown status, every status of :data:`SEVERITY` present."""
+    out = dict.fromkeys(SEVERITY, 0)
+    for r in checks:
+        out[status_of(r)] += 1
+    return out
 
 
 def worst_status(statuses: Iterable[str]) -> str:
@@ -39,7 +67,7 @@ class MatrixCell:
     worst_ratio: float | None = None
 
     def add(self, r: CheckResult) -> None:
-        self.counts[r.status.value] += 1
+        self.counts[status_of(r)] += 1
         ratio = r.discrepancy_ratio
         if ratio is not None and not math.isnan(ratio) and r.status in (Status.PASSED,
                                                                         Status.FAILED):
@@ -74,7 +102,7 @@ def counts_by_target(checks: Iterable[CheckResult]) -> list[tuple[tuple[str, str
     """Status counts per (backend, device, dtype), sorted."""
     out: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     for r in checks:
-        out[(r.backend, r.device, r.dtype)][r.status.value] += 1
+        out[(r.backend, r.device, r.dtype)][status_of(r)] += 1
     return sorted(out.items())
 
 
@@ -174,7 +202,7 @@ def table_data(checks: list[CheckResult]) -> dict[str, Any]:
     for i, r in enumerate(checks):
         passed = r.status is Status.PASSED
         rows.append([
-            i, SEVERITY.index(r.status.value), s(r.kind), s(r.name), s(r.backend), s(r.device),
+            i, SEVERITY.index(status_of(r)), s(r.kind), s(r.name), s(r.backend), s(r.device),
             s(r.dtype), s(r.test_id), _short(r.discrepancy_ratio), _short(r.discrepancy),
             _short(r.allowed), r.actual, r.expected, r.seed, _short(r.duration_s),
             s("" if passed else r.message), s(r.reproducer),
@@ -188,5 +216,5 @@ def table_data(checks: list[CheckResult]) -> dict[str, Any]:
 
 def failed_tests_without_checks(data: StreamData) -> list[Any]:
     """Tests that failed but recorded no failing check (the failure is outside the checks)."""
-    failing_ids = {c.test_id for c in data.checks if not c.ok}
+    failing_ids = {c.test_id for c in data.checks if not c.ok}  # known failures included
     return [t for t in data.tests if not t.ok and t.test_id not in failing_ids]

@@ -1,4 +1,4 @@
-"""Hand-derived convolution and pooling rules (NumPy only), for :mod:`reference.numpy.nn`.
+"""Hand-derived convolution and pooling rules (NumPy only), for :mod:`gradcheck.reference.numpy.nn`.
 
 A convolution is computed on patches: ``cols[n, c, i, j, h, w] = xpad[n, c, h*s + i, w*s + j]``
 and ``y = einsum("ncijhw,ocij->nohw", cols, w) + b``.  It is bilinear in ``(x, w)``, so

@@ -1,5 +1,5 @@
 """Hand-derived rules of the ``nn`` building blocks: normalizations, ``linear``, attention and
-embedding (NumPy only), for :mod:`reference.numpy.nn`."""
+embedding (NumPy only), for :mod:`gradcheck.reference.numpy.nn`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Hand-derived partials of the elementwise binary ops (broadcasting handled by
-:func:`reference.numpy._rules.unbroadcast`).
+:func:`gradcheck.reference.numpy._rules.unbroadcast`).
 
 ``atan2`` and ``hypot`` divide by ``r = hypot(a, b)`` twice instead of by ``a^2 + b^2``, which
 overflows for ``|a| > 1e154``.  At ties ``maximum``/``minimum`` split the gradient evenly (a
