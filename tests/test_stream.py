@@ -327,3 +327,15 @@ def test_mutated_streams_never_break_reading_or_the_report(tmp_path_factory):
 
     run()
 
+
+def test_a_report_of_an_unfinished_process_exits_1_and_warns(tmp_path, capsys):
+    lines = [line for line in _valid_lines() if json.loads(line)["record"] not in ("end", "test")]
+    lines = [line for line in lines if json.loads(line).get("status", "passed") == "passed"]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert stream.read_streams([path]).passed  # every check passed ...
+    assert cli_main(["report", str(path), "-o", str(tmp_path / "o")]) == 1  # ... but unfinished
+    err = capsys.readouterr().err
+    assert "warning: process r1 (main, " in err and "has no end record" in err
+    path.write_text("\n".join(lines + [_valid_lines()[-1]]) + "\n")
+    assert cli_main(["report", str(path), "-o", str(tmp_path / "o")]) == 0
