@@ -5,7 +5,9 @@ With ``--gradcheck-report-dir=DIR`` every process streams to its own file (writt
 line, crash-safe): the main process (or the xdist controller) to ``DIR/results.jsonl`` and each
 xdist worker to ``DIR/results.<worker>.jsonl``.  At session end the controller merges the worker
 files into ``results.jsonl`` (atomically, then deletes them) and writes the report; if it dies
-first, ``gradcheck report DIR`` rebuilds the report from whatever files are there.  With
+first, ``gradcheck report DIR`` rebuilds the report from whatever files are there.  The main
+process holds an exclusive lock on ``DIR/.gradcheck.lock`` for the whole session, so a second
+run into the same directory is refused instead of deleting the first one's results.  With
 ``--gradcheck-shard=I/N`` only the I-th of N deterministic parts of the collected tests run and
 the stream is ``results.shard-I-of-N.jsonl``; ``gradcheck report`` merges the shards.
 
@@ -16,6 +18,7 @@ that one file).  Check results recorded during a test carry its node id.
 from __future__ import annotations
 
 import os
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,15 @@ from typing import Any
 import pytest
 
 from . import stream
+from ._stream_read import terminal_safe
 from .report import ReportFiles, model, write_report
+
+try:  # POSIX; elsewhere runs are not locked
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_NAME = ".gradcheck.lock"
 
 _STATE = pytest.StashKey["_State"]()
 
@@ -37,6 +48,57 @@ class _State:
     worker: str | None = None
     files: ReportFiles | None = None
     error: str = ""
+    lock: ReportDirLock | None = None
+
+
+class ReportDirInUse(Exception):
+    """Another gradcheck run holds the lock of this report directory."""
+
+
+class ReportDirLock:
+    """An exclusive ``flock`` on ``DIR/.gradcheck.lock`` (released when the process ends, however
+    it ends).  The file holds the owner's pid and start time, for the refusal message."""
+
+    def __init__(self, report_dir: Path) -> None:
+        self.path = report_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> ReportDirLock:
+        """Take the lock without waiting; raises :class:`ReportDirInUse` when it is held."""
+        if fcntl is None:  # pragma: no cover - Windows
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                owner = os.read(fd, 200).decode("utf-8", "replace").strip()
+                os.close(fd)
+                raise ReportDirInUse(
+                    f"report directory {str(self.path.parent)!r} is in use by another gradcheck "
+                    f"run ({owner or 'owner unknown'}); wait for it to finish or choose another "
+                    "report directory") from None
+            try:  # the holder before us may have deleted the file after we opened it: retry
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+        os.write(fd, f"pid {os.getpid()}, started {started}".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Delete the lock file and unlock (idempotent)."""
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)  # while still locked: see the retry in acquire()
+        os.close(self._fd)
+        self._fd = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,6 +146,14 @@ def pytest_configure(config: pytest.Config) -> None:
         report_dir = config.getoption("gradcheck_report_dir", None)
         if report_dir:
             state.report_dir = Path(report_dir)
+            try:
+                state.lock = ReportDirLock(state.report_dir).acquire()
+            except ReportDirInUse as exc:
+                raise pytest.UsageError(f"--gradcheck-report-dir: {exc}") from None
+            except OSError as exc:
+                raise pytest.UsageError(f"--gradcheck-report-dir={report_dir!r}: cannot create "
+                                        f"the directory ({exc.strerror}); pass a writable "
+                                        "directory") from None
             state.path = state.report_dir / stream_name(state.shard)
             for old in [state.path, *_worker_files(state.path, state.shard)]:
                 old.unlink(missing_ok=True)  # a new run replaces the previous one
@@ -156,6 +226,14 @@ def _worker_files(path: Path, shard: tuple[int, int] | None) -> list[Path]:
                   if p.name != path.name and not p.name.startswith(f"{stem}.shard-"))
 
 
+def merge_worker_streams(report_dir: Path, shard: tuple[int, int] | None = None) -> Path:
+    """Append the xdist worker streams of a run (``results.gwN.jsonl``) to its main stream and
+    delete them; returns the main stream's path."""
+    path = Path(report_dir) / stream_name(shard)
+    merge_files(path, _worker_files(path, shard))
+    return path
+
+
 def merge_files(target: Path, parts: list[Path]) -> None:
     """Append the lines of ``parts`` to ``target`` atomically, then delete the parts."""
     tmp = target.with_name(f".{target.name}.merge.tmp")
@@ -178,10 +256,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.worker is not None or state.report_dir is None:
         return
     try:
-        merge_files(state.path, _worker_files(state.path, state.shard))
+        merge_worker_streams(state.report_dir, state.shard)
         state.files = write_report([state.path], state.report_dir)
     except Exception as exc:  # the tests ran; a report failure must say so, not crash pytest
         state.error = f"{type(exc).__name__}: {exc}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.lock is not None:
+        state.lock.release()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -198,22 +282,24 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def summary_lines(files: ReportFiles, write: Any) -> None:
-    """The terminal summary: counts, per target, the worst failures, the report's path."""
+    """The terminal summary: counts, per target, the worst failures, the report's path.  Names
+    come from the stream (any text): control characters are printed as escapes."""
     data = files.data
+    t = terminal_safe
     counts = ", ".join(f"{n} {s}" for s, n in model.status_counts(data.checks).items() if n)
     write(f"{len(data.checks)} checks: {counts or 'none'}")
     for (backend, device, dtype), c in model.counts_by_target(data.checks):
         parts = ", ".join(f"{c[s]} {s}" for s in model.SEVERITY if c.get(s))
-        write(f"  {backend} {device} {dtype}: {parts}")
+        write(f"  {t(backend)} {t(device)} {t(dtype)}: {parts}")
     bad = sorted((r for r in data.checks if model.is_bad(r)),
                  key=lambda r: (model.SEVERITY.index(r.status.value), -(r.discrepancy_ratio or 0)))
     for r in bad[:10]:
         ratio = f" ratio {r.discrepancy_ratio:.3g}" if r.discrepancy_ratio is not None else ""
-        write(f"  {r.status.value.upper()} {r.name}: {r.subject} [{r.backend} {r.device} "
-              f"{r.dtype}]{ratio}")
+        write(f"  {r.status.value.upper()} {t(r.name)}: {t(r.subject)} [{t(r.backend)} "
+              f"{t(r.device)} {t(r.dtype)}]{ratio}")
     if len(bad) > 10:
         write(f"  ... {len(bad) - 10} more in the report")
     if data.problems:
         write(f"{len(data.problems)} stream problem(s) (listed in the report)")
-    write(f"report: {files.html}")
-    write(f"junit:  {files.junit}")
+    write(f"report: {t(files.html)}")
+    write(f"junit:  {t(files.junit)}")

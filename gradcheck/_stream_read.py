@@ -10,12 +10,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _stream_fields as fields
 from .results import CheckResult, Status
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: object) -> str:
+    """``text`` with control characters (C0, C1, bidi and line/paragraph separators) written as
+    visible escapes (``\\x1b``, ``\\r``, ``\\u202e``): stream content printed to a terminal
+    cannot move the cursor, recolour or rewrite what is shown."""
+    return _UNPRINTABLE.sub(_escape, str(text))
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
+        f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
 
 @dataclass(frozen=True)
@@ -28,8 +45,10 @@ class StreamProblem:
     excerpt: str = ""
 
     def __str__(self) -> str:
+        """One line, control characters escaped (see :func:`terminal_safe`)."""
         where = f"{self.source}:{self.line}" if self.line else self.source
-        return f"{where}: {self.reason}" + (f" [{self.excerpt}]" if self.excerpt else "")
+        text = f"{where}: {self.reason}" + (f" [{self.excerpt}]" if self.excerpt else "")
+        return terminal_safe(text)
 
 
 @dataclass(frozen=True)
@@ -117,6 +136,8 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str | StreamProblem]]:
         if n == len(lines) and raw and not raw.endswith(b"\n"):
             try:
                 json.loads(text)
+            except RecursionError:  # complete but too deep: _parse reports it
+                pass
             except ValueError:
                 yield n, StreamProblem(str(path), n, "truncated last line (the writer was "
                                        "killed while writing it)", _excerpt(text))
@@ -131,33 +152,41 @@ def _parse(path: Path, n: int, text: str, data: StreamData) -> None:
     except ValueError as exc:
         data.problems.append(StreamProblem(src, n, f"malformed JSON ({exc.msg})", _excerpt(text)))
         return
+    except RecursionError:
+        data.problems.append(StreamProblem(src, n, "JSON nested too deeply to parse",
+                                           _excerpt(text)))
+        return
     if not isinstance(obj, dict):
         data.problems.append(StreamProblem(src, n, "not a JSON object", _excerpt(text)))
         return
     kind = obj.get("record")
-    run = data.runs.get(str(obj.get("run_id", ""))) if obj.get("run_id") else None
-    if run is None and obj.get("run_id"):
-        run = data.runs.setdefault(str(obj["run_id"]), RunInfo(str(obj["run_id"]), source=src))
+    label = kind if isinstance(kind, str) and len(kind) <= 40 else "?"
     try:
+        if fields.too_deep(obj):
+            raise fields.InvalidField(f"nested deeper than {fields.MAX_DEPTH} levels")
+        run_id = fields.string(obj, "run_id", nullable=True)
+        run = None
+        if run_id:
+            run = data.runs.setdefault(run_id, RunInfo(run_id, source=src))
         if kind == "check":
-            data.checks.append(CheckResult.from_dict(obj))
+            data.checks.append(CheckResult.from_dict(fields.check_fields(obj)))
         elif kind == "test":
-            data.tests.append(TestOutcome(str(obj["test_id"]), str(obj["outcome"]),
-                                          float(obj.get("duration_s") or 0.0),
-                                          str(obj.get("message", ""))))
+            data.tests.append(TestOutcome(*fields.outcome_fields(obj)))
         elif kind == "environment" and run is not None:
-            run.environment = {k: v for k, v in obj.items()
-                               if k not in ("schema", "record", "run_id")}
+            run.environment = fields.environment_fields(obj)
         elif kind == "backends" and run is not None:
-            run.backends = [b for b in obj.get("backends", []) if isinstance(b, dict)]
+            run.backends = fields.backends_fields(obj)
         elif kind == "end" and run is not None:
-            run.ended, run.exitstatus = True, obj.get("exitstatus")
+            run.exitstatus = fields.end_fields(obj)
+            run.ended = True
         else:
-            data.problems.append(StreamProblem(src, n, f"unknown record type {kind!r} (written "
-                                               "by another gradcheck version?)", _excerpt(text)))
+            reason = (f"unknown record type {repr(kind)[:60]} (written by another gradcheck "
+                      "version?)")
+            data.problems.append(StreamProblem(src, n, reason, _excerpt(text)))
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        data.problems.append(StreamProblem(src, n, f"invalid {kind} record "
-                                           f"({type(exc).__name__}: {exc})", _excerpt(text)))
+        data.problems.append(StreamProblem(src, n, f"invalid {label} record "
+                                           f"({type(exc).__name__}: {str(exc)[:300]})",
+                                           _excerpt(text)))
 
 
 def read_streams(paths: Iterable[str | Path]) -> StreamData:

@@ -1,13 +1,7 @@
-"""``gradcheck`` command line.
+"""The ``gradcheck`` command line: ``run``, ``report``, ``backends``, ``ops``.
 
-* ``gradcheck run``: run the standard suites (pytest) on every installed backend and device,
-  stream every result, write ``reports/index.html`` and ``reports/junit.xml``, print the path.
-* ``gradcheck report STREAM... [-o DIR]``: build one report from result streams (files or
-  directories of ``*.jsonl``): merge CI shards, or rebuild after a killed run.
-* ``gradcheck backends``: installed backends, versions, devices and declared semantics.
-
-Exit codes: 0 all passed, 1 discrepancies found (a check failed or errored, or a test failed),
-2 usage or internal error (bad option, unknown backend, no suites, nothing readable).
+The texts users see (``--help``) are :data:`DESCRIPTION` and :data:`EPILOG`; the commands and
+exit codes are documented in docs/report.md.
 """
 
 from __future__ import annotations
@@ -16,15 +10,35 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
+import signal
 import sys
 from pathlib import Path
 
+from ._stream_read import terminal_safe
 from .backends.registry import get_backend, installed_backends, known_backends
 from .errors import InvalidArgument
 
 OK, DISCREPANCIES, USAGE = 0, 1, 2
+#: exit status of a run stopped by a signal: 128 + the signal number, as shells report it
+INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away (`gradcheck ops | head`)
 SUITES_ENV = "GRADCHECK_SUITES"
+
+DESCRIPTION = """\
+Gradient-correctness checks: run the standard suites on the installed backends, build
+reports from result streams, list backends and the op catalog.
+Run "gradcheck COMMAND --help" for the options of a command."""
+
+EPILOG = """\
+exit codes:
+  0    everything passed
+  1    discrepancies found (a check failed or errored, a test failed), or a
+       stream read by "report" comes from a process that did not finish
+  2    usage or internal error (bad option, unknown backend, a selection that
+       plans no check, report directory unusable or in use, no readable results)
+  130  "run" stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM
+       (the report of what finished is written first)
+  141  the reader of the output went away (e.g. "gradcheck ops | head")"""
 
 
 class UsageError(Exception):
@@ -71,6 +85,37 @@ def _validate_backends(specs: list[str]) -> None:
             raise UsageError(str(exc)) from None
 
 
+def _validate_selection(args: argparse.Namespace) -> None:
+    """Cheap up-front checks of --op and --dtype (the plugin checks the whole plan later)."""
+    from . import _selection
+
+    for pattern in _selection.unmatched_ops(args.op or ()):
+        raise UsageError(_selection.op_message(pattern, "--op"))
+    for dtype, listing in _selection.undeclared_dtypes(args.dtype or (), args.backend,
+                                                       only_unusual=True):
+        raise UsageError(_selection.dtype_message(dtype, listing, "--dtype"))
+
+
+def writable_dir(path: str, option: str) -> Path:
+    """``path`` as a directory that exists (created if needed) and can be written to; a
+    :class:`UsageError` naming the option otherwise."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in [target, *target.parents] if p.exists()), target)
+        why = (f"{str(blocker)!r} is a file, not a directory" if blocker.is_file()
+               else exc.strerror or type(exc).__name__)
+        raise UsageError(f"{option} {path!r}: cannot create the directory ({why}); pass a "
+                         "directory that can be written to") from None
+    if not target.is_dir():
+        raise UsageError(f"{option} {path!r} is a file, not a directory; pass a directory")
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path!r} is not writable; pass a directory that can be "
+                         "written to")
+    return target
+
+
 def pytest_args(args: argparse.Namespace, suites: Path) -> list[str]:
     """The pytest command line of ``gradcheck run``."""
     # -p loads the plugin wherever the suites live (a no-op when it is already registered)
@@ -91,22 +136,69 @@ def pytest_args(args: argparse.Namespace, suites: Path) -> list[str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from . import _child
+    from ._pytest_report import ReportDirInUse, ReportDirLock
+
     _validate_backends(args.backend or [])
+    _validate_selection(args)
+    report_dir = writable_dir(args.report_dir, "--report-dir")
+    try:  # fail before pytest starts; pytest itself holds the lock for the run
+        ReportDirLock(report_dir).acquire().release()
+    except ReportDirInUse as exc:
+        raise UsageError(str(exc)) from None
     argv = pytest_args(args, find_suites(args.suites))
     print("gradcheck run: pytest " + " ".join(argv), flush=True)
     # a fresh interpreter: pytest sees an unused process (assertion rewriting, plugin state)
-    code = subprocess.call([sys.executable, "-m", "pytest", *argv])
-    html = Path(args.report_dir) / "index.html"
+    outcome = _child.run([sys.executable, "-m", "pytest", *argv])
+    if outcome.signal is not None:
+        return _interrupted(args, report_dir, outcome)
+    code = outcome.returncode
+    html = report_dir / "index.html"
     if code == 5:
         print("gradcheck: no tests were collected (check --backend/--device/--dtype/--op)",
               file=sys.stderr)
         return USAGE
-    if html.exists():
-        print(f"gradcheck: report written to {html.resolve()}")
     if code in (0, 1):
+        if html.exists():
+            print(f"gradcheck: report written to {html.resolve()}")
         return code
-    print(f"gradcheck: pytest stopped with exit code {code}", file=sys.stderr)
+    print(f"gradcheck: pytest stopped with exit code {code}"
+          + (" (a usage error: see its message above)" if code == 4 else ""), file=sys.stderr)
     return USAGE
+
+
+def _interrupted(args: argparse.Namespace, report_dir: Path, outcome) -> int:
+    """After SIGINT/SIGTERM: the report from what finished, built as `gradcheck report` does."""
+    from ._pytest_report import (
+        ReportDirInUse,
+        ReportDirLock,
+        merge_worker_streams,
+        parse_shard,
+        summary_lines,
+    )
+    from .report import write_report
+
+    name = signal.Signals(outcome.signal).name
+    how = " (its processes were killed after the grace period)" if outcome.killed else ""
+    print(f"gradcheck: interrupted by {name}: pytest was stopped{how}", file=sys.stderr)
+    try:
+        lock = ReportDirLock(report_dir).acquire()
+    except ReportDirInUse as exc:
+        print(f"gradcheck: the report was not rebuilt: {exc}", file=sys.stderr)
+        return INTERRUPTED[outcome.signal]
+    try:
+        stream_path = merge_worker_streams(report_dir, parse_shard(args.shard))
+        files = write_report([stream_path], report_dir)
+    except Exception as exc:  # say so; the results on disk are still there
+        print(f"gradcheck: the report could not be written: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return INTERRUPTED[outcome.signal]
+    finally:
+        lock.release()
+    summary_lines(files, print)
+    print(f"gradcheck: interrupted; the report of what finished is {files.html.resolve()}",
+          file=sys.stderr)
+    return INTERRUPTED[outcome.signal]
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -118,15 +210,24 @@ def _cmd_report(args: argparse.Namespace) -> int:
     missing = [str(p) for p in sources if not p.is_file()]
     if missing or not sources:
         raise UsageError("no such stream: " + ", ".join(missing or args.streams))
+    out = writable_dir(args.output, "-o/--output")
     data = read_streams(sources)
-    files = write_report(data, args.output, title=args.title)
+    files = write_report(data, out, title=args.title)
     for problem in data.problems[:20]:
         print(f"warning: skipped {problem}", file=sys.stderr)
+    if len(data.problems) > 20:
+        print(f"warning: ... and {len(data.problems) - 20} more (listed in the report)",
+              file=sys.stderr)
+    unfinished = [r for r in data.runs.values() if not r.ended]
+    for r in unfinished:
+        print(terminal_safe(f"warning: process {r.run_id} ({r.environment.get('role', '?')}, "
+                            f"{r.source}) has no end record: it was killed, crashed or is still "
+                            "running; its completed results are in the report"), file=sys.stderr)
     summary_lines(files, print)
     if not data.checks and not data.tests:
         print("gradcheck: the streams hold no results", file=sys.stderr)
         return USAGE
-    return OK if data.passed else DISCREPANCIES
+    return OK if data.passed and not unfinished else DISCREPANCIES
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
@@ -144,20 +245,26 @@ def _cmd_backends(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, default=str))
         return OK
     for d in out:
-        if "error" in d:
-            print(f"{d['name']}: unavailable ({d['error']})")
-            continue
-        sem = d.get("semantics", {})
-        print(f"{d['name']} {d['version']}  [{d['source']}]")
-        print(f"  devices: {', '.join(map(str, d['devices']))}   dtypes: {', '.join(d['dtypes'])}"
-              f"   forward mode: {'yes' if d['supports_jvp'] else 'no'}   order 2: "
-              f"{'yes' if d['supports_order2'] else 'no'}")
-        print(f"  semantics: accumulation={sem.get('accumulation')}  stop_gradient="
-              f"{sem.get('stop_gradient')}  forward_mode_respects_no_grad="
-              f"{sem.get('forward_mode_respects_no_grad')}")
-        if sem.get("notes"):
-            print(f"  notes: {sem['notes']}")
+        for line in _backend_lines(d):
+            print(terminal_safe(line))  # adapters name themselves: any text
     return OK
+
+
+def _backend_lines(d: dict) -> list[str]:
+    if "error" in d:
+        return [f"{d['name']}: unavailable ({d['error']})"]
+    sem = d.get("semantics", {})
+    lines = [f"{d['name']} {d['version']}  [{d['source']}]",
+             f"  devices: {', '.join(map(str, d['devices']))}   dtypes: "
+             f"{', '.join(map(str, d['dtypes']))}   forward mode: "
+             f"{'yes' if d['supports_jvp'] else 'no'}   order 2: "
+             f"{'yes' if d['supports_order2'] else 'no'}",
+             f"  semantics: accumulation={sem.get('accumulation')}  stop_gradient="
+             f"{sem.get('stop_gradient')}  forward_mode_respects_no_grad="
+             f"{sem.get('forward_mode_respects_no_grad')}"]
+    if sem.get("notes"):
+        lines.append(f"  notes: {sem['notes']}")
+    return lines
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
@@ -178,41 +285,88 @@ def _cmd_ops(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gradcheck", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the standard suites and write the report")
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="gradcheck", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=raw)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
+    run = sub.add_parser(
+        "run", help="run the standard suites and write the report", formatter_class=raw,
+        description="Run the standard suites with pytest (in a fresh interpreter) and write\n"
+                    "REPORT_DIR/results.jsonl, REPORT_DIR/index.html and REPORT_DIR/junit.xml.",
+        epilog=EPILOG + "\n\nArguments after -- go to pytest, e.g.: gradcheck run -- -k vjp -x")
     run.add_argument("--backend", action="append",
-                     help="backend name, 'package.module:Attr' or entry-point name "
-                          "(repeatable; default: every installed backend)")
-    run.add_argument("--device", action="append", help="device, e.g. cpu, cuda (repeatable)")
-    run.add_argument("--dtype", action="append", help="dtype, e.g. float32 (repeatable)")
-    run.add_argument("--op", action="append", help="only this catalog op (repeatable)")
-    run.add_argument("--profile", choices=("quick", "ci", "thorough"), default="ci")
-    run.add_argument("-j", "--jobs", help="parallel workers (pytest-xdist), a number or 'auto'")
-    run.add_argument("--shard", metavar="I/N", help="run only shard I of N")
-    run.add_argument("--report-dir", default="reports", help="default: reports")
-    run.add_argument("--suites", help=f"suites directory (default: shipped; or ${SUITES_ENV})")
-    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments after --")
+                     help="backend name, 'package.module:Attr' or entry-point name (repeatable; "
+                          "default: numpy, torch and jax where installed)")
+    run.add_argument("--device", action="append",
+                     help="device, e.g. cpu, cuda (repeatable; default: cpu and each backend's "
+                          "GPU, skipped where absent)")
+    run.add_argument("--dtype", action="append",
+                     help="dtype, e.g. float32 (repeatable; default: float64 and float32)")
+    run.add_argument("--op", action="append",
+                     help="only catalog ops with this exact name, glob or substring "
+                          "(repeatable; default: every op of the profile; see 'gradcheck ops')")
+    run.add_argument("--profile", choices=("quick", "ci", "thorough"), default="ci",
+                     help="suite size (default: ci)")
+    run.add_argument("-j", "--jobs", metavar="N",
+                     help="parallel workers with pytest-xdist: a number or 'auto' (default: "
+                          "none, one process)")
+    run.add_argument("--shard", metavar="I/N",
+                     help="run only the I-th of N parts of the tests (default: all)")
+    run.add_argument("--report-dir", default="reports",
+                     help="directory for results.jsonl, index.html, junit.xml (default: reports)")
+    run.add_argument("--suites", metavar="PATH",
+                     help=f"suites directory or file (default: ${SUITES_ENV}, else the suites "
+                          "shipped with gradcheck)")
+    run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
+                     help="extra pytest arguments, after -- (default: none)")
     run.set_defaults(func=_cmd_run)
-    rep = sub.add_parser("report", help="build a report from result streams (merge shards)")
-    rep.add_argument("streams", nargs="+", help="*.jsonl files or directories holding them")
-    rep.add_argument("-o", "--output", default="reports", help="output directory")
-    rep.add_argument("--title", default="gradcheck report")
+    rep = sub.add_parser(
+        "report", help="build a report from result streams (merge shards)", formatter_class=raw,
+        description="Build one report (index.html, junit.xml) from result streams: merge CI\n"
+                    "shards, or rebuild the report of a killed run.", epilog=EPILOG)
+    rep.add_argument("streams", nargs="+", metavar="STREAM",
+                     help="*.jsonl files, or directories holding them")
+    rep.add_argument("-o", "--output", metavar="DIR", default="reports",
+                     help="output directory (default: reports)")
+    rep.add_argument("--title", default="gradcheck report",
+                     help="title of the HTML page (default: 'gradcheck report')")
     rep.set_defaults(func=_cmd_report)
-    be = sub.add_parser("backends", help="installed backends, versions, devices, semantics")
-    be.add_argument("--json", action="store_true", help="machine-readable output")
+    be = sub.add_parser("backends", help="installed backends, versions, devices, semantics",
+                        description="List the installed backends: version, devices, dtypes,\n"
+                                    "forward-mode and order-2 support, declared semantics.")
+    be.add_argument("--json", action="store_true",
+                    help="machine-readable output (default: text)")
     be.set_defaults(func=_cmd_backends)
-    ops = sub.add_parser("ops", help="the op catalog: families, dtypes, points, known issues")
-    ops.add_argument("--family", action="append", help="only this family (repeatable)")
+    ops = sub.add_parser("ops", help="the op catalog: families, dtypes, points, known issues",
+                         description="List the op catalog: family, arity, dtypes, special\n"
+                                     "points and known discrepancies per backend.")
+    ops.add_argument("--family", action="append",
+                     help="only this family (repeatable; default: every family)")
     fmt = ops.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="machine-readable output")
-    fmt.add_argument("--markdown", action="store_true", help="docs/catalog.md")
+    fmt.add_argument("--json", action="store_true", help="machine-readable output "
+                                                         "(default: text)")
+    fmt.add_argument("--markdown", action="store_true",
+                     help="Markdown, as in docs/catalog.md (default: text)")
     ops.set_defaults(func=_cmd_ops)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        # the reader went away (`gradcheck ops | head -1`): stop quietly; stdout goes to
+        # /dev/null so that the interpreter's final flush cannot complain either
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -225,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE
     except KeyboardInterrupt:
         print("gradcheck: interrupted", file=sys.stderr)
-        return USAGE
+        return INTERRUPTED[signal.SIGINT]
+    except BrokenPipeError:
+        raise
     except Exception as exc:  # last resort: say what happened, exit 2
         print(f"gradcheck: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return USAGE

@@ -16,7 +16,8 @@ op's spec becomes a strict xfail.  Selection comes from the command line or from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -42,6 +43,18 @@ class Settings:
 
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
+
+
+@dataclass
+class _Planned:
+    """What the suite tests of this process planned: runnable cases and skip reasons."""
+
+    requested: int = 0  # suite test functions parametrized (gradcheck_case)
+    runnable: int = 0
+    skips: Counter = field(default_factory=Counter)
+
+
+_PLANNED_KEY = pytest.StashKey[_Planned]()
 
 # the report hooks (streams, shards, xdist merge, HTML/JUnit) load with this plugin; they must be
 # registered before the command line is parsed (not from pytest_configure) for their options
@@ -91,6 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
         dtypes=_setting(config, "dtype"), ops=_setting(config, "op"),
         report_dir=config.getoption("--gradcheck-report-dir"))
     _register_hypothesis_profiles(profile)
+    if getattr(config, "workerinput", None) is None:
+        config.pluginmanager.register(_SelectionErrorWatch(), "gradcheck-selection-errors")
     try:
         from . import _pytest_report
     except ImportError as exc:  # only "the report module is absent" is silent
@@ -141,11 +156,65 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         planned = plan(marker.kwargs["check"], sel)
     except InvalidArgument as exc:
         raise pytest.UsageError(str(exc)) from exc
+    tally = metafunc.config.stash.setdefault(_PLANNED_KEY, _Planned())
+    tally.requested += 1
+    tally.runnable += sum(1 for p in planned if not p.skip)
+    tally.skips.update(p.skip for p in planned if p.skip)
     params = [pytest.param(p, id=p.id, marks=_marks(p)) for p in planned]
     metafunc.parametrize("gradcheck_case", params)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A selection (backend, device, dtype, op) under which the suite tests plan nothing to
+    run is a usage error: a run that checked nothing must not pass.  An xdist worker cannot
+    raise one (the controller would report a crashed worker): it reports a failed collection,
+    which stops the run, and runs nothing."""
+    message = _empty_plan_error(config)
+    if not message:
+        _order_suite_tests(items)
+        return
+    if getattr(config, "workerinput", None) is None:
+        raise pytest.UsageError(message)
+    items[:] = []
+    report = pytest.CollectReport("", "failed", f"{_SELECTION_ERROR}{message}", [])
+    config.hook.pytest_collectreport(report=report)
+
+
+_SELECTION_ERROR = "UsageError: "
+
+
+class _SelectionErrorWatch:
+    """The xdist controller: a worker's selection error (above) makes the run a usage error
+    (exit status 4) rather than a failure."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and not report.nodeid and str(report.longrepr).startswith(
+                _SELECTION_ERROR):
+            self.seen = True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.seen:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def _empty_plan_error(config: pytest.Config) -> str:
+    tally = config.stash.get(_PLANNED_KEY, None)
+    s = settings_of(config)
+    filtered = any((s.backends, s.devices, s.dtypes, s.ops))
+    if tally is None or not tally.requested or tally.runnable or not filtered:
+        return ""
+    from ._selection import empty_plan_message
+    from .ops.cases import Selection
+
+    sel = Selection(s.profile, s.backends, s.devices, s.dtypes, s.ops)
+    return empty_plan_message(sel, tally.skips, "--gradcheck-")
+
+
+def _order_suite_tests(items: list[pytest.Item]) -> None:
     """Run the suite tests op by op and, within an op, case by case: every check kind of one
     case (``test_vjp[c]``, ``test_jvp[c]``, ``test_reference[c]``...) next to each other, then
     the op's next case (other dtype, special point, backend, cross-backend pair).  The check

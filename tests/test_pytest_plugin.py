@@ -126,14 +126,20 @@ def test_a_bad_profile_is_a_usage_error(suite):
 
 
 def test_absent_devices_and_missing_ops_skip_with_reasons(suite):
-    result = suite.runpytest("-q", "-rs", "--gradcheck-backend", "mutant:Mutant",
-                             "--gradcheck-op", "sinh", "--gradcheck-op", "cos",
-                             "--gradcheck-device", "cpu", "--gradcheck-device", "cuda",
-                             "--gradcheck-dtype", "float64", "-k", "test_vjp")
-    result.assert_outcomes(skipped=10)  # (sinh: 3 points + cos: 2 points) x (cpu, cuda)
+    options = ["--gradcheck-backend", "mutant:Mutant", "--gradcheck-op", "sinh", "--gradcheck-op",
+               "cos", "--gradcheck-device", "cpu", "--gradcheck-device", "cuda",
+               "--gradcheck-dtype", "float64", "-k", "test_vjp"]
+    # sin (which the mutant has, wrongly) runs on cpu: 3 points fail there, skip on cuda
+    result = suite.runpytest("-q", "-rs", *options, "--gradcheck-op", "sin")
+    result.assert_outcomes(skipped=13, failed=3)  # (sinh: 3 + cos: 2 + sin: 3) x cuda + ...
     result.stdout.fnmatch_lines(["*backend 'mutant:Mutant' has no implementation of op 'cos'*"])
     result.stdout.fnmatch_lines(
         ["*device 'cuda' not available for backend 'mutant:Mutant' (discovered: cpu)*"])
+    # without sin every case would be skipped: nothing checked is a usage error with reasons
+    result = suite.runpytest("-q", *options)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*plans no numeric check: every planned case is skipped: "
+                                 "device 'cuda' not available*has no implementation of op*"])
 
 
 def test_a_mutant_fails_with_evidence_and_a_reproducer_that_reproduces(suite, tmp_path):

@@ -158,3 +158,27 @@ def test_convergence_plot_is_well_formed_for_awkward_data(browser, tmp_path, poi
     text = browser.evaluate("(() => { const s = document.querySelector('#detail svg');"
                             "return s ? new XMLSerializer().serializeToString(s) : ''; })()")
     _check_plot(ET.fromstring(text))
+
+
+def test_a_fragment_that_is_not_percent_encoding_still_renders(browser, tmp_path):
+    """``#q=100%`` (typed by hand) is not valid percent-encoding: the page keeps the text as
+    typed instead of stopping with a URIError (a blank table)."""
+    results = numpy_results()
+    failed = next(r for r in results if r.status is Status.FAILED)
+    page = write_report(StreamData(checks=results + [replace(failed, name="load100%")]),
+                        tmp_path).html
+    b = browser
+    b.navigate(page.as_uri() + "#q=100%")
+    assert b.wait_for("document.documentElement.dataset.ready")
+    assert b.evaluate("document.getElementById('f-q').value") == "100%"
+    names = b.evaluate("[...document.querySelectorAll('#rows tr td:nth-child(2)')]"
+                       ".map(td => td.textContent)")
+    assert names == ["load100%"]
+    assert b.evaluate("document.getElementById('count').textContent").startswith("1 of ")
+    # a broken escape next to valid parameters: the valid ones still apply
+    b.navigate(page.as_uri() + "#status=failed&q=%E0%A4%A")
+    b.wait_for("document.getElementById('f-q').value === '%E0%A4%A'")
+    assert b.evaluate("document.getElementById('f-status').value") == "failed"
+    errors = [m for m in b.console_messages() if m.startswith("exception")
+              or "URIError" in m]
+    assert errors == []

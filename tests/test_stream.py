@@ -16,7 +16,9 @@ import pytest
 
 import gradcheck
 from gradcheck import stream
+from gradcheck._pytest_report import summary_lines
 from gradcheck.cli import main as cli_main
+from gradcheck.report import write_report
 from gradcheck.results import CheckResult
 from tests._report_data import FUNCTIONS, numpy_results
 
@@ -193,3 +195,147 @@ def test_round_trip_of_every_kind_of_result(tmp_path):
     assert {r.status.value for r in results} == {"passed", "failed", "error", "inconclusive",
                                                  "skipped"}
     assert CheckResult.from_json(results[0].to_json()) == results[0]
+
+
+def _valid_lines() -> list[str]:
+    run = {"schema": 1, "run_id": "r1"}
+    return [json.dumps({**run, "record": "environment", "role": "main", "pid": 1,
+                        "git": {"commit": "abc", "dirty": False}, "packages": {"numpy": "2"}}),
+            *(json.dumps({**json.loads(r.to_json()), "run_id": "r1"})
+              for r in numpy_results()[:6]),
+            json.dumps({**run, "record": "test", "test_id": "t::a", "outcome": "failed",
+                        "duration_s": 0.5, "message": "boom"}),
+            json.dumps({**run, "record": "backends", "backends": [
+                {"name": "numpy", "version": "2", "devices": ["cpu"], "dtypes": ["float64"],
+                 "semantics": {"accumulation": "functional"}}]}),
+            json.dumps({**run, "record": "end", "exitstatus": 1, "results": 6,
+                        "finished": "now"})]
+
+
+def _with(line: str, key: str, value) -> str:
+    obj = json.loads(line)
+    obj[key] = value
+    return json.dumps(obj)
+
+
+_BAD_FIELDS = [
+    ("check", "status", 5), ("check", "shapes", "x"), ("check", "shapes", [[1, "2"]]),
+    ("check", "worst", [{"index": None}]), ("check", "worst", "x"), ("check", "details", []),
+    ("check", "discrepancy_ratio", "abc"), ("check", "expected", [1.0]),
+    ("check", "allowed", 10 ** 400), ("check", "seed", 1.5), ("check", "seed", True),
+    ("check", "kind", None), ("check", "backend", 3), ("check", "name", {"a": 1}),
+    ("check", "convergence", [[1.0]]), ("check", "convergence", [["a", 1.0]]),
+    ("check", "input_index", "0"), ("check", "message", None), ("check", "test_id", 7),
+    ("check", "run_id", ["x"]),
+    ("test", "duration_s", "x"), ("test", "duration_s", -1), ("test", "outcome", "exploded"),
+    ("test", "test_id", None), ("test", "message", 5),
+    ("end", "exitstatus", "x"), ("end", "results", []), ("end", "finished", 3),
+    ("environment", "git", "x"), ("environment", "packages", ["numpy"]),
+    ("environment", "role", 1), ("environment", "pid", "1"),
+    ("backends", "backends", "x"), ("backends", "backends", [{"name": "n", "semantics": "s"}]),
+    ("backends", "backends", [{"name": "n", "devices": [1]}]), ("backends", "backends", [3]),
+]
+
+
+@pytest.mark.parametrize("record, key, value", _BAD_FIELDS,
+                         ids=[f"{r}.{k}={v!r}"[:40] for r, k, v in _BAD_FIELDS])
+def test_every_field_read_is_type_checked(tmp_path, record, key, value):
+    lines = _valid_lines()
+    k = next(i for i, line in enumerate(lines) if json.loads(line)["record"] == record)
+    lines[k] = _with(lines[k], key, value)
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    data = stream.read_streams([path])
+    (problem,) = data.problems
+    assert problem.line == k + 1 and f"invalid {record} record" in problem.reason
+    assert key in problem.reason or "run_id" in problem.reason, problem.reason
+    files = write_report(data, tmp_path / "out")  # the rest still makes a report
+    assert files.html.stat().st_size > 0
+    if record == "end":  # an unusable end record: the process is not known to have finished
+        assert not data.runs["r1"].ended
+
+
+def test_deeply_nested_json_is_skipped_not_fatal(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    nested_details = _with(_valid_lines()[1], "details", {"a": json.loads("[" * 200 + "]" * 200)})
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join([deep, nested_details, _valid_lines()[2], deep]))  # no last \n
+    data = stream.read_streams([path])
+    reasons = [p.reason for p in data.problems]
+    assert reasons == ["JSON nested too deeply to parse",
+                       "invalid check record (InvalidField: nested deeper than 64 levels)",
+                       "JSON nested too deeply to parse"], reasons
+    assert len(data.checks) == 1
+    write_report(data, tmp_path / "out")
+
+
+def _mutations():
+    from hypothesis import strategies as st
+
+    json_values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+        | st.text(max_size=8) | st.sampled_from(["inf", "-inf", "nan", "passed", "failed"]),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                     max_size=3),
+        max_leaves=12)
+    field_change = st.tuples(st.just("field"), st.integers(0, 50), json_values)
+    text_change = st.tuples(st.just("text"), st.integers(0, 10_000), st.text(max_size=4))
+    cut = st.tuples(st.just("cut"), st.integers(0, 10_000), st.none())
+    return st.lists(st.tuples(st.integers(0, 9), st.one_of(field_change, text_change, cut)),
+                    min_size=1, max_size=6)
+
+
+def _mutate(lines: list[str], changes) -> list[str]:
+    lines = list(lines)
+    for which, (how, where, value) in changes:
+        k = which % len(lines)
+        if how == "field":
+            try:
+                obj = json.loads(lines[k])
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj:
+                key = sorted(obj)[where % len(obj)]
+                obj[key] = value
+                lines[k] = json.dumps(obj)
+        elif how == "text":
+            at = where % (len(lines[k]) + 1)
+            lines[k] = lines[k][:at] + value + lines[k][at:]
+        else:
+            lines[k] = lines[k][:where % (len(lines[k]) + 1)]
+    return lines
+
+
+def test_mutated_streams_never_break_reading_or_the_report(tmp_path_factory):
+    from hypothesis import HealthCheck, given, settings
+
+    valid = _valid_lines()
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(_mutations())
+    def run(changes):
+        out = tmp_path_factory.mktemp("fuzz")
+        path = out / "s.jsonl"
+        path.write_text("\n".join(_mutate(valid, changes)) + "\n")
+        data = stream.read_streams([path])
+        write_report(data, out / "report")
+        lines: list[str] = []
+        summary_lines(write_report(data, out / "report"), lines.append)
+        # every line is accounted for: read, or skipped with a reason
+        assert len(data.checks) + len(data.tests) + len(data.problems) <= len(valid)
+
+    run()
+
+
+def test_a_report_of_an_unfinished_process_exits_1_and_warns(tmp_path, capsys):
+    lines = [line for line in _valid_lines() if json.loads(line)["record"] not in ("end", "test")]
+    lines = [line for line in lines if json.loads(line).get("status", "passed") == "passed"]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert stream.read_streams([path]).passed  # every check passed ...
+    assert cli_main(["report", str(path), "-o", str(tmp_path / "o")]) == 1  # ... but unfinished
+    err = capsys.readouterr().err
+    assert "warning: process r1 (main, " in err and "has no end record" in err
+    path.write_text("\n".join(lines + [_valid_lines()[-1]]) + "\n")
+    assert cli_main(["report", str(path), "-o", str(tmp_path / "o")]) == 0

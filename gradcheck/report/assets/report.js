@@ -43,6 +43,10 @@
   }
 
   // -- state <-> URL fragment ------------------------------------------------------------------
+  // a hand-typed fragment need not be valid percent-encoding (#q=100%): keep such text as typed
+  function decode(text) {
+    try { return decodeURIComponent(text); } catch (e) { return text; }
+  }
   function readHash() {
     state = { sort: "status", dir: 1, page: 0, size: 100 };
     var h = location.hash.replace(/^#/, "");
@@ -50,7 +54,7 @@
     h.split("&").forEach(function (kv) {
       var i = kv.indexOf("=");
       if (i < 0) { return; }
-      var k = decodeURIComponent(kv.slice(0, i)), v = decodeURIComponent(kv.slice(i + 1));
+      var k = decode(kv.slice(0, i)), v = decode(kv.slice(i + 1));
       if (k === "page" || k === "size" || k === "dir") { state[k] = parseInt(v, 10) || 0; }
       else { state[k] = v; }
     });
