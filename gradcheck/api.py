@@ -12,7 +12,7 @@ from .backends.base import Backend
 from .backends.numpy_backend import NumpyFunction
 from .backends.registry import get_backend
 from .checks.numeric import CheckConfig, run_numeric_checks
-from .errors import GradientMismatch, InvalidArgument
+from .errors import GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckResult, Report, Status
 
 _MODES = ("rev", "fwd")
@@ -191,15 +191,32 @@ def _element(r: CheckResult, index: tuple[int, ...]) -> str:
     return inp
 
 
+def format_nothing_decided(report: Report) -> str:
+    """The message of :class:`NothingDecided`: why each result decided nothing."""
+    lines = [f"gradient check decided nothing: {report.summary()}; no comparison passed, so "
+             "nothing was shown correct"]
+    for r in report.undecided:
+        lines += ["", f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
+                      f"device={r.device}, dtype={r.dtype}, seed={r.seed})", f"  {r.message}"]
+    return "\n".join(lines)
+
+
 def assert_gradients(fn: Callable, *inputs: Any, **kwargs: Any) -> Report:
-    """Like :func:`check`, but raise :class:`GradientMismatch` if any check fails or errors.
+    """Like :func:`check`, but raise :class:`GradientMismatch` if any check fails or errors,
+    and :class:`NothingDecided` (a ``GradientMismatch``) if no comparison was decided.
 
     The message names each failing check ("VJP of output 0 w.r.t. input 1"), the max absolute
     and relative discrepancy, the allowed error and where it came from, the worst elements, the
-    seed, dtype and device, and a one-line reproducer.  Returns the report when all passed.
+    seed, dtype and device, and a runnable reproducer.  A run whose results are all
+    inconclusive or skipped (an all-NaN function, ``modes=("fwd",)`` without forward mode)
+    raises ``NothingDecided`` listing each reason: it is never green on nothing.  Returns the
+    report when nothing failed and at least one comparison passed (``report.summary()`` counts
+    the ones not decided).
     """
     __tracebackhide__ = True
     report = check(fn, *inputs, **kwargs)
     if not report.passed:
         raise GradientMismatch(format_failure(report), report)
+    if not report.decided:
+        raise NothingDecided(format_nothing_decided(report), report)
     return report

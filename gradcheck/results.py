@@ -187,6 +187,18 @@ class Report:
         return all(r.ok for r in self.results)
 
     @property
+    def decided(self) -> list[CheckResult]:
+        """The comparisons that reached a verdict (passed or failed)."""
+        return [r for r in self.results if r.status in (Status.PASSED, Status.FAILED)]
+
+    @property
+    def undecided(self) -> list[CheckResult]:
+        """The results that decided nothing: inconclusive (the oracle could not decide) and
+        skipped (not applicable).  :func:`gradcheck.assert_gradients` raises
+        :class:`gradcheck.errors.NothingDecided` when these are all there is."""
+        return [r for r in self.results if r.status in (Status.INCONCLUSIVE, Status.SKIPPED)]
+
+    @property
     def failures(self) -> list[CheckResult]:
         """The failed and errored results."""
         return [r for r in self.results if not r.ok]
@@ -215,7 +227,10 @@ class Report:
         return "".join(r.to_json() + "\n" for r in self.results)
 
     def summary(self) -> str:
-        """One line: ``12 checks: 11 passed, 1 failed``."""
+        """One line: ``12 checks: 11 passed, 1 failed``; with results that decided nothing,
+        their number: ``12 checks: 10 passed, 2 inconclusive (2 not decided)``."""
         c = {k: v for k, v in self.counts().items() if v}
         body = ", ".join(f"{v} {k}" for k, v in c.items())
-        return f"{len(self.results)} checks: {body or 'none'}"
+        undecided = len(self.undecided)
+        note = f" ({undecided} not decided)" if undecided else ""
+        return f"{len(self.results)} checks: {body or 'none'}{note}"

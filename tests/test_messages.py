@@ -41,7 +41,8 @@ def test_is_an_assertion_error_carrying_the_report(failure):
 
 def test_message_line_by_line(failure):
     lines = str(failure).splitlines()
-    assert lines[0] == "gradient check failed: 4 checks: 1 passed, 1 failed, 2 skipped"
+    assert lines[0] == ("gradient check failed: 4 checks: 1 passed, 1 failed, 2 skipped "
+                        "(2 not decided)")
     assert lines[1] == ""
     # what was checked, and where: check, status, function, backend, device, dtype, seed
     assert lines[2] == ("* VJP of output 0 w.r.t. input 1 [failed] (sinmul, backend=numpy, "
