@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import stream
-from .backends.base import Backend
+from .backends.base import Backend, float_bits, is_complex, is_floating
 from .backends.numpy_backend import NumpyFunction
 from .backends.registry import get_backend
 from .checks.numeric import CheckConfig, run_numeric_checks
@@ -29,11 +29,32 @@ def _to_numpy(backend: Backend, value: Any, k: int) -> np.ndarray:
                               f"array: {exc}") from exc
 
 
-def _default_dtype(arrays: Sequence[np.ndarray]) -> str:
-    floats = [a.dtype for a in arrays if np.issubdtype(a.dtype, np.floating)]
+def _reject_complex(arrays: Sequence[np.ndarray]) -> None:
+    """Complex inputs are rejected, never left out silently: see docs/error-model.md."""
+    for k, a in enumerate(arrays):
+        if is_complex(a.dtype):
+            raise InvalidArgument(
+                f"inputs[{k}] has the complex dtype {a.dtype.name}: gradcheck does not check "
+                "complex derivatives (engines differ in their convention: for a real loss "
+                "PyTorch's gradient is the conjugate of JAX's). Split it into real and "
+                "imaginary parts: pass x.real and x.imag as two floating inputs and build the "
+                "complex value inside fn (torch.complex(re, im), or re + 1j * im in JAX), and "
+                "return a complex output as its .real and .imag")
+
+
+def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray]) -> str:
+    """The widest floating dtype of the inputs (ml_dtypes' bfloat16 included), float64 for
+    none; an input dtype the backend cannot check is an InvalidArgument."""
+    floats = [(k, a.dtype) for k, a in enumerate(arrays) if is_floating(a.dtype)]
     if not floats:
         return "float64"
-    return str(max(floats, key=lambda d: np.finfo(d).bits))
+    k, widest = max(floats, key=lambda t: float_bits(t[1]))
+    if widest.name not in backend.dtypes:
+        raise InvalidArgument(
+            f"inputs[{k}] has dtype {widest.name}, which backend {backend.name!r} cannot check "
+            f"(its dtypes: {', '.join(backend.dtypes)}): pass dtype= one of those (the inputs "
+            "are rounded to it) or cast the input, e.g. x.astype(np.float32)")
+    return widest.name
 
 
 def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device: str,
@@ -120,9 +141,8 @@ def check(
     arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
     if not arrays:
         raise InvalidArgument("inputs=() : check needs at least one input array")
-    dt = dtype or _default_dtype(arrays)
-    if dt not in be.dtypes:
-        raise InvalidArgument.choice("dtype", dt, be.dtypes)
+    _reject_complex(arrays)
+    dt = dtype or _default_dtype(be, arrays)
     owner = getattr(fn, "__self__", None)
     fn_name = name or (owner.__name__ if isinstance(owner, type) else None) or getattr(
         fn, "__name__", None) or type(fn).__name__

@@ -73,3 +73,83 @@ def test_partly_decided_report_passes_and_counts_what_was_not_decided():
     assert n_undecided == 2 and len(report.decided) == len(report) - 2
     assert report.summary() == (f"{len(report)} checks: {len(report) - 2} passed, "
                                 "2 inconclusive (2 not decided)")
+
+
+# -- 4. complex values are rejected or reported, never left out silently -----------------------
+
+
+def test_complex_input_is_rejected_saying_why_and_what_to_do():
+    with pytest.raises(gradcheck.InvalidArgument) as info:
+        gradcheck.check(_sin(), X.astype(np.complex128), backend="numpy")
+    text = str(info.value)
+    assert "inputs[0] has the complex dtype complex128" in text
+    assert "pass x.real and x.imag as two floating inputs" in text
+
+
+def test_complex_output_is_a_skip_with_the_fix_and_alone_decides_nothing():
+    torch = pytest.importorskip("torch")
+
+    def both(x):
+        return torch.sin(x), torch.exp(1j * x)
+
+    report = gradcheck.check(both, X, backend="torch", modes=("rev",))
+    skipped = [r for r in report.results if r.status is Status.SKIPPED]
+    assert [(r.output_index, r.kind) for r in skipped] == [(1, "call")]
+    assert "output 1 is complex (complex128)" in skipped[0].message
+    assert "return its .real and .imag as two outputs" in skipped[0].message
+    assert report.decided and "(1 not decided)" in report.summary()
+    with pytest.raises(NothingDecided, match="output 0 is complex"):
+        gradcheck.assert_gradients(lambda x: torch.exp(1j * x), X, backend="torch")
+
+
+# -- 5. bfloat16 (ml_dtypes) is a floating dtype; float8 is refused clearly -----------------------
+
+
+@pytest.fixture(scope="module")
+def jax_sin_rules():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def make(scale):
+        @jax.custom_vjp
+        def f(x):
+            return jnp.sin(x)
+
+        f.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (scale * g * jnp.cos(x),))
+        return f
+
+    return jnp, make(1.0), make(1.05)
+
+
+def test_jax_bfloat16_array_is_checked_in_bfloat16(jax_sin_rules):
+    jnp, good, bad = jax_sin_rules
+    x = jnp.asarray(X, dtype=jnp.bfloat16)
+    assert np.asarray(x).dtype.name == "bfloat16"
+    assert not np.issubdtype(np.asarray(x).dtype, np.floating)  # why it needs a helper
+    report = gradcheck.assert_gradients(good, x, backend="jax", modes=("rev",))
+    assert {r.dtype for r in report.results} == {"bfloat16"}
+    assert {r.kind for r in report.decided} == {"vjp", "rounding"}
+    with pytest.raises(GradientMismatch, match="VJP of output 0 w.r.t. input 0"):
+        gradcheck.assert_gradients(bad, x, backend="jax", modes=("rev",))
+
+
+def test_ml_dtypes_bfloat16_numpy_array_and_torch_bfloat16_tensor():
+    torch = pytest.importorskip("torch")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for x in (X.astype(ml_dtypes.bfloat16), torch.tensor(X, dtype=torch.bfloat16)):
+        report = gradcheck.assert_gradients(torch.sin, x, backend="torch", modes=("rev",))
+        assert {r.dtype for r in report.results} == {"bfloat16"}
+        assert "rounding" in {r.kind for r in report.decided}
+
+
+def test_float8_input_is_an_invalid_argument_unless_a_dtype_is_given():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x8 = X.astype(ml_dtypes.float8_e4m3fn)
+    with pytest.raises(gradcheck.InvalidArgument) as info:
+        gradcheck.check(_sin(), x8, backend="numpy")
+    assert str(info.value).startswith("inputs[0] has dtype float8_e4m3fn, which backend "
+                                      "'numpy' cannot check (its dtypes: float64, float32, "
+                                      "float16): pass dtype= one of those")
+    report = gradcheck.assert_gradients(_sin(), x8, backend="numpy", dtype="float32",
+                                        modes=("rev",))
+    assert {r.dtype for r in report.results} == {"float32"}

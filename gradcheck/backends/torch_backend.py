@@ -76,8 +76,10 @@ class TorchBackend(Backend):
             if value._is_zerotensor():  # efficient zeros (e.g. abs'' ) refuse .numpy()
                 value = torch.zeros(value.shape, dtype=value.dtype)
             t = value.detach().cpu()
-            if t.dtype == torch.bfloat16:
-                t = t.float()
+            if t.dtype == torch.bfloat16:  # as ml_dtypes' bfloat16 (exact), so that the dtype
+                import ml_dtypes  # under test is inferred as bfloat16
+
+                return t.float().numpy().astype(ml_dtypes.bfloat16)
             return t.numpy()
         return None
 
@@ -103,11 +105,7 @@ class TorchBackend(Backend):
         return torch.as_tensor(np.ascontiguousarray(a).reshape(a.shape), device=self._dev(device))
 
     def _to_np(self, t: Any) -> np.ndarray:
-        if isinstance(t, torch.Tensor):
-            if t.dtype == torch.bfloat16:  # results keep the dtype under test (exact: bf16 < f32)
-                import ml_dtypes
-
-                return t.detach().cpu().float().numpy().astype(ml_dtypes.bfloat16)
+        if isinstance(t, torch.Tensor):  # results keep the dtype under test, bfloat16 included
             return self.native_to_numpy(t)  # type: ignore[return-value]
         return np.asarray(t)
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import fd, tolerance
-from ..backends.base import Backend, widest_dtype
+from ..backends.base import Backend, is_complex, is_floating, widest_dtype
 from ..results import CheckKind, CheckResult, Status, WorstElement
 from . import _path_noise, _sparse_jacobian, rounding
 
@@ -96,7 +96,7 @@ def _describe_exc(exc: BaseException) -> str:
 
 
 def _is_float(a: np.ndarray) -> bool:
-    return np.issubdtype(a.dtype, np.floating)
+    return is_floating(a.dtype)  # ml_dtypes' bfloat16 included
 
 
 def run_numeric_checks(
@@ -191,6 +191,14 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                             f"{_describe_exc(exc)}")
         return base.results
     float_outs = [i for i, o in enumerate(outs64) if _is_float(np.asarray(o))]
+    for i, o in enumerate(outs64):
+        if is_complex(np.asarray(o).dtype):  # not left out silently
+            base.result(CheckKind.CALL.value, Status.SKIPPED, output_index=i,
+                        message=f"output {i} is complex ({np.asarray(o).dtype.name}): complex "
+                                "derivatives are not checked; return its .real and .imag as "
+                                "two outputs to check them")
+    if not float_outs and any(r.status is Status.SKIPPED for r in base.results):
+        return base.results
     if not float_outs:
         base.result(CheckKind.CALL.value, Status.ERROR,
                     message="the function returned no floating-point output")
