@@ -153,3 +153,43 @@ def test_float8_input_is_an_invalid_argument_unless_a_dtype_is_given():
     report = gradcheck.assert_gradients(_sin(), x8, backend="numpy", dtype="float32",
                                         modes=("rev",))
     assert {r.dtype for r in report.results} == {"float32"}
+
+
+# -- 6. the jax backend leaves the user's x64 setting alone --------------------------------------
+
+
+_X64_SCRIPT = """
+import numpy as np, jax, jax.numpy as jnp, gradcheck
+{before}
+x = np.linspace(-1.0, 1.0, 5)
+report = gradcheck.check(jnp.sin, x, backend="jax")
+assert report.passed and report.decided, report.summary()
+assert {{r.dtype for r in report.results}} == {{"float64"}}
+print(jax.config.jax_enable_x64, jnp.ones(2).dtype, jnp.asarray(x).dtype,
+      jax.jit(lambda z: z * 2)(x).dtype)
+"""
+
+
+@pytest.mark.parametrize("before, after", [
+    ("", "False float32 float32 float32"),
+    ("jax.config.update('jax_enable_x64', True)", "True float64 float64 float64"),
+])
+def test_jax_check_does_not_switch_x64_on_for_the_rest_of_the_process(before, after):
+    pytest.importorskip("jax")
+    out = _run_python(_X64_SCRIPT.format(before=before))
+    assert out.strip().splitlines()[-1] == after
+
+
+def _run_python(code: str, cwd: str | None = None, path: tuple[str, ...] = ()) -> str:
+    """Run ``code`` in a fresh interpreter with this checkout importable; its stdout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(gradcheck.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((*path, root)), "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
