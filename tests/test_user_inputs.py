@@ -193,3 +193,71 @@ def _run_python(code: str, cwd: str | None = None, path: tuple[str, ...] = ()) -
                           env=env, cwd=cwd, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+# -- 2. keyword arguments ------------------------------------------------------------------------
+
+
+def test_kwargs_reach_every_evaluation_and_are_never_differentiated():
+    torch = pytest.importorskip("torch")
+    seen = []
+
+    def softmax(x, dim, scale=1.0):
+        seen.append((dim, scale))
+        return torch.softmax(scale * x, dim=dim)
+
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    report = gradcheck.assert_gradients(softmax, x, backend="torch",
+                                        kwargs={"dim": 1, "scale": 2.0})
+    assert len(seen) > 3 and set(seen) == {(1, 2.0)}
+    assert all(r.input_index in (None, 0) for r in report.results)  # x is the only input
+    assert "kwargs={'dim': 1, 'scale': 2.0}" in report.results[0].reproducer
+
+
+def test_kwargs_change_what_is_checked_and_a_wrong_rule_under_them_is_caught():
+    def forward(x, power=2):
+        return x ** power
+
+    def vjp(args, cts, power=2):
+        return (cts[0] * 2 * args[0],)  # right for power=2 only
+
+    f = NumpyFunction(forward, vjp, name="power")
+    gradcheck.assert_gradients(f, X, backend="numpy", modes=("rev",), kwargs={"power": 2})
+    with pytest.raises(GradientMismatch):
+        gradcheck.assert_gradients(f, X, backend="numpy", modes=("rev",), kwargs={"power": 3})
+
+
+def test_numpy_function_rules_receive_the_kwargs_at_order_2():
+    def fwd(x, c=1.0):
+        return c * x ** 3
+
+    def vjp_fwd(x, g, c=1.0):
+        return (3 * c * x ** 2 * g,)
+
+    inner = NumpyFunction(vjp_fwd, lambda a, cts, c=1.0: (6 * c * a[0] * a[1] * cts[0],
+                                                          3 * c * a[0] ** 2 * cts[0]),
+                          name="vjp_cube")
+    f = NumpyFunction(fwd, inner, name="cube")
+    report = gradcheck.assert_gradients(f, X, backend="numpy", modes=("rev",), order=2,
+                                        kwargs={"c": 2.5})
+    assert "vjp_of_vjp" in {r.kind for r in report.decided}
+
+
+def test_kwargs_must_be_a_mapping_of_names():
+    with pytest.raises(gradcheck.InvalidArgument, match=r"kwargs=\[1\] must be a mapping"):
+        gradcheck.check(_sin(), X, backend="numpy", kwargs=[1])
+
+
+def test_the_same_kwargs_reuse_the_compiled_transforms():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+
+    def f(x, axis):
+        return jnp.cumsum(jnp.sin(x), axis=axis)
+
+    be = gradcheck.get_backend("jax")
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    gradcheck.assert_gradients(f, x, backend=be, kwargs={"axis": 1})
+    builds = be._compiled.builds
+    gradcheck.assert_gradients(f, x + 0.1, backend=be, kwargs={"axis": 1}, seed=4)
+    assert be._compiled.builds == builds  # the same wrapper: nothing traced again

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import fd, tolerance
 from ..backends.base import Backend, is_complex, is_floating, widest_dtype
-from ..results import CheckKind, CheckResult, Status, WorstElement
+from ..results import CheckKind, CheckResult, Status, WorstElement, shorten, shown
 from . import _path_noise, _sparse_jacobian, rounding
 
 # Localization is batched (FD columns and AD rows/columns in vectorized calls), so its cost is
@@ -92,7 +92,7 @@ class _Ctx:
 
 def _describe_exc(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+    return shorten(f"{type(exc).__name__}: {text[0] if text else ''}", 500)
 
 
 def _is_float(a: np.ndarray) -> bool:
@@ -714,10 +714,12 @@ def _compare_low(ctx, where, smp, pr, fde, sl) -> None:
                  "max_rel_discrepancy": float(rel)},
     )
     verdict = "agrees" if ok else "DISAGREES"
+    v = shown(r)
+    assert v is not None
     ctx.results[-1] = replace(r, message=(
-        f"{r.subject} {verdict}: ||VJP|| {cmp.actual:.10g} in {ctx.dtype} vs {cmp.expected:.10g} "
-        f"in float64; ||difference|| {cmp.discrepancy:.3g} (relative {rel:.3g}), allowed "
-        f"{cmp.allowance.allowed:.3g} [{cmp.allowance.source}], ratio {ratio:.3g}"))
+        f"{r.subject} {verdict}: ||VJP|| {v.actual} in {ctx.dtype} vs {v.expected} "
+        f"in float64; ||difference|| {v.difference} (relative {v.relative}), allowed "
+        f"{v.allowed} [{cmp.allowance.source}], ratio {v.ratio}"))
 
 
 def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, conv, pr, fde,
@@ -753,9 +755,11 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
 def _message(r: CheckResult, label: str) -> str:
     what = r.subject + (f" ({label})" if label else "")
     verdict = "agrees" if r.status is Status.PASSED else "DISAGREES"
-    return (f"{what} {verdict}: actual {r.actual:.10g} vs expected {r.expected:.10g}; "
-            f"|diff| {r.discrepancy:.3g} (relative {r.relative_discrepancy:.3g}), "
-            f"allowed {r.allowed:.3g} [{r.allowed_source}], ratio {r.discrepancy_ratio:.3g}")
+    v = shown(r)
+    assert v is not None  # every caller compared two values
+    return (f"{what} {verdict}: actual {v.actual} vs expected {v.expected}; "
+            f"|diff| {v.difference} (relative {v.relative}), "
+            f"allowed {v.allowed} [{r.allowed_source}], ratio {v.ratio}")
 
 
 def _kink_message(fde: fd.FDEstimate, sl: slice) -> str:
