@@ -270,7 +270,8 @@ def _element(r: CheckResult, index: tuple[int, ...]) -> str:
         r.shapes) else 0
     inp = f"input {r.input_index}{list(index[len(index) - n_in:])}"
     if len(index) > n_in:
-        return f"d output {r.output_index}{list(index[:len(index) - n_in])} / d {inp}"
+        out = r.details.get("output_path", r.output_index)
+        return f"d output {out}{list(index[:len(index) - n_in])} / d {inp}"
     return inp
 
 

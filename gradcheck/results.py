@@ -98,8 +98,8 @@ class CheckResult:
         """Human name of what was compared, e.g. ``VJP of output 0 w.r.t. input 1``."""
         label = _KIND_LABELS.get(self.kind, self.kind)
         parts = [label]
-        if self.output_index is not None:
-            parts.append(f"of output {self.output_index}")
+        if self.output_index is not None:  # by its path where the output is a dict/pytree
+            parts.append(f"of output {self.details.get('output_path', self.output_index)}")
         if self.input_index is not None:
             parts.append(f"w.r.t. input {self.input_index}")
         return " ".join(parts)

@@ -42,15 +42,23 @@ def test_forward_mode_without_a_forward_rule_raises_nothing_decided():
     assert [r.status for r in report.decided] == [Status.PASSED]
 
 
-def test_jax_custom_vjp_in_forward_mode_decides_nothing():
+def _jax_rule(name: str, scale: float = 1.0):
+    """``jnp.sin`` or ``jnp.exp`` as a ``jax.custom_vjp`` whose hand-written rule is scaled by
+    ``scale`` (1: correct)."""
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
+    f, df = {"sin": (jnp.sin, jnp.cos), "exp": (jnp.exp, jnp.exp)}[name]
 
     @jax.custom_vjp
-    def f(x):
-        return jnp.sin(x)
+    def g(x):
+        return f(x)
 
-    f.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (g * jnp.cos(x),))
+    g.defvjp(lambda x: (f(x), x), lambda x, ct: (scale * ct * df(x),))
+    return g
+
+
+def test_jax_custom_vjp_in_forward_mode_decides_nothing():
+    f = _jax_rule("sin")
     with pytest.raises(NothingDecided, match="forward mode is not available"):
         gradcheck.assert_gradients(f, X, backend="jax", modes=("fwd",))
     gradcheck.assert_gradients(f, X, backend="jax", modes=("rev",))
@@ -105,24 +113,9 @@ def test_complex_output_is_a_skip_with_the_fix_and_alone_decides_nothing():
 # -- 5. bfloat16 (ml_dtypes) is a floating dtype; float8 is refused clearly -----------------------
 
 
-@pytest.fixture(scope="module")
-def jax_sin_rules():
-    jax = pytest.importorskip("jax")
-    jnp = jax.numpy
-
-    def make(scale):
-        @jax.custom_vjp
-        def f(x):
-            return jnp.sin(x)
-
-        f.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (scale * g * jnp.cos(x),))
-        return f
-
-    return jnp, make(1.0), make(1.05)
-
-
-def test_jax_bfloat16_array_is_checked_in_bfloat16(jax_sin_rules):
-    jnp, good, bad = jax_sin_rules
+def test_jax_bfloat16_array_is_checked_in_bfloat16():
+    good, bad = _jax_rule("sin"), _jax_rule("sin", 1.05)
+    jnp = pytest.importorskip("jax").numpy
     x = jnp.asarray(X, dtype=jnp.bfloat16)
     assert np.asarray(x).dtype.name == "bfloat16"
     assert not np.issubdtype(np.asarray(x).dtype, np.floating)  # why it needs a helper
@@ -261,3 +254,73 @@ def test_the_same_kwargs_reuse_the_compiled_transforms():
     builds = be._compiled.builds
     gradcheck.assert_gradients(f, x + 0.1, backend=be, kwargs={"axis": 1}, seed=4)
     assert be._compiled.builds == builds  # the same wrapper: nothing traced again
+
+
+# -- 3. dict and pytree outputs are checked output by output, named by their path ----------------
+
+
+def _paths(report):
+    """The output paths of the first-order results (order 2 differentiates the VJP, whose
+    outputs are the gradients)."""
+    return sorted({r.details.get("output_path") for r in report.results
+                   if r.output_index is not None and r.details.get("order") != 2},
+                  key=str)
+
+
+def test_torch_dict_and_nested_outputs_are_checked_leaf_by_leaf():
+    torch = pytest.importorskip("torch")
+
+    def f(x):
+        return {"a": torch.sin(x), "b": (x ** 2, {"c": x.sum()})}
+
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    report = gradcheck.assert_gradients(f, x, backend="torch", order=2)
+    assert _paths(report) == ["['a']", "['b'][0]", "['b'][1]['c']"]
+    subjects = {r.subject for r in report.decided}
+    assert "VJP of output ['b'][1]['c'] w.r.t. input 0" in subjects
+    assert "vjp_of_vjp" in {r.kind for r in report.decided}
+
+
+def test_a_wrong_gradient_in_one_named_output_is_caught_and_named():
+    torch = pytest.importorskip("torch")
+
+    class Doubled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2.1 * g  # wrong
+
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    with pytest.raises(GradientMismatch) as info:
+        gradcheck.assert_gradients(lambda x: {"ok": torch.sin(x), "bad": Doubled.apply(x)}, x,
+                                   backend="torch", modes=("rev",))
+    [bad] = info.value.results
+    assert bad.details["output_path"] == "['bad']" and bad.output_index == 1
+    text = str(info.value)
+    assert "* VJP of output ['bad'] w.r.t. input 0 [failed]" in text
+    assert "    d output ['bad'][0, 0] / d input 0[0, 0]: 2.1 vs 2, " in text
+
+
+def test_jax_pytree_outputs_are_checked_leaf_by_leaf():
+    wrong_exp = _jax_rule("exp", 1.01)
+    jnp = pytest.importorskip("jax").numpy
+
+    def f(x):
+        return {"loss": jnp.sum(x ** 2), "aux": [jnp.tanh(x), {"e": wrong_exp(x)}]}
+
+    x = np.random.default_rng(2).standard_normal(4)
+    report = gradcheck.check(f, x, backend="jax", modes=("rev",))
+    assert _paths(report) == ["['aux'][0]", "['aux'][1]['e']", "['loss']"]
+    assert [r.subject for r in report.failures] == ["VJP of output ['aux'][1]['e'] w.r.t. input 0"]
+    assert len(report.decided) == 3
+
+
+def test_a_flat_tuple_keeps_positional_output_names():
+    torch = pytest.importorskip("torch")
+    report = gradcheck.check(lambda x: (torch.sin(x), torch.cos(x)), X, backend="torch",
+                             modes=("rev",))
+    assert _paths(report) == [None]
+    assert {r.subject for r in report.results} >= {"VJP of output 1 w.r.t. input 0"}

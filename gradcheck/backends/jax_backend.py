@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._cache import FunctionCache, missing
-from .base import Accumulation, Backend, Semantics
+from .base import Accumulation, Backend, Outputs, Semantics
 
 _M = TypeVar("_M", bound=Callable[..., Any])
 
@@ -46,7 +46,20 @@ def _x64(method: _M) -> _M:
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    """The output pytree's leaves (``jax.tree_util`` order)."""
+    return tuple(jax.tree_util.tree_leaves(out))
+
+
+def _flatten(out: Any) -> tuple[list[Any], tuple[str, ...] | None]:
+    """The output pytree's leaves and their paths (``"['a']"``, ``"[1][0]"``), the paths None
+    for one array or a flat tuple/list of arrays (see :class:`~.base.Outputs`)."""
+    pairs = jax.tree_util.tree_flatten_with_path(out)[0]
+    leaves = [leaf for _, leaf in pairs]
+    flat = isinstance(out, (tuple, list)) and all(
+        len(p) == 1 and isinstance(p[0], jax.tree_util.SequenceKey) for p, _ in pairs)
+    if not pairs or all(len(p) == 0 for p, _ in pairs) or flat:
+        return leaves, None
+    return leaves, tuple(jax.tree_util.keystr(p) for p, _ in pairs)
 
 
 def _rows(f: Callable, xs: tuple, vectorize: bool) -> tuple:
@@ -181,7 +194,8 @@ class JaxBackend(Backend):
     @_x64
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
         out = self._run(fn, ("evaluate",), lambda: fn, *[self.to_native(a, device) for a in args])
-        return [self._to_np(o) for o in _as_tuple(out)]
+        leaves, paths = _flatten(out)
+        return Outputs.of([self._to_np(o) for o in leaves], paths)
 
     @_x64
     def evaluate_batch(self, fn, args, batched, device):

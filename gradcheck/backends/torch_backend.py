@@ -12,13 +12,14 @@ import numpy as np
 import torch
 
 from ._cache import FunctionCache, missing
-from .base import Accumulation, Backend, Semantics
+from .base import Accumulation, Backend, Outputs, Semantics, flatten_outputs
 
 _DEVICE_NAMES = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    """The outputs flattened (dicts, lists and tuples nest: :func:`flatten_outputs`)."""
+    return tuple(flatten_outputs(out)[0])
 
 
 _UNSUPPORTED = ("setup_context", "jvp", "not implemented", "forward AD", "forward-mode",
@@ -113,7 +114,8 @@ class TorchBackend(Backend):
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
         with torch.no_grad():
             out = fn(*[self.to_native(a, device) for a in args])
-        return [self._to_np(o) for o in _as_tuple(out)]
+        leaves, paths = flatten_outputs(out)
+        return Outputs.of([self._to_np(o) for o in leaves], paths)
 
     def __init__(self) -> None:
         # functions known not to vectorize, per transform: later checks go straight to the loop

@@ -79,8 +79,14 @@ class _Ctx:
     outs_d: list[np.ndarray] = field(default_factory=list)  # outputs in the dtype under test
     # input index -> the oracle's estimate with 2^-8 smaller steps (:mod:`._second_estimate`)
     confirmations: dict[int, Any] = field(default_factory=dict)
+    # each output's path in the function's output structure (a dict, a pytree), where the
+    # adapter names them (Outputs.paths); results carry it as details["output_path"]
+    output_paths: tuple[str, ...] | None = None
 
     def result(self, kind: str, status: Status, **kw: Any) -> CheckResult:
+        i = kw.get("output_index")
+        if self.output_paths is not None and i is not None and i < len(self.output_paths):
+            kw["details"] = {**kw.get("details", {}), "output_path": self.output_paths[i]}
         r = CheckResult(
             kind=kind, status=status, backend=self.backend.name, device=self.device,
             dtype=self.dtype, name=self.cfg.name, seed=self.cfg.seed, shapes=self.shapes,
@@ -190,13 +196,14 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                     message=f"the function raised at the sample point (float64): "
                             f"{_describe_exc(exc)}")
         return base.results
+    base.output_paths = getattr(outs64, "paths", None)
     float_outs = [i for i, o in enumerate(outs64) if _is_float(np.asarray(o))]
     for i, o in enumerate(outs64):
         if is_complex(np.asarray(o).dtype):  # not left out silently
             base.result(CheckKind.CALL.value, Status.SKIPPED, output_index=i,
-                        message=f"output {i} is complex ({np.asarray(o).dtype.name}): complex "
-                                "derivatives are not checked; return its .real and .imag as "
-                                "two outputs to check them")
+                        message=f"{_output(base, i)} is complex ({np.asarray(o).dtype.name}): "
+                                "complex derivatives are not checked; return its .real and "
+                                ".imag as two outputs to check them")
     if not float_outs and any(r.status is Status.SKIPPED for r in base.results):
         return base.results
     if not float_outs:
@@ -207,7 +214,8 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
         bad = int(np.size(outs64[i]) - np.count_nonzero(np.isfinite(outs64[i])))
         if bad:
             base.result(CheckKind.CALL.value, Status.INCONCLUSIVE, output_index=i,
-                        message=f"output {i} has {bad} non-finite value(s) at the sample point: "
+                        message=f"{_output(base, i)} has {bad} non-finite value(s) at the sample "
+                                "point: "
                                 "derivatives are not defined there")
             return base.results
     if all(np.size(outs64[i]) == 0 for i in float_outs):
@@ -220,6 +228,12 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
     if dtype != "float64" and not _low_precision_outputs_ok(ctx):
         return ctx.results
     return ctx
+
+
+def _output(ctx: _Ctx, i: int) -> str:
+    """``output 1``, or ``output ['a']`` where the adapter names outputs by path."""
+    paths = ctx.output_paths
+    return f"output {paths[i]}" if paths is not None and i < len(paths) else f"output {i}"
 
 
 def _empty_outputs(base: _Ctx, args64: list[np.ndarray], diff: list[int],
