@@ -108,7 +108,8 @@ def _with_kwargs(fn: Callable, kwargs: Mapping[str, Any] | None) -> Callable:
         return fn
     kw = dict(kwargs)
     try:
-        key: Any = tuple(sorted(kw.items()))
+        # with the types: 1, 1.0 and True are equal keys but different arguments
+        key: Any = tuple((k, type(v), v) for k, v in sorted(kw.items()))
         hash(key)
     except TypeError:  # an array among the values: a fresh wrapper (it may change in place)
         key = None
@@ -282,6 +283,9 @@ def format_nothing_decided(report: Report) -> str:
     for r in report.undecided:
         lines += ["", f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
                       f"device={r.device}, dtype={r.dtype}, seed={r.seed})", f"  {r.message}"]
+    script = next((r.reproducer for r in report.undecided if r.reproducer), "")
+    if script:  # one call made every result: one script
+        lines += ["", "reproduce (a script, runs as printed):", script]
     return "\n".join(lines)
 
 

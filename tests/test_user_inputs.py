@@ -29,6 +29,8 @@ def test_all_nan_function_raises_nothing_decided_with_the_reason():
     assert text.startswith("gradient check decided nothing: 1 checks: 1 inconclusive "
                            "(1 not decided)")
     assert "non-finite value(s) at the sample point" in text
+    assert text.endswith("reproduce (a script, runs as printed):\n"
+                         + info.value.report.results[0].reproducer)
     assert isinstance(info.value, GradientMismatch) and isinstance(info.value, AssertionError)
     assert info.value.report.decided == []
 
@@ -324,3 +326,15 @@ def test_a_flat_tuple_keeps_positional_output_names():
                              modes=("rev",))
     assert _paths(report) == [None]
     assert {r.subject for r in report.results} >= {"VJP of output 1 w.r.t. input 0"}
+
+
+def test_equal_but_different_kwargs_get_different_wrappers():
+    from gradcheck.api import _with_kwargs
+
+    def f(x, s):
+        return x * s
+
+    assert _with_kwargs(f, {"s": 1}) is _with_kwargs(f, {"s": 1})
+    assert _with_kwargs(f, {"s": 1}) is not _with_kwargs(f, {"s": True})
+    assert _with_kwargs(f, {"s": True}).kwargs == {"s": True}
+    assert _with_kwargs(f, {"s": np.ones(2)}) is not _with_kwargs(f, {"s": np.ones(2)})
