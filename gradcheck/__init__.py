@@ -26,7 +26,7 @@ from .backends.training import ClipSemantics, CutPoint, NumpyLoss, TrainingHooks
 from .checks._probing import BugClass
 from .checks.audit import AuditReport, FlowStatus, ParameterFlow, TrainStep, audit
 from .checks.semantics import check_semantics, semantics_table
-from .errors import GradcheckError, GradientMismatch, InvalidArgument
+from .errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckKind, CheckResult, Report, Status, WorstElement
 
 __version__ = "0.1.0"
@@ -51,6 +51,7 @@ __all__ = [
     "GradcheckError",
     "GradientMismatch",
     "InvalidArgument",
+    "NothingDecided",
     "NumpyFunction",
     "Report",
     "Semantics",

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from . import stream
-from .backends.base import Backend
+from ._reproducer import script as _reproducer_script
+from .backends._cache import FunctionCache
+from .backends.base import Backend, float_bits, is_complex, is_floating
 from .backends.numpy_backend import NumpyFunction
 from .backends.registry import get_backend
 from .checks.numeric import CheckConfig, run_numeric_checks
-from .errors import GradientMismatch, InvalidArgument
-from .results import CheckResult, Report, Status
+from .errors import GradientMismatch, InvalidArgument, NothingDecided
+from .results import CheckResult, Report, Shown, Status, number, shown, shown_element
 
 _MODES = ("rev", "fwd")
 
@@ -29,30 +31,91 @@ def _to_numpy(backend: Backend, value: Any, k: int) -> np.ndarray:
                               f"array: {exc}") from exc
 
 
-def _default_dtype(arrays: Sequence[np.ndarray]) -> str:
-    floats = [a.dtype for a in arrays if np.issubdtype(a.dtype, np.floating)]
+def _reject_complex(arrays: Sequence[np.ndarray]) -> None:
+    """Complex inputs are rejected, never left out silently: see docs/error-model.md."""
+    for k, a in enumerate(arrays):
+        if is_complex(a.dtype):
+            raise InvalidArgument(
+                f"inputs[{k}] has the complex dtype {a.dtype.name}: gradcheck does not check "
+                "complex derivatives (engines differ in their convention: for a real loss "
+                "PyTorch's gradient is the conjugate of JAX's). Split it into real and "
+                "imaginary parts: pass x.real and x.imag as two floating inputs and build the "
+                "complex value inside fn (torch.complex(re, im), or re + 1j * im in JAX), and "
+                "return a complex output as its .real and .imag")
+
+
+def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray]) -> str:
+    """The widest floating dtype of the inputs (ml_dtypes' bfloat16 included), float64 for
+    none; an input dtype the backend cannot check is an InvalidArgument."""
+    floats = [(k, a.dtype) for k, a in enumerate(arrays) if is_floating(a.dtype)]
     if not floats:
         return "float64"
-    return str(max(floats, key=lambda d: np.finfo(d).bits))
+    k, widest = max(floats, key=lambda t: float_bits(t[1]))
+    if widest.name not in backend.dtypes:
+        raise InvalidArgument(
+            f"inputs[{k}] has dtype {widest.name}, which backend {backend.name!r} cannot check "
+            f"(its dtypes: {', '.join(backend.dtypes)}): pass dtype= one of those (the inputs "
+            "are rounded to it) or cast the input, e.g. x.astype(np.float32)")
+    return widest.name
 
 
 def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device: str,
                 dtype: str, modes: tuple[str, ...], order: int, seed: int,
-                fast: bool = False) -> str:
-    owner = getattr(fn, "__self__", None)
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    if isinstance(fn, NumpyFunction):  # named after its forward, defined where that was
-        fn = fn.forward
-    if isinstance(owner, type):  # a bound classmethod such as MyFunction.apply
-        name = f"{owner.__qualname__}.{fn.__name__}"
-        fn = owner
-    module = getattr(fn, "__module__", None)
-    where = f"{module}.{name}" if module and module != "__main__" else name
-    shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in arrays)
-    return (f"gradcheck.check({where}, *inputs, backend={backend!r}, device={device!r}, "
-            f"dtype={dtype!r}, modes={modes!r}, order={order}, seed={seed}"
-            f"{', fast=True' if fast else ''})"
-            f"  # inputs: {shapes}")
+                kwargs: Mapping[str, Any] | None = None, **optional: Any) -> str:
+    """The runnable reproducer script (:mod:`gradcheck._reproducer`); ``optional`` holds the
+    other arguments of :func:`check`, written out where they differ from the default."""
+    defaults = {"atol": None, "rtol": None, "probes": 3, "name": None, "fast": False}
+    options = {"backend": backend, "device": device, "dtype": dtype, "modes": modes,
+               "order": order, "seed": seed,
+               **{k: v for k, v in optional.items() if v != defaults.get(k)}}
+    return _reproducer_script(fn, arrays, options, kwargs)
+
+
+class _WithKwargs:
+    """``fn`` with fixed keyword arguments: ``fn(*args, **kwargs)`` on every evaluation (the
+    keyword arguments are constants, never differentiated)."""
+
+    def __init__(self, fn: Callable, kwargs: Mapping[str, Any]) -> None:
+        self.fn, self.kwargs = fn, dict(kwargs)
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args, **self.kwargs)
+
+
+# the same wrapper object for the same function and (hashable) keyword arguments: adapters key
+# their compiled transforms on the function object, so checking again does not trace again
+_BOUND = FunctionCache(size=64)
+
+
+def _bind_numpy(f: NumpyFunction, kw: dict[str, Any]) -> NumpyFunction:
+    """A :class:`NumpyFunction` whose forward and hand-written rules (order 2 included) all
+    receive the keyword arguments."""
+    rule = f.vjp
+    vjp = (_bind_numpy(rule, kw) if isinstance(rule, NumpyFunction)
+           else lambda a, c: rule(a, c, **kw))
+    jvp = None if f.jvp is None else (lambda a, t, tangent=f.jvp: tangent(a, t, **kw))
+    return NumpyFunction(lambda *a: f.forward(*a, **kw), vjp, jvp, name=f.__name__)
+
+
+def _with_kwargs(fn: Callable, kwargs: Mapping[str, Any] | None) -> Callable:
+    if kwargs is None:
+        return fn
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise InvalidArgument(f"kwargs={kwargs!r} must be a mapping of keyword names to values, "
+                              "e.g. kwargs={'dim': 1}")
+    if not kwargs:
+        return fn
+    kw = dict(kwargs)
+    try:
+        # with the types: 1, 1.0 and True are equal keys but different arguments
+        key: Any = tuple((k, type(v), v) for k, v in sorted(kw.items()))
+        hash(key)
+    except TypeError:  # an array among the values: a fresh wrapper (it may change in place)
+        key = None
+    build = (lambda: _bind_numpy(fn, kw)) if isinstance(fn, NumpyFunction) else (
+        lambda: _WithKwargs(fn, kw))
+    return build() if key is None else _BOUND.get(fn, ("kwargs", key), build)
 
 
 def _validate(backend: Backend, device: str, dtype: str | None, modes: Sequence[str], order: int,
@@ -91,6 +154,7 @@ def check(
     probes: int = 3,
     name: str | None = None,
     fast: bool = False,
+    kwargs: Mapping[str, Any] | None = None,
 ) -> Report:
     """Check the derivatives of ``fn`` at ``inputs`` against the finite-difference oracle.
 
@@ -101,7 +165,9 @@ def check(
     and the rounding of the low-precision derivative separately.  ``modes`` chooses reverse
     (``"rev"``) and/or forward (``"fwd"``) mode; ``order=2`` adds VJP-of-VJP, JVP-of-VJP and
     JVP-of-JVP checks.  ``seed`` fixes the random probe vectors.  ``atol``/``rtol`` replace the
-    error model by ``atol + rtol * |expected|`` exactly.
+    error model by ``atol + rtol * |expected|`` exactly.  ``kwargs`` (e.g. ``{"dim": 1}``) are
+    passed to ``fn`` as keyword arguments on every evaluation and never differentiated (a
+    :class:`NumpyFunction`'s ``vjp``/``jvp`` receive them too); the reproducer shows them.
 
     ``fast=True`` screens first: the same probes compared against a cheap finite-difference
     estimate (8 evaluations per probe, projected before extrapolating), the backend's primary
@@ -117,26 +183,31 @@ def check(
     """
     be = get_backend(backend)
     modes_t = _validate(be, device, dtype, modes, order, probes, atol, rtol)
+    call = _with_kwargs(fn, kwargs)
     arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
     if not arrays:
         raise InvalidArgument("inputs=() : check needs at least one input array")
-    dt = dtype or _default_dtype(arrays)
-    if dt not in be.dtypes:
-        raise InvalidArgument.choice("dtype", dt, be.dtypes)
+    _reject_complex(arrays)
+    dt = dtype or _default_dtype(be, arrays)
     owner = getattr(fn, "__self__", None)
     fn_name = name or (owner.__name__ if isinstance(owner, type) else None) or getattr(
         fn, "__name__", None) or type(fn).__name__
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
         name=fn_name, fast=bool(fast),
-        reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, fast),
+        reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
+                               atol=atol, rtol=rtol, probes=probes, name=name, fast=bool(fast)),
     )
-    results = run_numeric_checks(be, fn, arrays, device=device, dtype=dt, config=cfg)
+    results = run_numeric_checks(be, call, arrays, device=device, dtype=dt, config=cfg)
     return Report(stream.record_many(results))  # appended to the active result stream, if any
 
 
 def format_failure(report: Report) -> str:
-    """The multi-line message of :class:`GradientMismatch` for a failed report."""
+    """The multi-line message of :class:`GradientMismatch` for a failed report.
+
+    Values are written by :func:`gradcheck.results.shown` (the same strings the HTML report's
+    detail panel shows); each result ends with its reproducer, a script printed unindented so
+    that it runs as printed."""
     lines = [f"gradient check failed: {report.summary()}"]
     for r in report.failures:
         lines.append("")
@@ -144,29 +215,42 @@ def format_failure(report: Report) -> str:
         dtype = f"{r.dtype} (checked in {computed})" if computed else r.dtype
         lines.append(f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
                      f"device={r.device}, dtype={dtype}, seed={r.seed})")
-        if r.status is Status.FAILED and r.discrepancy is not None:
-            d = r.details
-            what, by_ad, by_ref = _COMPARED.get(r.kind, ("value", "actual", "expected"))
-            probe = f" (probe {d['probe'] + 1} of {d['probes']})" if "probe" in d else ""
-            lines.append(f"  compared {what}{probe}: {r.actual:.10g} {by_ad} vs "
-                         f"{r.expected:.10g} {by_ref}")
-            lines.append(f"  max abs discrepancy {d.get('max_abs_discrepancy', r.discrepancy):.3g}"
-                         f", relative {d.get('max_rel_discrepancy', r.relative_discrepancy):.3g}")
-            lines.append(f"  allowed {r.allowed:.3g} from {r.allowed_source}; "
-                         f"ratio {r.discrepancy_ratio:.3g}")
-            if r.worst:
-                lines.append(f"  worst elements ({by_ad.removeprefix('by ')} vs "
-                             f"{by_ref.removeprefix('by ')}, allowed):")
-                for w in r.worst:
-                    lines.append(f"    {_element(r, w.index)}: {w.actual:.10g} vs "
-                                 f"{w.expected:.10g} (allowed {w.allowed:.3g})")
-            elif "localized" in d:
-                lines.append(f"  localization: {d['localized']}")
+        values = shown(r) if r.status is Status.FAILED else None
+        if values is not None:
+            lines += _comparison_lines(r, values)
         else:
             lines.append(f"  {r.message}")
         if r.reproducer:
-            lines.append(f"  reproduce: {r.reproducer}")
+            lines += ["  reproduce (a script, runs as printed):", r.reproducer]
     return "\n".join(lines)
+
+
+def _comparison_lines(r: CheckResult, values: Shown) -> list[str]:
+    d = r.details
+    what, by_ad, by_ref = _COMPARED.get(r.kind, ("value", "actual", "expected"))
+    probe = f" (probe {d['probe'] + 1} of {d['probes']})" if "probe" in d else ""
+    lines = [f"  compared {what}{probe}: {values.actual} {by_ad} vs {values.expected} {by_ref}",
+             f"  |difference| {values.difference} (relative {values.relative}), allowed "
+             f"{values.allowed} from {r.allowed_source}; ratio {values.ratio}"]
+    if "max_abs_discrepancy" in d:
+        over = f", {d['elements_over']} element(s) over the allowed error" if \
+            "elements_over" in d else ""
+        # relative to the block's largest oracle element where a Jacobian was localized
+        rel = (f", relative {number(d.get('max_rel_discrepancy'))}" if "localized" in d
+               else "")
+        where = f" ({d['localized']})" if "localized" in d else ""
+        lines.append(f"  largest element difference{where}: {number(d['max_abs_discrepancy'])}"
+                     f"{rel}{over}")
+    elif "localized" in d:
+        lines.append(f"  localization: {d['localized']}")
+    if r.worst:
+        lines.append(f"  worst elements ({by_ad.removeprefix('by ')} vs "
+                     f"{by_ref.removeprefix('by ')}, |difference|, allowed, ratio):")
+        for w in r.worst:
+            ad, ref, diff, allowed, ratio = shown_element(w)
+            lines.append(f"    {_element(r, w.index)}: {ad} vs {ref}, |difference| {diff}, "
+                         f"allowed {allowed}, ratio {ratio}")
+    return lines
 
 
 _COMPARED = {
@@ -187,19 +271,40 @@ def _element(r: CheckResult, index: tuple[int, ...]) -> str:
         r.shapes) else 0
     inp = f"input {r.input_index}{list(index[len(index) - n_in:])}"
     if len(index) > n_in:
-        return f"d output {r.output_index}{list(index[:len(index) - n_in])} / d {inp}"
+        out = r.details.get("output_path", r.output_index)
+        return f"d output {out}{list(index[:len(index) - n_in])} / d {inp}"
     return inp
 
 
+def format_nothing_decided(report: Report) -> str:
+    """The message of :class:`NothingDecided`: why each result decided nothing."""
+    lines = [f"gradient check decided nothing: {report.summary()}; no comparison passed, so "
+             "nothing was shown correct"]
+    for r in report.undecided:
+        lines += ["", f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
+                      f"device={r.device}, dtype={r.dtype}, seed={r.seed})", f"  {r.message}"]
+    script = next((r.reproducer for r in report.undecided if r.reproducer), "")
+    if script:  # one call made every result: one script
+        lines += ["", "reproduce (a script, runs as printed):", script]
+    return "\n".join(lines)
+
+
 def assert_gradients(fn: Callable, *inputs: Any, **kwargs: Any) -> Report:
-    """Like :func:`check`, but raise :class:`GradientMismatch` if any check fails or errors.
+    """Like :func:`check`, but raise :class:`GradientMismatch` if any check fails or errors,
+    and :class:`NothingDecided` (a ``GradientMismatch``) if no comparison was decided.
 
     The message names each failing check ("VJP of output 0 w.r.t. input 1"), the max absolute
     and relative discrepancy, the allowed error and where it came from, the worst elements, the
-    seed, dtype and device, and a one-line reproducer.  Returns the report when all passed.
+    seed, dtype and device, and a runnable reproducer.  A run whose results are all
+    inconclusive or skipped (an all-NaN function, ``modes=("fwd",)`` without forward mode)
+    raises ``NothingDecided`` listing each reason: it is never green on nothing.  Returns the
+    report when nothing failed and at least one comparison passed (``report.summary()`` counts
+    the ones not decided).
     """
     __tracebackhide__ = True
     report = check(fn, *inputs, **kwargs)
     if not report.passed:
         raise GradientMismatch(format_failure(report), report)
+    if not report.decided:
+        raise NothingDecided(format_nothing_decided(report), report)
     return report

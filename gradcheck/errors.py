@@ -3,7 +3,9 @@
 ``GradcheckError`` is the root.  ``InvalidArgument`` is raised at the public boundary for bad
 arguments (it is also a ``ValueError``); ``GradientMismatch`` is raised by
 :func:`gradcheck.assert_gradients` and carries the failing report (it is also an
-``AssertionError`` so pytest shows it as a test failure, not an error).
+``AssertionError`` so pytest shows it as a test failure, not an error).  ``NothingDecided`` (a
+``GradientMismatch``) is raised by ``assert_gradients`` when no comparison reached a verdict:
+nothing failed, but nothing was shown correct either.
 """
 
 from __future__ import annotations
@@ -39,3 +41,11 @@ class GradientMismatch(GradcheckError, AssertionError):
         if self.report is None:
             return []
         return [r for r in self.report.results if not r.ok]
+
+
+class NothingDecided(GradientMismatch):
+    """Raised by ``assert_gradients`` when no comparison was decided: every result was
+    inconclusive (the oracle could not decide: non-finite outputs, a kink) or skipped (not
+    applicable: forward mode on a backend without it).  A passing run needs at least one
+    passed comparison; the message lists each result's reason.  A subclass of
+    :class:`GradientMismatch`, so ``pytest.raises(GradientMismatch)`` catches it too."""

@@ -98,8 +98,8 @@ class CheckResult:
         """Human name of what was compared, e.g. ``VJP of output 0 w.r.t. input 1``."""
         label = _KIND_LABELS.get(self.kind, self.kind)
         parts = [label]
-        if self.output_index is not None:
-            parts.append(f"of output {self.output_index}")
+        if self.output_index is not None:  # by its path where the output is a dict/pytree
+            parts.append(f"of output {self.details.get('output_path', self.output_index)}")
         if self.input_index is not None:
             parts.append(f"w.r.t. input {self.input_index}")
         return " ".join(parts)
@@ -155,6 +155,101 @@ _KIND_LABELS = {
 }
 
 
+# -- how values are written: one helper for the assert message, the result messages and the
+# HTML report's detail panel, so that they show the same strings ---------------------------------
+
+
+def number(x: float | None, digits: int = 3) -> str:
+    """``x`` with ``digits`` significant digits (``nan``, ``inf`` and ``-`` for None as such)."""
+    if x is None:
+        return "-"
+    x = float(x)
+    return repr(x) if not math.isfinite(x) else f"{x:.{digits}g}"
+
+
+def distinct(a: float, b: float, least: int = 10) -> tuple[str, str]:
+    """``a`` and ``b`` with at least ``least`` significant digits and as many more (up to 17,
+    all a float64 has) as it takes for two different values to print differently:
+    ``1.0000001`` and ``1.0000002`` never both print as ``1``."""
+    a, b = float(a), float(b)
+    digits = least
+    if a != b and math.isfinite(a) and math.isfinite(b):
+        scale = max(abs(a), abs(b))
+        digits = min(17, max(least, math.ceil(math.log10(scale / abs(a - b))) + 2))
+        while digits < 17 and f"{a:.{digits}g}" == f"{b:.{digits}g}":
+            digits += 1
+    return number(a, digits), number(b, digits)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The written form of one comparison: what the messages and the report print."""
+
+    actual: str
+    expected: str
+    difference: str  # |actual - expected|, always printed
+    relative: str
+    allowed: str
+    ratio: str
+
+
+def shown(r: CheckResult) -> Shown | None:
+    """How ``r``'s comparison is written (None for a result that compared no values)."""
+    if r.actual is None or r.expected is None:
+        return None
+    actual, expected = distinct(r.actual, r.expected)
+    diff = r.discrepancy if r.discrepancy is not None else abs(r.actual - r.expected)
+    return Shown(actual, expected, number(diff), number(r.relative_discrepancy),
+                 number(r.allowed), number(r.discrepancy_ratio))
+
+
+def shown_element(w: WorstElement) -> tuple[str, str, str, str, str]:
+    """One worst element written out: AD, oracle, |difference|, allowed, ratio."""
+    ad, oracle = distinct(w.actual, w.expected)
+    diff = abs(w.actual - w.expected)
+    ratio = diff / w.allowed if w.allowed else (0.0 if diff == 0 else math.inf)
+    return ad, oracle, number(diff), number(w.allowed), number(ratio)
+
+
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a boundary, ending in ``...``: after a
+    space outside any bracket where one is in the second half, else at an earlier space with
+    the brackets open there closed (``f([1.0, 2.0, ...])``), never inside a bracket's content
+    without closing it."""
+    if len(text) <= limit:
+        return text
+    spaces = [pos for pos, ch in enumerate(text[:limit]) if ch == " "]
+    depth, top_level = 0, []  # spaces outside any bracket
+    for pos, ch in enumerate(text[:limit]):
+        depth += (ch in _OPENING) - (ch in _CLOSING and depth > 0)
+        if ch == " " and depth == 0:
+            top_level.append(pos)
+    if top_level and top_level[-1] >= limit // 2:
+        spaces = top_level
+    for pos in reversed(spaces):
+        head = text[:pos].rstrip(",;: ")
+        closing = _still_open(head)
+        cut = head + (", ..." if closing else " ...") + closing
+        if len(cut) <= limit:
+            return cut
+    return text[:max(limit - 4, 0)] + " ..."
+
+
+def _still_open(text: str) -> str:
+    """The closing brackets of the brackets still open at the end of ``text``, innermost
+    first."""
+    closing: list[str] = []
+    for ch in text:
+        if ch in _OPENING:
+            closing.append(_CLOSING[_OPENING.index(ch)])
+        elif ch in _CLOSING and closing:
+            closing.pop()
+    return "".join(reversed(closing))
+
+
 def _finite_or_str(value: Any) -> Any:
     """JSON has no inf/nan: encode them as strings, recursively."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -188,6 +283,18 @@ class Report:
         return all(r.ok for r in self.results)
 
     @property
+    def decided(self) -> list[CheckResult]:
+        """The comparisons that reached a verdict (passed or failed)."""
+        return [r for r in self.results if r.status in (Status.PASSED, Status.FAILED)]
+
+    @property
+    def undecided(self) -> list[CheckResult]:
+        """The results that decided nothing: inconclusive (the oracle could not decide) and
+        skipped (not applicable).  :func:`gradcheck.assert_gradients` raises
+        :class:`gradcheck.errors.NothingDecided` when these are all there is."""
+        return [r for r in self.results if r.status in (Status.INCONCLUSIVE, Status.SKIPPED)]
+
+    @property
     def failures(self) -> list[CheckResult]:
         """The failed and errored results."""
         return [r for r in self.results if not r.ok]
@@ -216,7 +323,10 @@ class Report:
         return "".join(r.to_json() + "\n" for r in self.results)
 
     def summary(self) -> str:
-        """One line: ``12 checks: 11 passed, 1 failed``."""
+        """One line: ``12 checks: 11 passed, 1 failed``; with results that decided nothing,
+        their number: ``12 checks: 10 passed, 2 inconclusive (2 not decided)``."""
         c = {k: v for k, v in self.counts().items() if v}
         body = ", ".join(f"{v} {k}" for k, v in c.items())
-        return f"{len(self.results)} checks: {body or 'none'}"
+        undecided = len(self.undecided)
+        note = f" ({undecided} not decided)" if undecided else ""
+        return f"{len(self.results)} checks: {body or 'none'}{note}"

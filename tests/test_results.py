@@ -98,7 +98,7 @@ def test_report_counts_and_summary():
     report = Report([_result(status=Status.PASSED), _result(status=Status.PASSED),
                      _result(status=Status.INCONCLUSIVE), _result(status=Status.ERROR)])
     assert report.counts()["passed"] == 2 and report.counts()["skipped"] == 0
-    assert report.summary() == "4 checks: 2 passed, 1 inconclusive, 1 error"
+    assert report.summary() == "4 checks: 2 passed, 1 inconclusive, 1 error (1 not decided)"
     assert Report().summary() == "0 checks: none"
 
 

@@ -3,7 +3,10 @@
 An adapter wraps one autodiff engine.  The harness talks to it with NumPy arrays at the boundary
 (``args`` arrive already cast to the dtype under test) and the adapter converts to and from its
 own arrays on the requested device.  ``fn`` is always a function written *for that engine*: it
-takes the engine's arrays and returns one array or a tuple of arrays.
+takes the engine's arrays and returns one array or a tuple of arrays (the torch and jax adapters
+also take dicts, nested lists/tuples and pytrees: they flatten the output and name each leaf by
+its path, :func:`flatten_outputs`; an adapter whose :meth:`Backend.evaluate` returns
+:class:`Outputs` with ``paths`` gets results naming outputs that way).
 
 Required: :meth:`Backend.version`, :meth:`Backend.devices`, :meth:`Backend.evaluate`,
 :meth:`Backend.vjp`.  Optional (declared by class attributes): :meth:`Backend.jvp`
@@ -218,12 +221,79 @@ class Backend(ABC):
 
 
 _WIDTH_ORDER = ("float64", "float32", "bfloat16", "float16")
+# ml_dtypes' extension types (what np.asarray gives for a JAX bfloat16 array): NumPy does not
+# count them as floating or complex (np.issubdtype(bfloat16, np.floating) is False)
+_EXTENSION_FLOAT_PREFIXES = ("bfloat16", "float8_", "float6_", "float4_")
+_EXTENSION_COMPLEX = ("complex32", "bcomplex32")
+
+
+def is_floating(dtype: Any) -> bool:
+    """True for a real floating dtype: NumPy's, and ml_dtypes' ``bfloat16``, ``float8_*``,
+    ``float6_*`` and ``float4_*``."""
+    dt = np.dtype(dtype)
+    return bool(np.issubdtype(dt, np.floating)) or (
+        not np.issubdtype(dt, np.number) and dt.name.startswith(_EXTENSION_FLOAT_PREFIXES))
+
+
+def is_complex(dtype: Any) -> bool:
+    """True for a complex dtype (NumPy's, and ml_dtypes' ``complex32`` / ``bcomplex32``)."""
+    dt = np.dtype(dtype)
+    return bool(np.issubdtype(dt, np.complexfloating)) or dt.name in _EXTENSION_COMPLEX
+
+
+def float_bits(dtype: Any) -> int:
+    """Width in bits of a floating dtype (:func:`is_floating`), ml_dtypes' included."""
+    dt = np.dtype(dtype)
+    if dt.name.startswith(_EXTENSION_FLOAT_PREFIXES):
+        import ml_dtypes  # only reachable with an ml_dtypes array in hand
+
+        return int(ml_dtypes.finfo(dt).bits)
+    return int(np.finfo(dt).bits)
 
 
 def widest_dtype(dtypes: Sequence[str]) -> str:
     """The widest floating dtype of ``dtypes`` (float64 where present): the precision an engine's
     rules are judged in when it has no float64 (TensorFlow.js), and the default of its probes."""
     return next((d for d in _WIDTH_ORDER if d in dtypes), dtypes[0])
+
+
+class Outputs(list):
+    """The outputs of one evaluation, flattened; ``paths`` names each by its place in the
+    function's output structure (``"['a']"``, ``"['b'][0]"``) where that structure is more than
+    one array or a flat tuple of arrays (None otherwise: outputs are named by position)."""
+
+    paths: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, leaves: Sequence[Any], paths: Sequence[str] | None) -> Outputs:
+        out = cls(leaves)
+        out.paths = None if paths is None else tuple(paths)
+        return out
+
+
+def flatten_outputs(out: Any) -> tuple[list[Any], tuple[str, ...] | None]:
+    """A function's output as a flat list of leaves, depth first, with their paths: dicts (in
+    insertion order), lists and tuples nest; anything else is a leaf.  Paths are None where the
+    output is one leaf or a flat tuple/list (see :class:`Outputs`)."""
+    if not isinstance(out, (dict, list, tuple)):
+        return [out], None
+    leaves: list[Any] = []
+    paths: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}[{key!r}]")
+        elif isinstance(node, (list, tuple)):
+            for k, value in enumerate(node):
+                walk(value, f"{path}[{k}]")
+        else:
+            leaves.append(node)
+            paths.append(path)
+
+    walk(out, "")
+    flat = not isinstance(out, dict) and not any(isinstance(v, (dict, list, tuple)) for v in out)
+    return leaves, None if flat else tuple(paths)
 
 
 def _stack_rows(rows: Sequence[Sequence[Any]], width: int) -> list[np.ndarray]:

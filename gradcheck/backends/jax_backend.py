@@ -1,7 +1,11 @@
 """JAX adapter: ``jax.vjp`` / ``jax.jvp`` / ``jax.vmap`` with 64-bit mode enabled.
 
 Imported only when the ``jax`` backend is asked for; ``import gradcheck`` never imports jax.
-Creating the adapter enables ``jax_enable_x64`` so float64 really is float64.
+Every call into JAX runs with ``jax_enable_x64`` on (so float64 really is float64) inside the
+``jax.enable_x64(True)`` context, which restores the caller's setting on the way out (and is
+thread-local): the rest of the user's process keeps its own default (float32 unless they
+enabled x64 themselves).  ``jax.jit`` keys its compiled code on that setting, so the cached
+wrappers below are compiled once for x64 and reused.
 
 Every transform of a user's function (evaluation, batched evaluation, batched VJP/JVP) runs
 under ``jax.jit``: the jitted wrappers are cached per function object and transform (see
@@ -16,21 +20,46 @@ the batch is evaluated in a loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ._cache import FunctionCache, missing
-from .base import Accumulation, Backend, Semantics
+from .base import Accumulation, Backend, Outputs, Semantics
 
-jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp  # noqa: E402  (after x64 is on)
+_M = TypeVar("_M", bound=Callable[..., Any])
+
+
+def _x64(method: _M) -> _M:
+    """``method`` run with 64-bit mode on, the caller's setting restored afterwards."""
+
+    @functools.wraps(method)
+    def scoped(*args: Any, **kwargs: Any) -> Any:
+        with jax.enable_x64(True):
+            return method(*args, **kwargs)
+
+    return scoped  # type: ignore[return-value]
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    """The output pytree's leaves (``jax.tree_util`` order)."""
+    return tuple(jax.tree_util.tree_leaves(out))
+
+
+def _flatten(out: Any) -> tuple[list[Any], tuple[str, ...] | None]:
+    """The output pytree's leaves and their paths (``"['a']"``, ``"[1][0]"``), the paths None
+    for one array or a flat tuple/list of arrays (see :class:`~.base.Outputs`)."""
+    pairs = jax.tree_util.tree_flatten_with_path(out)[0]
+    leaves = [leaf for _, leaf in pairs]
+    flat = isinstance(out, (tuple, list)) and all(
+        len(p) == 1 and isinstance(p[0], jax.tree_util.SequenceKey) for p, _ in pairs)
+    if not pairs or all(len(p) == 0 for p, _ in pairs) or flat:
+        return leaves, None
+    return leaves, tuple(jax.tree_util.keystr(p) for p, _ in pairs)
 
 
 def _rows(f: Callable, xs: tuple, vectorize: bool) -> tuple:
@@ -138,8 +167,7 @@ class JaxBackend(Backend):
 
     def native_to_numpy(self, value: Any) -> np.ndarray | None:
         if isinstance(value, jax.Array):
-            a = np.asarray(value)
-            return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+            return np.asarray(value)  # bfloat16 stays ml_dtypes' bfloat16: the dtype under test
         return None
 
     def array_namespace(self) -> Any:
@@ -156,16 +184,20 @@ class JaxBackend(Backend):
         kind = "gpu" if kind in ("gpu", "cuda") else kind
         return jax.devices(kind)[int(index or 0)]
 
+    @_x64
     def to_native(self, a: np.ndarray, device: str) -> Any:
         return jax.device_put(np.asarray(a), self._device(device))
 
     def _to_np(self, x: Any) -> np.ndarray:
         return np.asarray(x)  # results keep the dtype under test, bfloat16 included
 
+    @_x64
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
         out = self._run(fn, ("evaluate",), lambda: fn, *[self.to_native(a, device) for a in args])
-        return [self._to_np(o) for o in _as_tuple(out)]
+        leaves, paths = _flatten(out)
+        return Outputs.of([self._to_np(o) for o in leaves], paths)
 
+    @_x64
     def evaluate_batch(self, fn, args, batched, device):
         """``jax.vmap`` under ``jit``; the batch is padded (repeating its last row) to a size
         bucket (:func:`_bucket`) so that the oracle's batches of different sizes (noise points,
@@ -200,6 +232,7 @@ class JaxBackend(Backend):
         rows = self.vjp_batch(fn, args, diff, [np.asarray(c)[None] for c in cotangents], device)
         return [r[0] for r in rows]
 
+    @_x64
     def vjp_batch(self, fn, args, diff, cotangents, device, vectorize=False):
         """One ``jax.vjp`` and its pullback applied to each cotangent, all under one jit (the
         rows unrolled in the trace); with ``vectorize`` the pullback is vmapped instead."""
@@ -220,6 +253,7 @@ class JaxBackend(Backend):
         out = self._run(fn, ("vjp_batch", diff, len(args), vectorize), build, jargs, cts)
         return [self._to_np(r)[:rows] for r in out]
 
+    @_x64
     def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
         """``jax.jvp`` for each tangent under one jit (``vectorize``: vmapped over them)."""
         diff = tuple(diff)

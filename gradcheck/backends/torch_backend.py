@@ -12,13 +12,14 @@ import numpy as np
 import torch
 
 from ._cache import FunctionCache, missing
-from .base import Accumulation, Backend, Semantics
+from .base import Accumulation, Backend, Outputs, Semantics, flatten_outputs
 
 _DEVICE_NAMES = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    """The outputs flattened (dicts, lists and tuples nest: :func:`flatten_outputs`)."""
+    return tuple(flatten_outputs(out)[0])
 
 
 _UNSUPPORTED = ("setup_context", "jvp", "not implemented", "forward AD", "forward-mode",
@@ -76,8 +77,10 @@ class TorchBackend(Backend):
             if value._is_zerotensor():  # efficient zeros (e.g. abs'' ) refuse .numpy()
                 value = torch.zeros(value.shape, dtype=value.dtype)
             t = value.detach().cpu()
-            if t.dtype == torch.bfloat16:
-                t = t.float()
+            if t.dtype == torch.bfloat16:  # as ml_dtypes' bfloat16 (exact), so that the dtype
+                import ml_dtypes  # under test is inferred as bfloat16
+
+                return t.float().numpy().astype(ml_dtypes.bfloat16)
             return t.numpy()
         return None
 
@@ -103,11 +106,7 @@ class TorchBackend(Backend):
         return torch.as_tensor(np.ascontiguousarray(a).reshape(a.shape), device=self._dev(device))
 
     def _to_np(self, t: Any) -> np.ndarray:
-        if isinstance(t, torch.Tensor):
-            if t.dtype == torch.bfloat16:  # results keep the dtype under test (exact: bf16 < f32)
-                import ml_dtypes
-
-                return t.detach().cpu().float().numpy().astype(ml_dtypes.bfloat16)
+        if isinstance(t, torch.Tensor):  # results keep the dtype under test, bfloat16 included
             return self.native_to_numpy(t)  # type: ignore[return-value]
         return np.asarray(t)
 
@@ -115,7 +114,8 @@ class TorchBackend(Backend):
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str) -> list[np.ndarray]:
         with torch.no_grad():
             out = fn(*[self.to_native(a, device) for a in args])
-        return [self._to_np(o) for o in _as_tuple(out)]
+        leaves, paths = flatten_outputs(out)
+        return Outputs.of([self._to_np(o) for o in leaves], paths)
 
     def __init__(self) -> None:
         # functions known not to vectorize, per transform: later checks go straight to the loop

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from .. import fd, tolerance
-from ..backends.base import Backend, widest_dtype
-from ..results import CheckKind, CheckResult, Status, WorstElement
+from ..backends.base import Backend, is_complex, is_floating, widest_dtype
+from ..results import CheckKind, CheckResult, Status, WorstElement, shorten, shown
 from . import _path_noise, _sparse_jacobian, rounding
 
 # Localization is batched (FD columns and AD rows/columns in vectorized calls), so its cost is
@@ -79,8 +79,14 @@ class _Ctx:
     outs_d: list[np.ndarray] = field(default_factory=list)  # outputs in the dtype under test
     # input index -> the oracle's estimate with 2^-8 smaller steps (:mod:`._second_estimate`)
     confirmations: dict[int, Any] = field(default_factory=dict)
+    # each output's path in the function's output structure (a dict, a pytree), where the
+    # adapter names them (Outputs.paths); results carry it as details["output_path"]
+    output_paths: tuple[str, ...] | None = None
 
     def result(self, kind: str, status: Status, **kw: Any) -> CheckResult:
+        i = kw.get("output_index")
+        if self.output_paths is not None and i is not None and i < len(self.output_paths):
+            kw["details"] = {**kw.get("details", {}), "output_path": self.output_paths[i]}
         r = CheckResult(
             kind=kind, status=status, backend=self.backend.name, device=self.device,
             dtype=self.dtype, name=self.cfg.name, seed=self.cfg.seed, shapes=self.shapes,
@@ -92,11 +98,11 @@ class _Ctx:
 
 def _describe_exc(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+    return shorten(f"{type(exc).__name__}: {text[0] if text else ''}", 500)
 
 
 def _is_float(a: np.ndarray) -> bool:
-    return np.issubdtype(a.dtype, np.floating)
+    return is_floating(a.dtype)  # ml_dtypes' bfloat16 included
 
 
 def run_numeric_checks(
@@ -190,7 +196,16 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                     message=f"the function raised at the sample point (float64): "
                             f"{_describe_exc(exc)}")
         return base.results
+    base.output_paths = getattr(outs64, "paths", None)
     float_outs = [i for i, o in enumerate(outs64) if _is_float(np.asarray(o))]
+    for i, o in enumerate(outs64):
+        if is_complex(np.asarray(o).dtype):  # not left out silently
+            base.result(CheckKind.CALL.value, Status.SKIPPED, output_index=i,
+                        message=f"{_output(base, i)} is complex ({np.asarray(o).dtype.name}): "
+                                "complex derivatives are not checked; return its .real and "
+                                ".imag as two outputs to check them")
+    if not float_outs and any(r.status is Status.SKIPPED for r in base.results):
+        return base.results
     if not float_outs:
         base.result(CheckKind.CALL.value, Status.ERROR,
                     message="the function returned no floating-point output")
@@ -199,7 +214,8 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
         bad = int(np.size(outs64[i]) - np.count_nonzero(np.isfinite(outs64[i])))
         if bad:
             base.result(CheckKind.CALL.value, Status.INCONCLUSIVE, output_index=i,
-                        message=f"output {i} has {bad} non-finite value(s) at the sample point: "
+                        message=f"{_output(base, i)} has {bad} non-finite value(s) at the sample "
+                                "point: "
                                 "derivatives are not defined there")
             return base.results
     if all(np.size(outs64[i]) == 0 for i in float_outs):
@@ -212,6 +228,12 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
     if dtype != "float64" and not _low_precision_outputs_ok(ctx):
         return ctx.results
     return ctx
+
+
+def _output(ctx: _Ctx, i: int) -> str:
+    """``output 1``, or ``output ['a']`` where the adapter names outputs by path."""
+    paths = ctx.output_paths
+    return f"output {paths[i]}" if paths is not None and i < len(paths) else f"output {i}"
 
 
 def _empty_outputs(base: _Ctx, args64: list[np.ndarray], diff: list[int],
@@ -706,10 +728,12 @@ def _compare_low(ctx, where, smp, pr, fde, sl) -> None:
                  "max_rel_discrepancy": float(rel)},
     )
     verdict = "agrees" if ok else "DISAGREES"
+    v = shown(r)
+    assert v is not None
     ctx.results[-1] = replace(r, message=(
-        f"{r.subject} {verdict}: ||VJP|| {cmp.actual:.10g} in {ctx.dtype} vs {cmp.expected:.10g} "
-        f"in float64; ||difference|| {cmp.discrepancy:.3g} (relative {rel:.3g}), allowed "
-        f"{cmp.allowance.allowed:.3g} [{cmp.allowance.source}], ratio {ratio:.3g}"))
+        f"{r.subject} {verdict}: ||VJP|| {v.actual} in {ctx.dtype} vs {v.expected} "
+        f"in float64; ||difference|| {v.difference} (relative {v.relative}), allowed "
+        f"{v.allowed} [{cmp.allowance.source}], ratio {v.ratio}"))
 
 
 def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, conv, pr, fde,
@@ -745,9 +769,11 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
 def _message(r: CheckResult, label: str) -> str:
     what = r.subject + (f" ({label})" if label else "")
     verdict = "agrees" if r.status is Status.PASSED else "DISAGREES"
-    return (f"{what} {verdict}: actual {r.actual:.10g} vs expected {r.expected:.10g}; "
-            f"|diff| {r.discrepancy:.3g} (relative {r.relative_discrepancy:.3g}), "
-            f"allowed {r.allowed:.3g} [{r.allowed_source}], ratio {r.discrepancy_ratio:.3g}")
+    v = shown(r)
+    assert v is not None  # every caller compared two values
+    return (f"{what} {verdict}: actual {v.actual} vs expected {v.expected}; "
+            f"|diff| {v.difference} (relative {v.relative}), "
+            f"allowed {v.allowed} [{r.allowed_source}], ratio {v.ratio}")
 
 
 def _kink_message(fde: fd.FDEstimate, sl: slice) -> str:

@@ -19,6 +19,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
+from ..results import shorten
 from ..stream import StreamData
 from . import model
 
@@ -173,7 +174,7 @@ def _failures(data: StreamData) -> str:
     items = "".join(
         f'<li><a href="{esc(_hash_link(check=i))}"><span class="badge s-{r.status.value}">'
         f"{r.status.value}</span> {esc(r.name)}: {esc(r.subject)} [{esc(r.backend)} "
-        f"{esc(r.device)} {esc(r.dtype)}]</a> <span class=\"note\">{esc(r.message[:200])}"
+        f"{esc(r.device)} {esc(r.dtype)}]</a> <span class=\"note\">{esc(shorten(r.message, 200))}"
         "</span></li>" for i, r in bad[:50])
     more = f'<p class="note">{len(bad) - 50} more in the table below.</p>' if len(bad) > 50 else ""
     outside = model.failed_tests_without_checks(data)

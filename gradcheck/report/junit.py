@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
-from ..results import CheckResult, Status
+from ..results import CheckResult, Status, number, shorten, shown, shown_element
 from ..stream import StreamData, TestOutcome
 from . import model
 
@@ -30,19 +30,21 @@ def failure_text(r: CheckResult) -> str:
              f"dtype={r.dtype} seed={r.seed} shapes={list(map(list, r.shapes))}"]
     if r.message:
         lines.append(r.message)
-    if r.actual is not None or r.expected is not None:
-        lines.append(f"AD (backend) {r.actual!r} vs oracle {r.expected!r}; |diff| "
-                     f"{r.discrepancy!r}, relative {r.relative_discrepancy!r}")
+    values = shown(r)  # the strings of the assert message and the HTML detail panel
+    if values is not None:
+        lines.append(f"AD (backend) {values.actual} vs oracle {values.expected}; |diff| "
+                     f"{values.difference}, relative {values.relative}")
     if r.allowed is not None:
-        lines.append(f"allowed {r.allowed!r} from {r.allowed_source}; ratio "
-                     f"{r.discrepancy_ratio!r}")
+        lines.append(f"allowed {number(r.allowed)} from {r.allowed_source}; ratio "
+                     f"{number(r.discrepancy_ratio)}")
     for w in r.worst:
-        lines.append(f"  element {w.index}: AD {w.actual!r} vs oracle {w.expected!r} "
-                     f"(allowed {w.allowed!r})")
+        ad, oracle, diff, allowed, ratio = shown_element(w)
+        lines.append(f"  element {w.index}: AD {ad} vs oracle {oracle}, |diff| {diff} "
+                     f"(allowed {allowed}, ratio {ratio})")
     if r.test_id:
         lines.append(f"test: {r.test_id}")
     if r.reproducer:
-        lines.append(f"reproduce: {r.reproducer}")
+        lines.append(f"reproduce (a script, runs as printed):\n{r.reproducer}")
     return "\n".join(lines)
 
 
@@ -56,10 +58,11 @@ def _check_case(suite: ET.Element, r: CheckResult) -> None:
     if r.test_id:
         name += f" [{r.test_id}]"
     case = _case(suite, f"gradcheck.{r.backend}.{r.device}.{r.dtype}", name, r.duration_s)
-    short = _clean(r.message.splitlines()[0] if r.message else r.status.value)[:500]
+    short = shorten(_clean(r.message.splitlines()[0] if r.message else r.status.value), 500)
     if model.is_known(r):  # an expected failure (recorded known discrepancy): not a new one
         reason = r.details.get("known") or r.details.get("known_behaviour")
-        ET.SubElement(case, "skipped", message=_clean(f"known discrepancy: {reason}")[:500])
+        ET.SubElement(case, "skipped", message=shorten(_clean(f"known discrepancy: {reason}"),
+                                                       500))
     elif r.status is Status.FAILED:
         ET.SubElement(case, "failure", message=short, type="GradientDiscrepancy").text = _clean(
             failure_text(r))

@@ -6,13 +6,14 @@ Everything here is plain data (no HTML); :mod:`gradcheck.report.html` renders it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..results import CheckResult, Status
+from ..results import CheckResult, Status, shown, shown_element
 from ..stream import StreamData
 
 #: order of severity, worst first (also the sort order of the table); ``known`` is a failed check
@@ -178,7 +179,10 @@ def _shapes(r: CheckResult) -> str:
 def _extra(r: CheckResult) -> dict[str, Any]:
     """The evidence of a non-passing check: worst elements, details, FD convergence (the page
     draws the plot from it)."""
+    values = shown(r)  # the strings the assert message prints (one helper for both)
     return _jsonable({
+        "shown": None if values is None else dataclasses.asdict(values),
+        "worst_shown": [list(shown_element(w)) for w in r.worst],
         "allowed_source": r.allowed_source,
         "relative": r.relative_discrepancy,
         "worst": [[list(w.index), w.actual, w.expected, w.allowed] for w in r.worst],
