@@ -160,18 +160,31 @@ x = np.linspace(-1.0, 1.0, 5)
 report = gradcheck.check(jnp.sin, x, backend="jax")
 assert report.passed and report.decided, report.summary()
 assert {{r.dtype for r in report.results}} == {{"float64"}}
+{after_check}
 print(jax.config.jax_enable_x64, jnp.ones(2).dtype, jnp.asarray(x).dtype,
       jax.jit(lambda z: z * 2)(x).dtype)
 """
 
+# the other ways a user reaches JAX through gradcheck: a catalog op (the reference modules),
+# the semantic probes and an audit (the training hooks)
+_X64_MORE = """
+assert gradcheck.check(gradcheck.get_backend("jax").op("tanh"), x, backend="jax").passed
+assert gradcheck.check_semantics("jax", probes=("accumulation",)).passed
+params = {"w": jnp.ones(3)}
+audit = gradcheck.audit(params, lambda p, b: jnp.sum(jnp.tanh(p["w"] * b)), jnp.ones(3),
+                        backend="jax")
+assert audit.passed, audit.summary()
+"""
 
-@pytest.mark.parametrize("before, after", [
-    ("", "False float32 float32 float32"),
-    ("jax.config.update('jax_enable_x64', True)", "True float64 float64 float64"),
+
+@pytest.mark.parametrize("before, more, after", [
+    ("", "", "False float32 float32 float32"),
+    ("jax.config.update('jax_enable_x64', True)", "", "True float64 float64 float64"),
+    ("", _X64_MORE, "False float32 float32 float32"),
 ])
-def test_jax_check_does_not_switch_x64_on_for_the_rest_of_the_process(before, after):
+def test_jax_check_does_not_switch_x64_on_for_the_rest_of_the_process(before, more, after):
     pytest.importorskip("jax")
-    out = _run_python(_X64_SCRIPT.format(before=before))
+    out = _run_python(_X64_SCRIPT.format(before=before, after_check=more))
     assert out.strip().splitlines()[-1] == after
 
 

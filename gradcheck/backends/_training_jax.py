@@ -23,12 +23,11 @@ from functools import partial
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ._jax_x64 import x64_methods
 from .training import ClipSemantics, CutPoint, TrainingHooks, validate_max_norm
-
-jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp  # noqa: E402  (after x64 is on)
 
 _DTYPES = {"float64": jnp.float64, "float32": jnp.float32, "float16": jnp.float16,
            "bfloat16": jnp.bfloat16}
@@ -73,6 +72,7 @@ def _sgd(params: dict[str, Any], grads: dict[str, Any], lr: Any) -> dict[str, An
     return {k: (p - lr * grads[k]).astype(p.dtype) for k, p in params.items()}
 
 
+@x64_methods  # every hook computes in float64 mode; the user's own setting is left as it was
 class JaxTraining(TrainingHooks):
     """JAX: gradients are values; the kept ones are the last call's (functional)."""
 

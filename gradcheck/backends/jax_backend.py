@@ -20,29 +20,18 @@ the batch is evaluated in a loop.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._cache import FunctionCache, missing
+from ._jax_x64 import x64
 from .base import Accumulation, Backend, Outputs, Semantics
 
-_M = TypeVar("_M", bound=Callable[..., Any])
-
-
-def _x64(method: _M) -> _M:
-    """``method`` run with 64-bit mode on, the caller's setting restored afterwards."""
-
-    @functools.wraps(method)
-    def scoped(*args: Any, **kwargs: Any) -> Any:
-        with jax.enable_x64(True):
-            return method(*args, **kwargs)
-
-    return scoped  # type: ignore[return-value]
+_x64 = x64
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:

@@ -1,12 +1,13 @@
-"""Shared setup of the JAX reference modules: 64-bit mode on before any array is made."""
+"""Shared imports of the JAX reference modules.
+
+The ops are plain functions of ``jax.numpy``; the jax backend calls them inside its scoped
+64-bit mode (``gradcheck.backends._jax_x64``), so importing them changes no JAX setting.
+"""
 
 from __future__ import annotations
 
 import jax
-
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jnp  # noqa: E402
-import jax.scipy.special as jsp  # noqa: E402
+import jax.numpy as jnp
+import jax.scipy.special as jsp
 
 __all__ = ["jax", "jnp", "jsp"]
