@@ -5,7 +5,8 @@
 
 * **identity**: ``name``, ``version()``, ``devices()`` (non-empty, strings, no duplicates);
 * **declarations**: ``dtypes`` are float dtype names, ``semantics`` is a :class:`Semantics`,
-  ``supports_jvp`` / ``supports_order2`` are booleans;
+  ``supports_jvp`` / ``supports_order2`` are booleans (order 2 per function where an adapter
+  overrides ``supports_order2_for``);
 * per device listed and dtype declared, for each probe function (by default the adapter's own
   ``op("sin")``, ``op("mul")``, ``op("sum")``, ``op("matmul")``):
 
@@ -292,14 +293,18 @@ class _ProbeContext:
 
     def order2(self) -> str | None:
         n = len(self.args)
-        if not self.be.supports_order2:
+        declared = ("supports_order2=False" if not self.be.supports_order2 else
+                    "supports_order2_for(fn) is False" if not self.be.supports_order2_for(
+                        self.probe.fn) else "")
+        if declared:
             try:
                 self.be.vjp_function(self.probe.fn, self.diff, n)
             except NotImplementedError:
-                return ("SKIP: supports_order2=False and vjp_function() raises "
-                        "NotImplementedError, as declared")
-            return ("supports_order2=False but vjp_function() returned a function: declare "
-                    "supports_order2=True, or make it raise NotImplementedError")
+                return (f"SKIP: {declared} and vjp_function() raises NotImplementedError, as "
+                        "declared")
+            return (f"{declared} but vjp_function() returned a function: declare order-2 "
+                    "support (supports_order2, supports_order2_for), or make it raise "
+                    "NotImplementedError")
         try:
             g = self.be.vjp_function(self.probe.fn, self.diff, n)
         except NotImplementedError as exc:
@@ -332,7 +337,7 @@ def _numeric(ctx: _ProbeContext) -> None:
     from .api import check  # late: api imports the registry and checks
 
     modes = ("rev", "fwd") if ctx.be.supports_jvp else ("rev",)
-    order = 2 if ctx.be.supports_order2 else 1
+    order = 2 if ctx.be.supports_order2 and ctx.be.supports_order2_for(ctx.probe.fn) else 1
     try:
         report = check(ctx.probe.fn, *ctx.probe.inputs, backend=ctx.be, device=ctx.device,
                        dtype=ctx.dtype, modes=modes, order=order, name=ctx.probe.name)

@@ -26,11 +26,27 @@ the dtype's VJP against the same backend's float64 VJP at the same point)::
   last place away (a standard deviation; ``NOISE_FACTOR`` turns it into a bound).
 
 Exact comparisons (reference, cross-backend, cross-device: :mod:`gradcheck.checks.agreement`)
-use the rule-check bound without FD error; where it is exceeded, the judging side's *measured*
-rounding bound (``NOISE_FACTOR`` x its noise between inputs a few ulps apart, projected
-element-wise) replaces that side's modelled share where larger (``measured``), so cancelled
-intermediates of the oracle side (``digamma(b) - digamma(a + b)``) are accounted for without
-excusing the side under test.
+use the rule-check bound without FD error; where it is exceeded:
+
+* cross-backend and cross-device (two engines, neither an oracle) add the **argument
+  conditioning** of the rule to the terms (:func:`argument_conditioning_elements`)::
+
+      allowed = gamma * eps * (terms + 2 sum_j |u_j| min_s |D_d (J_s^T v)_j|)
+
+  A rule evaluated backward-stably returns its derivative at an argument perturbed by a few
+  ulps, ``x (1 + delta)``; that moves element ``j`` of ``J^T v`` by ``sum_k |d(J^T v)_j / dx_k|
+  |x_k| eps`` (elementwise: ``|v_j| |f''(x_j)| |x_j| eps``), which the final terms miss where the
+  rule is ill-conditioned (``acosh'(x) = 1 / sqrt(x^2 - 1)`` at 1.001: 500x).  Each engine may
+  be off by that much, hence 2x; the smaller of the two engines' measured sensitivities counts
+  (a side cannot widen its own allowance).  ``D_d`` is a central difference of the VJP along
+  the relative perturbation ``d = x * s`` (random signs ``s``), at the largest of
+  :data:`ARGUMENT_STEPS` that converges (:func:`argument_sensitivity`).  The reference
+  comparison does not get it: the reference is the oracle, and a backend that loses accuracy
+  an accurate formula keeps is reported there.
+* then the judging side's *measured* rounding bound (``NOISE_FACTOR`` x its noise between
+  inputs a few ulps apart, projected element-wise) replaces that side's modelled share where
+  larger (``measured``), so cancelled intermediates of the oracle side (``digamma(b) -
+  digamma(a + b)``) are accounted for without excusing the side under test.
 
 An explicit ``atol``/``rtol`` replaces the model entirely and means exactly
 ``allowed = atol + rtol * |expected|`` (a missing one of the two is 0; no scaling by size).
@@ -51,6 +67,16 @@ NOISE_FACTOR = 4.0  # measured rounding noise (a standard deviation) -> a bound
 # measures nothing (measured: uncapped, x sin(x) on 4096 elements got a conditioning term 150x
 # its gradient's norm)
 _COND_CAP = 10.0
+
+# the relative steps of argument_sensitivity, tried in turn for the elements where the previous
+# one did not converge (left the domain, crossed a pole or a kink, or its truncation shows);
+# each with its quarter.  The first suffices 1e-5 (relative) or more away from a singularity;
+# the smaller ones reach points closer to a domain edge (arcsin at 1 - 1e-8).  Whatever the
+# function, an element's credit is at most 2 ROUNDING_GAMMA eps / (2 step) times the change
+# of its VJP over the stencil; an element needs a step ``h`` only where the rule's conditioning
+# is ~1 / h or more, so that bound is of the size of the allowance itself there.  The VJPs'
+# own rounding (a few ulps of g over 2 h) adds at most ~1e-3 of |g| to a sensitivity.
+ARGUMENT_STEPS = (2.0**-20, 2.0**-28, 2.0**-36, 2.0**-44)
 
 _EPS = {
     "float64": float(np.finfo(np.float64).eps),
@@ -212,6 +238,42 @@ def estimates_agree(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarr
     float64 rounding of ``terms``.  Where they do not, at least one error model fails."""
     with np.errstate(invalid="ignore"):
         return np.abs(v1 - v2) <= FD_SAFETY * (e1 + e2) + ROUNDING_GAMMA * eps("float64") * terms
+
+
+def argument_sensitivity(g_at: np.ndarray, step: float) -> np.ndarray:
+    """The size of the directional derivative of a VJP ``g`` along a relative perturbation
+    ``d`` of its arguments (``d_k = +-x_k``), element by element, from ``g_at``: the VJPs at
+    ``x + h d``, ``x - h d``, ``x + h d / 4``, ``x - h d / 4`` (leading axis 4), ``h = step``.
+
+    The two central differences ``D_h`` and ``D_h/4`` must agree within half their size (plus
+    the rounding of the VJPs over the smaller step): their truncation errors differ 16-fold, so
+    where they do not the larger step is too coarse (a singularity within a few steps, a pole
+    or kink inside the stencil); there, and where a value is not finite (a point off the
+    domain), the element is ``nan``: try a smaller step.  Elsewhere the smaller of the two
+    counts (near a singularity the larger step overestimates)."""
+    g = np.asarray(g_at, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        d1 = np.abs(g[0] - g[1]) / (2.0 * step)
+        d2 = np.abs(g[2] - g[3]) / (step / 2.0)
+        floor = ROUNDING_GAMMA * _EPS["float64"] * np.max(np.abs(g), axis=0) / (step / 2.0)
+        ok = np.all(np.isfinite(g), axis=0) & (np.abs(d1 - d2) <= 0.5 * np.maximum(d1, d2)
+                                                + floor)
+        return np.where(ok, np.minimum(d1, d2), np.nan)
+
+
+def argument_conditioning_elements(sens_a: np.ndarray, sens_b: np.ndarray) -> np.ndarray:
+    """The argument-rounding conditioning of a symmetric exact comparison, per VJP element, in
+    units of eps (projected with ``|u|`` and added to the terms of :func:`model_allowance`).
+
+    ``2 min(sens_a, sens_b)``: a backward-stable rule is exact for an argument perturbed by a
+    few ulps, ``x_k (1 + delta_k)``, which moves element ``j`` of ``J^T v`` by up to
+    ``sum_k |d(J^T v)_j / dx_k| |x_k| eps`` (the sensitivity, :func:`argument_sensitivity`, in
+    units of eps); for ``y = f(x)`` elementwise that is ``|v_j f''(x_j) x_j| eps``, the
+    condition number ``|x f'' / f'|`` of the rule times its value.  Two engines may each be
+    off by it (``2x``); the smaller measured sensitivity counts, so neither engine widens the
+    allowance by a derivative of its own that the other does not share.  ``ROUNDING_GAMMA``
+    then covers the few ulps of ``delta`` as it does for the terms."""
+    return 2.0 * np.minimum(np.abs(sens_a), np.abs(sens_b))
 
 
 def ratio(discrepancy: float, allowed: float) -> float:

@@ -56,7 +56,7 @@ def _one(kind: str, actual: NumpyFunction, expected: NumpyFunction, seed: int = 
 
 def _old_bound_exceeded(r) -> bool:
     """The rounding bound of the final terms alone (the model before the noise term)."""
-    terms_only = float(r.allowed_source.split("sum of |terms| ")[1].split(")")[0])
+    terms_only = float(r.allowed_source.split("sum of |terms| ")[1].split(")")[0].split(" ")[0])
     return r.discrepancy > ROUNDING_GAMMA * eps("float64") * terms_only
 
 

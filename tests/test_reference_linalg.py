@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck import NumpyFunction
+from gradcheck import NumpyFunction, Status
 from gradcheck.ops import linalg as family
 from gradcheck.reference.numpy import linalg as ref
 from gradcheck.reference.numpy._linalg_util import mT, off_diag_inverse_gaps, sym
@@ -72,18 +72,37 @@ def test_mutant_svd_without_complement_term_is_caught():
 
 def test_mutant_det_rule_via_inverse_fails_at_a_singular_matrix():
     """det(A) A^{-T} is the textbook gradient, but A^{-1} does not exist where det = 0: at a
-    rank-deficient matrix the rule is garbage while adj(A)^T (the reference) is right."""
+    singular matrix the rule has no value while adj(A)^T (the reference) is right.
+
+    The matrix must be singular *in floating point*.  The catalog's ``rank_deficient`` point is
+    rank 3 in exact arithmetic, but its float64 rounding is not singular (smallest singular value
+    1.7e-16, det 4.3e-16); there LAPACK's inverse exists and det(A) A^{-T} agrees with adj(A)^T
+    to rounding (the tiny pivot cancels between det and inv), so the harness rightly passes it
+    (numpy 2.4).  With two equal rows the elimination produces an exact zero pivot: ``inv``
+    raises, and a rule that guards the singular case with det(A) = 0 returns 0, not adj(A)^T."""
     point = next(p for s in SPECS if s.name == "det" for p in s.special
                  if p.name == "rank_deficient")
+    a = point.args[0].copy()
+    a[3] = a[0]  # rank 3 exactly: adj(A) has rank 1, not 0
+    assert np.linalg.det(a) == 0.0
     good = ref.OPS["det"]
 
     def vjp(args, cts):
-        a = args[0]
-        return (cts[0] * np.linalg.det(a) * mT(np.linalg.inv(a)),)
+        return (cts[0] * np.linalg.det(args[0]) * mT(np.linalg.inv(args[0])),)
 
-    with np.errstate(all="ignore"):
-        report = mutant_caught(with_vjp(good, vjp), point.args)
-    assert not report.passed
+    def guarded_vjp(args, cts):
+        try:
+            return vjp(args, cts)
+        except np.linalg.LinAlgError:  # "det = 0, so the gradient is 0"
+            return (np.zeros_like(args[0]),)
+
+    raising = mutant_caught(with_vjp(good, vjp), (a,))
+    assert not raising.passed
+    assert [(r.kind, r.status) for r in raising.results if not r.ok] == [
+        ("vjp", Status.ERROR)], raising.summary()
+    assert "LinAlgError" in next(r.message for r in raising.results if r.kind == "vjp")
+    assert "vjp" in failed_kinds(mutant_caught(with_vjp(good, guarded_vjp), (a,)))
+    assert mutant_caught(good, (a,)).passed
     assert mutant_caught(good, point.args).passed
 
 

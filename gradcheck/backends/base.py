@@ -131,6 +131,15 @@ class Backend(ABC):
         """Forward mode: ``J u`` for every output, with ``tangents`` for the inputs in ``diff``."""
         raise NotImplementedError(f"backend {self.name!r} has no forward mode")
 
+    def supports_order2_for(self, fn: Callable) -> bool:
+        """Whether :meth:`vjp_function` works for ``fn`` (then the order-2 checks run on it).
+
+        The class-wide :attr:`supports_order2` unless an adapter's order-2 support depends on
+        how ``fn`` was written (numpy: only a :class:`~gradcheck.NumpyFunction` whose ``vjp`` is
+        itself one carries second-order rules); where it returns False, :meth:`vjp_function`
+        must raise ``NotImplementedError`` (the conformance kit checks both ways)."""
+        return self.supports_order2
+
     def vjp_function(self, fn: Callable, diff: Sequence[int], n_args: int) -> Callable:
         """A function ``g(*args, *cotangents) -> tuple(J^T v)`` written for this engine that the
         engine can differentiate again (order 2)."""

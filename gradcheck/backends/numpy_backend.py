@@ -58,7 +58,7 @@ class NumpyBackend(Backend):
         notes="hand-derived rules; every call returns fresh gradients",
     )
     supports_jvp = True
-    supports_order2 = True  # for functions whose vjp is itself a NumpyFunction
+    supports_order2 = True  # for functions whose vjp is itself a NumpyFunction: see below
     dtypes = ("float64", "float32", "float16")
 
     def version(self) -> str:
@@ -108,6 +108,12 @@ class NumpyBackend(Backend):
         for k, t in zip(diff, tangents, strict=True):
             full[k] = t
         return [np.asarray(o) for o in _as_tuple(f.jvp(list(args), full))]
+
+    def supports_order2_for(self, fn: Callable) -> bool:
+        """Only a :class:`NumpyFunction` whose ``vjp`` is itself one carries second-order rules
+        (the catalog's reference rules are first order); a derivative of the VJP by finite
+        differences would check the oracle against itself."""
+        return isinstance(fn, NumpyFunction) and isinstance(fn.vjp, NumpyFunction)
 
     def vjp_function(self, fn, diff, n_args):
         """The hand-written VJP as a :class:`NumpyFunction` of ``(*args, *cotangents)`` returning

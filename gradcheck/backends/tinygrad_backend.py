@@ -9,7 +9,9 @@ runtime programs with clang (``gcc`` does not accept its flags).  Without clang 
 ``PYTHON`` device, an interpreter of the same kernels written in Python: same results, no
 compiler, slower on large tensors (measured in docs/adapters.md).  ``GRADCHECK_TINYGRAD_DEVICE``
 overrides the choice.  Every call runs under ``Context(DEV=...)`` so tensors created inside
-an op land on the same device.
+an op land on the same device (without it, tinygrad's default device search finds no usable
+device when clang is absent: ``PYTHON`` is never picked by default), and results that tinygrad
+folded to a device-less constant are placed on that device before they are read.
 
 Semantics.  ``Tensor.backward`` fills ``.grad`` of every floating tensor of the graph that is
 still alive and *adds* into an existing ``.grad`` (accumulating, like PyTorch); resetting is
@@ -56,6 +58,11 @@ def _native(a: np.ndarray) -> Tensor:
 
 
 def _numpy(t: Tensor) -> np.ndarray:
+    if t.device is None:
+        # a result folded to a constant (the gradient of ``sum`` is the cotangent expanded) has
+        # no device, and tinygrad realizes device-less tensors on "CPU" whatever the default:
+        # without clang that raises FileNotFoundError; place it on the engine device instead
+        t = t.clone(engine_device())
     return np.array(t.numpy(), copy=True)
 
 

@@ -12,11 +12,22 @@ one) keeps the bound honest where ``J^T v`` cancels (``cumsum``).  Without finit
 nothing limits the resolution: a derivative of ``4e-18`` that one engine computes as ``0`` is
 a 100 % relative discrepancy, which is what this check exists to catch.
 
-Where that bound is exceeded, the *judging* side's measured rounding bound replaces its modelled
-share of it where it is larger (docs/error-model.md, "Exact comparisons: the judging side's
-measured noise")::
+Where that bound is exceeded, the symmetric comparisons (``cross_backend``, ``cross_device``)
+add the rule's **argument conditioning** to the terms (docs/error-model.md, section 5d;
+:func:`gradcheck.tolerance.argument_conditioning_elements`)::
 
-    allowed += max(0, NOISE_FACTOR * sum_k |u_k| sigma_k - gamma * eps * sum_k |g_b,k| |u_k|)
+    allowed = gamma * eps(float64) * (terms + 2 sum_j |u_j| min(|D_d g_a,j|, |D_d g_b,j|))
+
+``D_d g`` is the change of a side's ``J^T v`` per unit of a relative perturbation of the inputs
+(:func:`_argument_sensitivity`): two backward-stable engines each compute the derivative at an
+argument a few ulps off, which an ill-conditioned rule (``acosh'`` near 1) amplifies far beyond
+the final terms.  ``reference`` does not get it (the reference is the oracle).  Where the bound
+is still exceeded, the *judging* side's measured rounding bound replaces its modelled share of
+it where it is larger (docs/error-model.md, "Exact comparisons: the judging side's measured
+noise")::
+
+    allowed += max(0, NOISE_FACTOR * sum_k |u_k| sigma_k
+                      - gamma * eps * (sum_k |g_b,k| |u_k| + its half of the conditioning))
 
 ``sigma_k`` is the rounding noise of element ``k`` of the judging side's ``J^T v``, measured
 between inputs a few units in the last place apart (:func:`_element_noise`): intermediates that
@@ -26,8 +37,8 @@ every nearby input (a rule that cancels to exactly 0, a truncated series) does n
 Whose noise counts: for ``reference`` the reference's alone (the oracle: the backend under test
 is never excused by its own noise); for the symmetric ``cross_backend``/``cross_device`` the
 smaller of the two, element by element (a disagreement above the noise of the steadier engine
-is reported).  The noise is measured only when the first bound is exceeded, so a passing
-comparison costs nothing more.
+is reported).  The conditioning and the noise are measured only when the bound before them is
+exceeded, so a passing comparison costs nothing more.
 """
 
 from __future__ import annotations
@@ -84,11 +95,13 @@ def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.nd
     except Exception as exc:
         return [CheckResult(status=Status.ERROR, message=f"{kind}: {_describe(exc)}", **base)]
     noise = _LazyNoise(kind, actual, expected, args, diff, vs, us, seed)
+    cond = _LazyConditioning(kind, actual, expected, args, diff, vs, us, seed)
     results = []
     for pos, j in enumerate(diff):
         results.append(_judge(base, actual, expected, j, [g[pos] for g in ga],
                               [g[pos] for g in gb], [u[pos] for u in us],
-                              [m[pos] for m in out_mag], lambda pos=pos: noise.of(pos)))
+                              [m[pos] for m in out_mag], lambda pos=pos: noise.of(pos),
+                              lambda pos=pos: cond.of(pos)))
     return results
 
 
@@ -127,23 +140,33 @@ def _output_magnitudes(side: Side, args, diff, v, u) -> list[float]:
 
 
 def _judge(base: dict, actual: Side, expected: Side, j: int, ga, gb, us, out_mag,
-           noise_of: Callable[[], np.ndarray]) -> CheckResult:
+           noise_of: Callable[[], np.ndarray], conditioning_of: Callable[[], np.ndarray]
+           ) -> CheckResult:
     sa = np.array([g.ravel() @ u.ravel() for g, u in zip(ga, us, strict=True)])
     sb = np.array([g.ravel() @ u.ravel() for g, u in zip(gb, us, strict=True)])
     mag = np.array([np.abs(a.ravel()) @ np.abs(u.ravel()) + np.abs(b.ravel()) @ np.abs(u.ravel())
                     + m for a, b, u, m in zip(ga, gb, us, out_mag, strict=True)])
     allows = [tolerance.model_allowance(0.0, float(m), "float64") for m in mag]
     ratios = _ratios(sa, sb, allows)
+    cond = np.zeros(len(sa))
     if max(ratios) > 1.0 and np.all(np.isfinite(sa)):
-        # the rounding bound of the final terms is exceeded: the judging side's measured bound
-        # replaces its modelled share (gamma eps sum_j |g_b,j| |u_j|) where it is larger
+        # the rounding bound of the final terms is exceeded: add the rounding of the arguments
+        # amplified by the rule's conditioning (symmetric comparisons only; 0 for reference)
+        cond = conditioning_of()
+        allows = [tolerance.model_allowance(0.0, float(m), "float64", conditioning=float(c))
+                  for m, c in zip(mag, cond, strict=True)]
+        ratios = _ratios(sa, sb, allows)
+    if max(ratios) > 1.0 and np.all(np.isfinite(sa)):
+        # still exceeded: the judging side's measured bound replaces its modelled share
+        # (gamma eps (sum_j |g_b,j| |u_j| + its half of the conditioning)) where it is larger
         share = [tolerance.ROUNDING_GAMMA * tolerance.eps("float64")
-                 * float(np.abs(b.ravel()) @ np.abs(u.ravel())) for b, u in zip(gb, us,
-                                                                               strict=True)]
+                 * (float(np.abs(b.ravel()) @ np.abs(u.ravel())) + float(c) / 2)
+                 for b, u, c in zip(gb, us, cond, strict=True)]
         extra = [max(0.0, tolerance.NOISE_FACTOR * float(nz) - sh)
                  for nz, sh in zip(noise_of(), share, strict=True)]
-        allows = [tolerance.model_allowance(0.0, float(m), "float64", measured=x)
-                  for m, x in zip(mag, extra, strict=True)]
+        allows = [tolerance.model_allowance(0.0, float(m), "float64", conditioning=float(c),
+                                            measured=x)
+                  for m, c, x in zip(mag, cond, extra, strict=True)]
         ratios = _ratios(sa, sb, allows)
     p = int(np.argmax(ratios))
     disc = abs(float(sa[p] - sb[p]))
@@ -187,10 +210,91 @@ class _LazyNoise:
             except Exception:  # a side misbehaves off the point: no credit
                 sigma = np.zeros((len(vs), sum(args[k].size for k in diff)))
             # bounded like the rounding of a dot product, element by element: sum_k |u_k| sigma_k
-            bounds = np.cumsum([0] + [args[k].size for k in diff])
-            self._noise = np.array([[np.abs(u[q].ravel()) @ sigma[p, bounds[q]:bounds[q + 1]]
-                                     for q in range(len(diff))] for p, u in enumerate(us)])
+            self._noise = _project(sigma, args, diff, us)
         return self._noise[:, pos]
+
+
+class _LazyConditioning:
+    """The argument-rounding conditioning term per (probe, input), in units of eps, measured on
+    first use only: :func:`gradcheck.tolerance.argument_conditioning` of both sides'
+    :func:`_argument_sensitivity`.  ``reference`` gets none (the reference is the oracle and the
+    backend is held to its accuracy); ``cross_backend`` and ``cross_device`` compare two engines
+    neither of which is more than backward stable."""
+
+    def __init__(self, kind: str, actual: Side, expected: Side, args, diff, vs, us, seed: int
+                 ) -> None:
+        self._sides = () if kind == "reference" else (actual, expected)
+        self._call = (args, diff, vs, us, seed)
+        self._cond: np.ndarray | None = None
+
+    def of(self, pos: int) -> np.ndarray:
+        args, diff, vs, us, seed = self._call
+        if not self._sides:
+            return np.zeros(len(vs))
+        if self._cond is None:
+            try:
+                sens = [_argument_sensitivity(side, args, diff, vs, seed)
+                        for side in self._sides]
+                per_elem = tolerance.argument_conditioning_elements(*sens)
+            except Exception:  # a side misbehaves off the point: no credit
+                per_elem = np.zeros((len(vs), sum(args[k].size for k in diff)))
+            self._cond = _project(per_elem, args, diff, us)
+        return self._cond[:, pos]
+
+
+def _project(per_elem: np.ndarray, args, diff, us) -> np.ndarray:
+    """``sum_k |u_k| e_k`` per (probe, input) of a per-element bound ``e`` of shape ``(P, n)``."""
+    bounds = np.cumsum([0] + [args[k].size for k in diff])
+    return np.array([[np.abs(u[q].ravel()) @ per_elem[p, bounds[q]:bounds[q + 1]]
+                      for q in range(len(diff))] for p, u in enumerate(us)])
+
+
+def _vjps_along(side: Side, args, diff, vs) -> Callable[[np.ndarray], np.ndarray]:
+    """``X (B, n) -> (B, P * n)``: ``side``'s ``J^T v_p`` at each row of ``X`` (the
+    differentiable inputs concatenated in ``diff`` order), all probes batched."""
+    P = len(vs)
+    n = sum(args[k].size for k in diff)
+    bounds = np.cumsum([0] + [args[k].size for k in diff])
+    cts = [np.stack([v[i] for v in vs]) for i in range(len(vs[0]))]
+
+    def grads(X: np.ndarray) -> np.ndarray:
+        out = np.empty((len(X), P, n))
+        for b, row in enumerate(X):
+            a = list(args)
+            for pos, k in enumerate(diff):
+                a[k] = row[bounds[pos]:bounds[pos + 1]].reshape(args[k].shape)
+            g = side.backend.vjp_batch(side.fn, a, diff, cts, side.device)
+            for pos in range(len(diff)):
+                out[b, :, bounds[pos]:bounds[pos + 1]] = np.asarray(
+                    g[pos], dtype=np.float64).reshape(P, -1)
+        return out.reshape(len(X), -1)
+
+    return grads
+
+
+def _argument_sensitivity(side: Side, args, diff, vs, seed: int) -> np.ndarray:
+    """``|D_d (J^T v_p)|``, ``(P, n)``: how much every element of ``side``'s VJP changes per
+    unit of a relative perturbation ``d = x * s`` of every differentiable input element (``s``
+    random signs), by central differences at the largest of the relative steps
+    :data:`gradcheck.tolerance.ARGUMENT_STEPS` that converges for the element (4 VJP points
+    per step tried).  For an elementwise op it is ``|v_j f''(x_j) x_j|`` whatever the signs;
+    for a coupled one a random-sign sample of
+    ``sum_k |d(J^T v)_j / dx_k| |x_k|``.  Zeros and non-finite inputs stay put; an element
+    for which no step converges (a kink at ``x``, a VJP that is not finite nearby) counts as 0
+    (no credit)."""
+    x = np.concatenate([args[k].ravel() for k in diff])
+    rng = np.random.default_rng([seed, 13])
+    with np.errstate(all="ignore"):
+        d = np.where(np.isfinite(x), x * rng.choice((-1.0, 1.0), size=x.size), 0.0)
+    grads = _vjps_along(side, args, diff, vs)
+    sens = np.full(len(vs) * x.size, np.nan)
+    for h in tolerance.ARGUMENT_STEPS:
+        todo = np.isnan(sens)
+        if not todo.any():
+            break
+        g = grads(np.stack([x + sign * t * d for t in (h, h / 4) for sign in (1.0, -1.0)]))
+        sens = np.where(todo, tolerance.argument_sensitivity(g, h), sens)
+    return np.where(np.isnan(sens), 0.0, sens).reshape(len(vs), x.size)
 
 
 def _element_noise(side: Side, args, diff, vs, seed: int) -> np.ndarray:
@@ -206,27 +310,12 @@ def _element_noise(side: Side, args, diff, vs, seed: int) -> np.ndarray:
     (caught by the caller) measures none either: no allowance is added.
     """
     P = len(vs)
-    sizes = [args[k].size for k in diff]
-    bounds = np.cumsum([0] + sizes)
     x = np.concatenate([args[k].ravel() for k in diff])
     rng = np.random.default_rng([seed, 11])
     with np.errstate(all="ignore"):
         d = np.where(np.isfinite(x) & (x != 0),
                      rng.choice(_NOISE_ULPS, size=x.size) * np.spacing(np.abs(x)), 0.0)
-    cts = [np.stack([v[i] for v in vs]) for i in range(len(vs[0]))]
-
-    def grads(X: np.ndarray) -> np.ndarray:  # (B, n) points -> (B, P * n) VJPs
-        out = np.empty((len(X), P, x.size))
-        for b, row in enumerate(X):
-            a = list(args)
-            for pos, k in enumerate(diff):
-                a[k] = row[bounds[pos]:bounds[pos + 1]].reshape(args[k].shape)
-            g = side.backend.vjp_batch(side.fn, a, diff, cts, side.device)
-            for pos in range(len(diff)):
-                out[b, :, bounds[pos]:bounds[pos + 1]] = np.asarray(
-                    g[pos], dtype=np.float64).reshape(P, -1)
-        return out.reshape(len(X), -1)
-
+    grads = _vjps_along(side, args, diff, vs)
     return fd.noise_level(grads, x, d[None, :], np.ones(1),
                           grads(x[None, :])[0])[0].reshape(P, x.size)
 

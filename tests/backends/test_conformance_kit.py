@@ -198,3 +198,57 @@ def test_example_package_test_module_runs_under_pytest():
         env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, cwd=str(EXAMPLE))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "passed" in proc.stdout and "failed" not in proc.stdout
+
+
+# -- the built-in numpy backend: order 2 exactly where a function carries second-order rules ---
+
+
+def _mul_with_order2(wrong_dx: bool = False):
+    """``x * y`` whose VJP ``(x, y, g) -> (g y, g x)`` is itself a NumpyFunction with hand-derived
+    rules; ``wrong_dx`` drops its ``d/dx`` (an error only order 2 sees)."""
+    from gradcheck import NumpyFunction
+
+    def vjp2(a, c):
+        x, y, g = a
+        return (np.zeros_like(x) if wrong_dx else c[1] * g), c[0] * g, c[0] * y + c[1] * x
+
+    def jvp2(a, t):
+        x, y, g = a
+        return t[2] * y + g * t[1], t[2] * x + g * t[0]
+
+    inner = NumpyFunction(lambda x, y, g: (g * y, g * x), vjp2, jvp2, name="mul_vjp")
+    return NumpyFunction(np.multiply, inner, lambda a, t: (t[0] * a[1] + a[0] * t[1],),
+                         name="mul2")
+
+
+def test_numpy_backend_conforms_and_declares_order2_per_function():
+    report = run_conformance("numpy")
+    assert report.passed, format_conformance(report)
+    order2 = [r for r in report.results if r.details["section"] == "order2"]
+    # the catalog's reference rules are first order: each probe's order 2 is declared absent
+    assert order2 and all(r.status is Status.SKIPPED for r in order2)
+    assert "supports_order2_for(fn) is False" in order2[0].message
+
+
+def test_numpy_order2_probe_runs_and_its_mutant_fails():
+    from gradcheck.testing import Probe
+
+    inputs = tuple(np.random.default_rng(4).standard_normal((2, 3, 4)))
+    good = run_conformance("numpy", probes=[Probe("mul2", _mul_with_order2(), inputs,
+                                                  np.multiply)])
+    assert good.passed, format_conformance(good)
+    assert any(r.details["section"] == "order2" and r.status is Status.PASSED
+               for r in good.results)
+    assert any(r.kind == "vjp_of_vjp" and r.status is Status.PASSED for r in good.results)
+    bad = run_conformance("numpy", probes=[Probe("mul2", _mul_with_order2(True), inputs,
+                                                 np.multiply)])
+    assert {r.kind for r in _problems(bad, "numeric")} >= {"vjp_of_vjp"}
+
+
+def test_order2_declared_for_a_function_without_rules_fails():
+    from gradcheck.backends.numpy_backend import NumpyBackend
+
+    liar = type("Order2Liar", (NumpyBackend,), {"supports_order2_for": lambda self, fn: True})()
+    bad = _problems(run_conformance(liar, numeric=False), "order2")
+    assert bad and "supports_order2=True but vjp_function() raised NotImplementedError" in \
+        bad[0].message
