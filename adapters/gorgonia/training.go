@@ -3,13 +3,16 @@ package main
 // Training sessions (train.* methods): parameters are Gorgonia learnable nodes whose gradients
 // live where Gorgonia keeps them, in the nodes' dual values (TapeMachine + BindDualValues).
 //
-// A loss is compiled once per distinct loss spec into its own ExprGraph (Backpropagate caches a
-// node's gradient node, so a second gorgonia.Grad in one graph would return the first loss's
-// gradients for shared nodes). The learnable nodes of every program of a session are bound to
-// the same parameter tensors, so solver.Step updates them for all programs. Re-running the
-// same loss re-runs the same machine: what RunAll does to the dual values is Gorgonia's own
-// behaviour (it adds). The stored gradients are the dual values of the most recent program's
-// learnables.
+// A loss is compiled once per loss *structure* (op, which parameters, stop flags, shapes of the
+// constant arrays and weights) into its own ExprGraph: Backpropagate caches a node's gradient
+// node, so a second gorgonia.Grad in one graph would return the first loss's gradients for
+// shared nodes. Constant arrays and weights are input nodes rebound with gorgonia.Let before
+// each run, as a Gorgonia user feeds a compiled graph new data; so backward of the same loss
+// rescaled (other weights) re-runs the same machine. What RunAll does to the dual values is
+// Gorgonia's own behaviour (it adds). The learnable nodes of every program of a session are
+// bound to the same parameter tensors, so solver.Step updates them for all programs; the
+// stored gradients are the dual values of the most recent program's learnables (a loss of
+// another structure is another graph, whose learnables start without gradient).
 
 import (
 	"encoding/json"
@@ -27,6 +30,8 @@ type program struct {
 	loss    *G.Node
 	learn   map[string]*G.Node // parameter name -> learnable node of this graph
 	stopped map[string]*G.Node // parameter name -> input node holding a copy (stop: true)
+	consts  []*G.Node          // input nodes of the constant arrays, in argument order
+	weights *G.Node            // input node of the weights (nil: none)
 }
 
 type session struct {
@@ -109,7 +114,8 @@ func (s *session) compile(spec lossSpec) (*program, error) {
 			if err != nil {
 				return nil, err
 			}
-			args[i] = G.NodeFromAny(pr.g, v, G.WithName(fmt.Sprintf("const%d", i)))
+			args[i] = paramNode(pr.g, v, s.dt, fmt.Sprintf("const%d", i))
+			pr.consts = append(pr.consts, args[i])
 		default:
 			return nil, invalid("loss argument %d is neither a param nor an array", i)
 		}
@@ -126,7 +132,8 @@ func (s *session) compile(spec lossSpec) (*program, error) {
 		if err != nil {
 			return nil, err
 		}
-		if y, err = G.HadamardProd(y, G.NodeFromAny(pr.g, w, G.WithName("weights"))); err != nil {
+		pr.weights = paramNode(pr.g, w, s.dt, "weights")
+		if y, err = G.HadamardProd(y, pr.weights); err != nil {
 			return nil, err
 		}
 	}
@@ -149,6 +156,49 @@ func (s *session) compile(spec lossSpec) (*program, error) {
 	}
 	pr.m = G.NewTapeMachine(pr.g, G.BindDualValues(learn...))
 	return pr, nil
+}
+
+// structureKey identifies a loss up to the values of its constant arrays and weights.
+func structureKey(spec lossSpec) string {
+	key := spec.Op
+	for _, a := range spec.Args {
+		switch {
+		case a.Param != nil:
+			key += fmt.Sprintf("|p:%s:%v", *a.Param, a.Stop)
+		case a.Array != nil:
+			key += fmt.Sprintf("|a:%v", a.Array.Shape)
+		}
+	}
+	if spec.Weights != nil {
+		key += fmt.Sprintf("|w:%v", spec.Weights.Shape)
+	}
+	return key
+}
+
+// rebind feeds a compiled program this call's constant arrays and weights (gorgonia.Let).
+func (s *session) rebind(pr *program, spec lossSpec) error {
+	k := 0
+	for _, a := range spec.Args {
+		if a.Array == nil {
+			continue
+		}
+		v, err := decodeValue(a.Array, s.dt)
+		if err != nil {
+			return err
+		}
+		if err := G.Let(pr.consts[k], v); err != nil {
+			return err
+		}
+		k++
+	}
+	if spec.Weights != nil {
+		v, err := decodeValue(spec.Weights, s.dt)
+		if err != nil {
+			return err
+		}
+		return G.Let(pr.weights, v)
+	}
+	return nil
 }
 
 // gradOf returns the gradient Gorgonia stores for parameter name (nil: none).
@@ -236,17 +286,19 @@ var trainMethods = map[string]func(json.RawMessage) (interface{}, error){
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return nil, invalid("train.backward: %v", err)
 		}
-		key := string(p.Loss)
+		var spec lossSpec
+		if err := json.Unmarshal(p.Loss, &spec); err != nil {
+			return nil, invalid("train.backward: loss: %v", err)
+		}
+		key := structureKey(spec)
 		pr := s.programs[key]
 		if pr == nil {
-			var spec lossSpec
-			if err := json.Unmarshal(p.Loss, &spec); err != nil {
-				return nil, invalid("train.backward: loss: %v", err)
-			}
 			if pr, err = s.compile(spec); err != nil {
 				return nil, err
 			}
 			s.programs[key] = pr
+		} else if err := s.rebind(pr, spec); err != nil {
+			return nil, err
 		}
 		for name, n := range pr.stopped { // the stopped copy holds the current value
 			c, err := G.CloneValue(s.values[name])

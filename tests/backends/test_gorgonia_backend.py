@@ -5,6 +5,11 @@ adapters/gorgonia/install.sh`` builds it; it needs Go)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 from adapter_checks import assert_training_probes
@@ -16,6 +21,7 @@ from gradcheck.backends.process_training import ParamRef
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
 from gradcheck.testing import format_conformance, run_conformance
 
+_ADAPTER = Path(__file__).resolve().parents[2] / "adapters" / "gorgonia"
 _REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"gorgonia backend: {_REASON}")
 
@@ -97,3 +103,30 @@ def test_runall_twice_adds_and_solver_step_clears(gorgonia):
     t.backward("mul", [ParamRef("w"), x])
     np.testing.assert_allclose(t.grads()["w"], x, rtol=1e-15)
     t.close()
+
+
+def test_check_semantics_measures_the_declared_behaviour(gorgonia):
+    report = gradcheck.check_semantics(gorgonia)
+    assert report.passed, [r.message for r in report.failures]
+    by_name = {r.name: r for r in report.results}
+    assert by_name["accumulation.second_backward"].status is Status.PASSED
+    # backward, then backward of the loss rescaled by s without reset: Gorgonia's dual values
+    # hold g + s g, so the step is (1 + s) / s = 5x the intended clipped step
+    rescale = by_name["accumulation.rescale_backward_again"]
+    assert rescale.status is Status.PASSED
+    assert rescale.details["effective_factor"] == pytest.approx(5.0, rel=1e-9)
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
+def test_go_measurements_and_reproducers():
+    """adapters/gorgonia/measured_test.go: the thread's questions (fan-out, RunAll twice, Step,
+    Let) and the reproducers of docs/known-discrepancies.md, against Gorgonia's API."""
+    proc = subprocess.run(["go", "test", "-count=1", "-v", "."], cwd=_ADAPTER,
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "GOFLAGS": "-mod=mod"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ("TestThreadFanOutAccumulateStep", "TestLetKeepsTheStaleGradient",
+                 "TestReproLog2Derivative", "TestReproInverseSqrtDerivative",
+                 "TestReproLogSumExp", "TestReproSoftmaxRowMax",
+                 "TestReproSecondGradReusesTheFirst"):
+        assert f"--- PASS: {name}" in proc.stdout, proc.stdout[-3000:]
