@@ -227,20 +227,21 @@ TINYGRAD: dict[str, tuple[str, Rows]] = {
 }
 
 GORGONIA: dict[str, tuple[str, Rows]] = {
-    "log2": ("gg_log2_rule", {"random 32": "vjp", "random 64": "reference vjp"}),
-    "rsqrt": ("gg_rsqrt_rule", {"random 32": "vjp", "random 64": "reference vjp",
-                                "small 64": "reference vjp"}),
+    "log2": ("gg_log2_rule", {"random 32": "search vjp", "random 64": "reference search vjp"}),
+    "rsqrt": ("gg_rsqrt_rule", {"random 32": "search vjp", "random 64": "reference search vjp",
+                                "small 32": "vjp", "small 64": "reference vjp"}),
     "logsumexp": ("gg_logsumexp", {"large 64": "reference", "minus_inf 64": "reference",
                                    "random 64": "reference"}),
-    "logsumexp_axis1": ("gg_logsumexp", {"minus_inf 64": "reference vjp",
-                                         "random 32": "rounding vjp",
-                                         "random 64": "reference vjp"}),
+    "logsumexp_axis1": ("gg_logsumexp", {"minus_inf 32": "rounding vjp vjp_of_vjp",
+                                         "minus_inf 64": "reference vjp vjp_of_vjp",
+                                         "random 32": "rounding search vjp vjp_of_vjp",
+                                         "random 64": "reference search vjp vjp_of_vjp"}),
     "softmax": ("gg_softmax_row_max", {"large_logits 64": "reference"}),
     "log_softmax": ("gg_softmax_row_max", {"large_logits 64": "reference"}),
     "tanh": ("gg_from_output", {"saturated 64": "reference"}),
     "softplus": ("gg_sigmoid_cutoff", {"large 32": "vjp_of_vjp",
                                        "large 64": "reference vjp_of_vjp"}),
-    "norm": ("gg_norm_unscaled", {"huge 64": "reference vjp", "tiny 64": "reference"}),
+    "norm": ("gg_norm_unscaled", {"huge 64": "reference vjp vjp_of_vjp", "tiny 64": "reference"}),
     "norm_axis1": ("gg_norm_unscaled", {"tiny 64": "reference"}),
 }
 
