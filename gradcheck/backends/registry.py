@@ -22,6 +22,7 @@ BUILTIN: dict[str, str] = {
     "jax": "gradcheck.backends.jax_backend:JaxBackend",
     "autograd": "gradcheck.backends.autograd_backend:AutogradBackend",
     "tfjs": "gradcheck.backends.tfjs_backend:TfjsBackend",
+    "gorgonia": "gradcheck.backends.gorgonia_backend:GorgoniaBackend",
     "tensorflow": "gradcheck.backends.tensorflow_backend:TensorflowBackend",
     "mlx": "gradcheck.backends.mlx_backend:MlxBackend",
     "tinygrad": "gradcheck.backends.tinygrad_backend:TinygradBackend",
@@ -29,7 +30,8 @@ BUILTIN: dict[str, str] = {
 _REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "autograd",
              "tensorflow": "tensorflow", "mlx": "mlx", "tinygrad": "tinygrad"}
 # engines that are not Python modules: a cheap ``() -> reason | None`` says whether they run here
-_AVAILABILITY = {"tfjs": "gradcheck.backends.tfjs_backend:unavailable_reason"}
+_AVAILABILITY = {"tfjs": "gradcheck.backends.tfjs_backend:unavailable_reason",
+                 "gorgonia": "gradcheck.backends.gorgonia_backend:unavailable_reason"}
 _CACHE: dict[str, Backend] = {}
 
 

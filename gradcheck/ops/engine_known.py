@@ -1,4 +1,4 @@
-"""Known discrepancies of the MLX and tinygrad adapters, as data attached to the op specs.
+"""Known discrepancies of the MLX, tinygrad and Gorgonia adapters, as data attached to the op specs.
 
 The family modules (``gradcheck/ops/<family>.py``) hold the entries of the built-in engines;
 the engines added later keep theirs here, one table per engine, so that a family module does not
@@ -8,8 +8,8 @@ xfails, exactly like the entries written on the specs.
 
 Each table maps an op to ``(cause, {"<point> <dtype>": "<checks>"})``: the cause names a reason
 in :data:`REASONS` (evidence and minimal reproducers: docs/known-discrepancies.md, sections
-"MLX" and "tinygrad"); a value ``("<checks>", cause)`` (or a list of them) overrides the op's
-cause for one point.
+"MLX", "tinygrad" and "Gorgonia"); a value ``("<checks>", cause)`` (or a list of them)
+overrides the op's cause for one point.
 The rows are what the full first-order survey of each engine measured (every mapped op, random
 samples in float64 and float32, special points in float64), plus the ``ci`` profile's order-2
 and search tests; nothing is listed that passed.
@@ -98,6 +98,34 @@ REASONS: dict[str, str] = {
         "graph and Tensor.backward() leaves its .grad None, while Tensor.gradient returns the "
         "right value (the eager and functional paths disagree: a scalar parameter is silently "
         "not trained)"),
+    "gg_log2_rule": (
+        "Gorgonia v0.9.18's symbolic rule for Log2 (log2DiffExpr) divides the incoming gradient "
+        "by x / ln 2 instead of x ln 2: d/dx log2(x) comes out ln(2)^2 = 0.48x the true "
+        "1 / (x ln 2)"),
+    "gg_rsqrt_rule": (
+        "Gorgonia v0.9.18's symbolic rule for InverseSqrt (inverseSqrtDiffExpr) computes "
+        "-g / (2 y^3) for y = x^-1/2 instead of -g y^3 / 2: off by a factor x^3"),
+    "gg_logsumexp": (
+        "Gorgonia v0.9.18's LogSumExp(a, axis) returns log(sum(exp(a - max)) + max) instead of "
+        "log(sum(exp(a - max))) + max (wrong forward, hence a wrong gradient); for a matrix "
+        "along axis 1 it cannot build (a - max is not broadcast: 'Shape mismatch: (3, 4) and "
+        "(3)')"),
+    "gg_softmax_row_max": (
+        "gorgonia.org/tensor v0.9.24's SoftMax/LogSoftMax along the last axis start every "
+        "row's max at the tensor's first element, not the row's: a row far below the first "
+        "element underflows and softmax gives NaN (log-softmax -inf)"),
+    "gg_from_output": (
+        "Gorgonia v0.9.18 computes tanh' as 1 - y^2 from the rounded output: at saturation it "
+        "is exactly 0 where the true derivative is ~1e-17 (torch and jax do the same)"),
+    "gg_sigmoid_cutoff": (
+        "Gorgonia v0.9.18's float64 sigmoid returns exactly 1 for x > 19, so softplus' = "
+        "sigmoid(x) is 1 at x = 25 where the true derivative is 1 - 1.4e-11; that first "
+        "derivative is flat there (finite differences of it: 0) while the symbolic second "
+        "derivative is ~1e-11, near the true sigmoid'(25) = 1.4e-11"),
+    "gg_norm_unscaled": (
+        "Gorgonia v0.9.18's Norm(x, axis, 2) is sqrt(sum x^2) without scaling: it overflows "
+        "to inf for |x| ~ 1e200 and underflows to 0 for |x| ~ 1e-200 (float64), so does its "
+        "gradient (nan)"),
 }
 
 _EXP = "mlx_f32_kernel"
@@ -198,7 +226,26 @@ TINYGRAD: dict[str, tuple[str, Rows]] = {
     "mul_scalar": ("tg_backward_const", {"random 32": "eager_func", "random 64": "eager_func"}),
 }
 
-TABLES = {"mlx": MLX, "tinygrad": TINYGRAD}
+GORGONIA: dict[str, tuple[str, Rows]] = {
+    "log2": ("gg_log2_rule", {"random 32": "search vjp", "random 64": "reference search vjp"}),
+    "rsqrt": ("gg_rsqrt_rule", {"random 32": "search vjp", "random 64": "reference search vjp",
+                                "small 32": "vjp", "small 64": "reference vjp"}),
+    "logsumexp": ("gg_logsumexp", {"large 64": "reference", "minus_inf 64": "reference",
+                                   "random 64": "reference"}),
+    "logsumexp_axis1": ("gg_logsumexp", {"minus_inf 32": "rounding vjp vjp_of_vjp",
+                                         "minus_inf 64": "reference vjp vjp_of_vjp",
+                                         "random 32": "rounding search vjp vjp_of_vjp",
+                                         "random 64": "reference search vjp vjp_of_vjp"}),
+    "softmax": ("gg_softmax_row_max", {"large_logits 64": "reference"}),
+    "log_softmax": ("gg_softmax_row_max", {"large_logits 64": "reference"}),
+    "tanh": ("gg_from_output", {"saturated 64": "reference"}),
+    "softplus": ("gg_sigmoid_cutoff", {"large 32": "vjp_of_vjp",
+                                       "large 64": "reference vjp_of_vjp"}),
+    "norm": ("gg_norm_unscaled", {"huge 64": "reference vjp vjp_of_vjp", "tiny 64": "reference"}),
+    "norm_axis1": ("gg_norm_unscaled", {"tiny 64": "reference"}),
+}
+
+TABLES = {"mlx": MLX, "tinygrad": TINYGRAD, "gorgonia": GORGONIA}
 
 
 def _entries(backend: str, cause: str, rows: Rows) -> tuple[KnownDiscrepancy, ...]:
