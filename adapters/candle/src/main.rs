@@ -263,8 +263,12 @@ fn apply(op: &str, a: &[Tensor]) -> R<Vec<Tensor>> {
         "bce_with_logits" => candle_nn::loss::binary_cross_entropy_with_logit(&a[0], &a[1])?,
         "huber_loss" => candle_nn::loss::huber(&a[0], &a[1], 1.0)?,
         "linear" => candle_nn::Linear::new(a[1].clone(), Some(a[2].clone())).forward(&a[0])?,
-        "layer_norm" => candle_nn::LayerNorm::new(a[1].clone(), a[2].clone(), 1e-5).forward(&a[0])?,
-        "rms_norm" => candle_nn::RmsNorm::new(a[1].clone(), 1e-6).forward(&a[0])?,
+        // the differentiable normalizations: candle_nn::LayerNorm / RmsNorm::forward take the
+        // fused kernels (ops::layer_norm / rms_norm) on contiguous input, which have no
+        // backward and no float64 (docs/engines/candle.md); RmsNorm::forward_diff is the
+        // differentiable path, ops::layer_norm_slow its LayerNorm counterpart
+        "layer_norm" => candle_nn::ops::layer_norm_slow(&a[0], &a[1], &a[2], 1e-5)?,
+        "rms_norm" => candle_nn::RmsNorm::new(a[1].clone(), 1e-6).forward_diff(&a[0])?,
         "conv1d" => conv_bias(a[0].conv1d(&a[1], 0, 1, 1, 1)?, &a[2], 1)?,
         "conv1d_stride2_pad1" => conv_bias(a[0].conv1d(&a[1], 1, 2, 1, 1)?, &a[2], 1)?,
         "conv2d" => conv_bias(a[0].conv2d(&a[1], 0, 1, 1, 1)?, &a[2], 2)?,
