@@ -12,15 +12,18 @@ from adapter_checks import assert_training_probes
 import gradcheck
 from gradcheck import Status
 from gradcheck.backends.candle_backend import CandleBackend, unavailable_reason
+from gradcheck.backends.process_training import ParamRef
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
 from gradcheck.testing import format_conformance, run_conformance
 
 _REASON = unavailable_reason()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"candle backend: {_REASON}")
+needs_binary = pytest.mark.skipif(_REASON is not None, reason=f"candle backend: {_REASON}")
 
 
 @pytest.fixture(scope="module")
 def candle():
+    if _REASON is not None:
+        pytest.skip(f"candle backend: {_REASON}")
     be = CandleBackend()
     yield be
     be.close()
@@ -60,6 +63,19 @@ def test_ops_pass_the_numeric_checks(candle, name, dtype):
     assert any("declares no forward mode" in m for m in skipped)
 
 
+def test_a_missing_binary_says_how_to_build_it(monkeypatch, tmp_path):
+    from gradcheck.backends import candle_backend
+
+    monkeypatch.setattr(candle_backend, "_DEFAULT_BIN", tmp_path / "gradcheck-candle")
+    monkeypatch.delenv("GRADCHECK_CANDLE_BIN", raising=False)
+    assert "build it with bash adapters/candle/install.sh" in unavailable_reason()
+    monkeypatch.setenv("GRADCHECK_CANDLE_BIN", str(tmp_path / "elsewhere"))
+    assert "check GRADCHECK_CANDLE_BIN" in unavailable_reason()
+    with pytest.raises(NotImplementedError, match="not available"):
+        CandleBackend().command()
+
+
+@needs_binary
 def test_a_wrong_rule_in_the_child_is_caught():
     """GRADCHECK_CANDLE_MUTANT=tanh: forward tanh(x), gradient 1 (straight-through)."""
     mutant = CandleBackend(env={"GRADCHECK_CANDLE_MUTANT": "tanh"})
@@ -92,5 +108,38 @@ def test_training_probes_measured(candle, dtype):
 def test_check_semantics_passes_with_the_measured_behaviour(candle):
     report = gradcheck.check_semantics(candle)
     assert report.passed, [r.message for r in report.failures]
-    kinds = {r.kind for r in report.results if r.status is Status.PASSED}
-    assert kinds, report.summary()
+    passed = " | ".join(r.message for r in report.results if r.status is Status.PASSED)
+    assert "second backward without reset (declared functional: 1x the first)" in passed
+    # the seed report's two-pass clip: backward(loss * max_norm / norm) without reset
+    assert "rescaled by s = max_norm / norm" in passed and "effective step = 1 x" in passed
+    assert "(w read twice) vs FD" in passed  # fan-out sums
+    assert "w * detach(w)" in passed  # detach stops the flow
+
+
+@needs_binary
+def test_an_accumulating_child_fails_the_functional_declaration():
+    """GRADCHECK_CANDLE_MUTANT=accumulate: train.backward adds into the stored GradStore."""
+    mutant = CandleBackend(env={"GRADCHECK_CANDLE_MUTANT": "accumulate"})
+    try:
+        report = gradcheck.check_semantics(mutant, probes=["accumulation"])
+        assert not report.passed
+        assert any("declared functional" in r.message for r in report.failures)
+    finally:
+        mutant.close()
+
+
+def test_two_pass_clip_equals_clip_by_norm(candle):
+    """The seed's pattern: measure the GradStore norm, then backward(loss * max_norm / norm)
+    gives the same gradients as clipping the first store (Candle's backward is linear)."""
+    w = np.array([1.0, -2.0, 3.0])
+    x = np.array([0.5, 4.0, 2.0])
+    t = candle.training("cpu", "float64")
+    t.create({"w": w})
+    t.backward("mul", [ParamRef("w"), x])
+    norm = t.clip_grad_norm(1.0)
+    clipped = t.grads()["w"]
+    t.backward("mul", [ParamRef("w"), x], weights=np.full(3, 1.0 / norm))
+    assert norm == pytest.approx(np.linalg.norm(x), rel=1e-15)
+    np.testing.assert_allclose(t.grads()["w"], clipped, rtol=1e-15)
+    np.testing.assert_allclose(clipped, x / np.linalg.norm(x), rtol=1e-15)
+    t.close()

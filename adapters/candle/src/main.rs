@@ -62,15 +62,19 @@ fn b64_encode(bytes: &[u8]) -> String {
 }
 
 fn b64_decode(text: &str) -> R<Vec<u8>> {
+    let mut table = [255u8; 256];
+    for (i, &c) in B64.iter().enumerate() {
+        table[c as usize] = i as u8;
+    }
     let mut out = Vec::with_capacity(text.len() / 4 * 3);
     let (mut acc, mut bits) = (0u32, 0u32);
     for c in text.bytes() {
         if c == b'=' {
             break;
         }
-        let v = match B64.iter().position(|&x| x == c) {
-            Some(v) => v as u32,
-            None => return invalid(format!("array data is not base64 (byte {c})")),
+        let v = match table[c as usize] {
+            255 => return invalid(format!("array data is not base64 (byte {c})")),
+            v => u32::from(v),
         };
         acc = (acc << 6) | v;
         bits += 6;
@@ -184,8 +188,9 @@ const OPS: &[(&str, usize)] = &[
 ];
 
 /// The fault injector for the tests: GRADCHECK_CANDLE_MUTANT=tanh makes `tanh` return
-/// tanh(x) forward but a gradient of 1 (a straight-through rule), so a harness that misses a
-/// wrong rule is caught.  Never set in normal runs; `hello` reports it in `notes`.
+/// tanh(x) forward but a gradient of 1 (a straight-through rule); =accumulate makes
+/// `train.backward` add into the stored gradients while `hello` still declares functional.
+/// Never set in normal runs; `hello` reports it in `notes`.
 fn mutant() -> Option<String> {
     std::env::var("GRADCHECK_CANDLE_MUTANT").ok().filter(|s| !s.is_empty())
 }
@@ -447,7 +452,19 @@ fn train_backward(s: &mut Session, p: &Value) -> R<Value> {
         _ => y.sum_all()?,
     };
     // functional: backward returns a fresh GradStore, which replaces the stored one
-    s.grads = Some(l.backward()?);
+    let mut fresh = l.backward()?;
+    if mutant().as_deref() == Some("accumulate") {
+        // fault injector: add into the previous store, as an accumulating engine would
+        if let Some(old) = s.grads.take() {
+            for v in s.vars.values() {
+                if let (Some(a), Some(b)) = (old.get(v.as_tensor()), fresh.get(v.as_tensor())) {
+                    let sum = (a + b)?;
+                    fresh.insert(v.as_tensor(), sum);
+                }
+            }
+        }
+    }
+    s.grads = Some(fresh);
     let value = l.to_dtype(DType::F64)?.to_scalar::<f64>()?;
     Ok(json!({"loss": encode_scalar(value)}))
 }
@@ -596,8 +613,10 @@ fn main() {
             continue;
         }
         let (answer, stop) = handle(&mut st, &line);
+        let mut text = answer.to_string(); // one write per answer (arrays make long lines)
+        text.push('\n');
         let mut out = stdout.lock();
-        if writeln!(out, "{answer}").and_then(|_| out.flush()).is_err() || stop {
+        if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() || stop {
             break;
         }
     }
