@@ -160,6 +160,7 @@ fn index_args(op: &str) -> &'static [usize] {
         "cross_entropy" => &[1],
         "embedding" => &[0],
         "take_axis0" | "take_along_axis1" => &[1],
+        "where" => &[0], // the boolean condition, 0/1 on the wire
         _ => &[],
     }
 }
@@ -180,6 +181,7 @@ const OPS: &[(&str, usize)] = &[
     ("matmul", 2), ("matmul_broadcast", 2), ("transpose", 1), ("permute_201", 1),
     ("reshape_3x4_to_2x6", 1), ("concatenate_axis1", 2), ("stack_axis0", 3),
     ("broadcast_to_4x3", 1), ("flip_axis1", 1), ("take_axis0", 2), ("take_along_axis1", 2),
+    ("pad_constant_1_2", 1), ("tile_2x3", 1), ("roll_1_axis1", 1), ("where", 3),
     // nn (candle_nn)
     ("softmax", 1), ("log_softmax", 1), ("cross_entropy", 2), ("mse_loss", 2),
     ("bce_with_logits", 2), ("huber_loss", 2), ("linear", 3), ("layer_norm", 3),
@@ -261,6 +263,10 @@ fn apply(op: &str, a: &[Tensor]) -> R<Vec<Tensor>> {
         "take_axis0" => a[0].index_select(&a[1].flatten_all()?, 0)?.reshape(
             [a[1].dims(), &a[0].dims()[1..]].concat())?,
         "take_along_axis1" => a[0].gather(&a[1], 1)?,
+        "pad_constant_1_2" => a[0].pad_with_zeros(0, 1, 2)?.pad_with_zeros(1, 1, 2)?,
+        "tile_2x3" => a[0].repeat((2, 3))?,
+        "roll_1_axis1" => a[0].roll(1, 1)?,
+        "where" => a[0].where_cond(&a[1], &a[2])?,
         "softmax" => candle_nn::ops::softmax(&a[0], D::Minus1)?,
         "log_softmax" => candle_nn::ops::log_softmax(&a[0], D::Minus1)?,
         "cross_entropy" => candle_nn::loss::cross_entropy(&a[0], &a[1])?,
