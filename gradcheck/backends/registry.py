@@ -26,12 +26,14 @@ BUILTIN: dict[str, str] = {
     "tensorflow": "gradcheck.backends.tensorflow_backend:TensorflowBackend",
     "mlx": "gradcheck.backends.mlx_backend:MlxBackend",
     "tinygrad": "gradcheck.backends.tinygrad_backend:TinygradBackend",
+    "candle": "gradcheck.backends.candle_backend:CandleBackend",
 }
 _REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "autograd",
              "tensorflow": "tensorflow", "mlx": "mlx", "tinygrad": "tinygrad"}
 # engines that are not Python modules: a cheap ``() -> reason | None`` says whether they run here
 _AVAILABILITY = {"tfjs": "gradcheck.backends.tfjs_backend:unavailable_reason",
-                 "gorgonia": "gradcheck.backends.gorgonia_backend:unavailable_reason"}
+                 "gorgonia": "gradcheck.backends.gorgonia_backend:unavailable_reason",
+                 "candle": "gradcheck.backends.candle_backend:unavailable_reason"}
 _CACHE: dict[str, Backend] = {}
 
 

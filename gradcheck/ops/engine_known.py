@@ -1,4 +1,5 @@
-"""Known discrepancies of the MLX, tinygrad and Gorgonia adapters, as data attached to the op specs.
+"""Known discrepancies of the MLX, tinygrad, Gorgonia and Candle adapters, as data attached to
+the op specs.
 
 The family modules (``gradcheck/ops/<family>.py``) hold the entries of the built-in engines;
 the engines added later keep theirs here, one table per engine, so that a family module does not
@@ -8,7 +9,7 @@ xfails, exactly like the entries written on the specs.
 
 Each table maps an op to ``(cause, {"<point> <dtype>": "<checks>"})``: the cause names a reason
 in :data:`REASONS` (evidence and minimal reproducers: docs/known-discrepancies.md, sections
-"MLX", "tinygrad" and "Gorgonia"); a value ``("<checks>", cause)`` (or a list of them)
+"MLX", "tinygrad", "Gorgonia" and "Candle"); a value ``("<checks>", cause)`` (or a list of them)
 overrides the op's cause for one point.
 The rows are what the full first-order survey of each engine measured (every mapped op, random
 samples in float64 and float32, special points in float64), plus the ``ci`` profile's order-2
@@ -126,6 +127,35 @@ REASONS: dict[str, str] = {
         "Gorgonia v0.9.18's Norm(x, axis, 2) is sqrt(sum x^2) without scaling: it overflows "
         "to inf for |x| ~ 1e200 and underflows to 0 for |x| ~ 1e-200 (float64), so does its "
         "gradient (nan)"),
+    # Candle 0.11.1 (CPU; adapters/candle): docs/known-discrepancies.md, section "Candle",
+    # reproducers in adapters/candle/examples/repro.rs
+    "candle_gelu_constants": (
+        "Candle 0.11.1's gelu backward (both the erf GeluErf and the tanh Gelu) uses 6-digit "
+        "constants (0.398942 for 1/sqrt(2 pi), 0.797885 for sqrt(2/pi), 0.0356774, 0.0535161): "
+        "the derivative has a relative error of ~1e-7..3e-7 in float64 (gelu_erf'(1) = "
+        "1.08331530, exact 1.08331547); the forward is exact"),
+    "candle_maxpool_quarter": (
+        "Candle 0.11.1's max_pool2d backward multiplies the upsampled gradient by the window's "
+        "mean of the max mask (1/4 for a unique maximum in a 2x2 window) instead of dividing "
+        "by the number of maxima: the gradient is 1/(kh kw) of the true one"),
+    "candle_conv_transpose1d_batch": (
+        "Candle 0.11.1 CPU conv_transpose1d reads batch elements b >= 1 with the wrong stride "
+        "when it has more than one input channel, so conv1d's input gradient (and its kernel "
+        "gradient) is wrong for every batch element after the first when batch > 1 and "
+        "out_channels > 1 (the catalog's conv1d inputs: batch 2, 4 output channels)"),
+    "candle_conv2d_out_padding": (
+        "Candle 0.11.1's conv2d backward computes conv_transpose2d's output padding from the "
+        "height only and uses it for both dimensions: with stride 2 on a non-square input "
+        "(6x5) backward raises 'shape mismatch in add, lhs: [1, 2, 6, 5], rhs: [1, 2, 6, 6]'"),
+    "candle_from_output": (
+        "Candle 0.11.1's rule reuses the rounded output (tanh' = 1 - y^2, sigmoid' = y (1 - y), "
+        "elu' = y + alpha for x <= 0): at saturation it cancels to 0 (or loses all digits) "
+        "while the true derivative is ~1e-17, below what finite differences resolve (torch and "
+        "jax do the same for tanh and sigmoid, see their entries)"),
+    "candle_layer_norm_eps_f32": (
+        "candle_nn::ops::layer_norm_slow takes eps as f32, so the float64 function computes "
+        "with eps = 9.99999974738e-06 instead of 1e-5: its VJP differs from the NumPy "
+        "reference by ~5e-13 relative (the rule itself agrees with finite differences)"),
 }
 
 _EXP = "mlx_f32_kernel"
@@ -245,7 +275,24 @@ GORGONIA: dict[str, tuple[str, Rows]] = {
     "norm_axis1": ("gg_norm_unscaled", {"tiny 64": "reference"}),
 }
 
-TABLES = {"mlx": MLX, "tinygrad": TINYGRAD, "gorgonia": GORGONIA}
+CANDLE: dict[str, tuple[str, Rows]] = {
+    "gelu": ("candle_gelu_constants", {"random 64": "vjp reference", "very_negative 64":
+                                       "reference", "random 32": "vjp"}),
+    "gelu_tanh": ("candle_gelu_constants", {"random 64": "vjp reference", "random 32": "vjp"}),
+    "max_pool2d": ("candle_maxpool_quarter", {"random 64": "vjp reference", "random 32": "vjp"}),
+    "conv1d": ("candle_conv_transpose1d_batch", {"random 64": "vjp reference",
+                                                 "random 32": "vjp"}),
+    "conv1d_stride2_pad1": ("candle_conv_transpose1d_batch", {"random 64": "vjp reference",
+                                                              "random 32": "vjp"}),
+    "conv2d_stride2_pad1": ("candle_conv2d_out_padding", {"random 64": "vjp reference search",
+                                                          "random 32": "vjp"}),
+    "tanh": ("candle_from_output", {"saturated 64": "reference"}),
+    "sigmoid": ("candle_from_output", {"saturated 64": "reference"}),
+    "elu": ("candle_from_output", {"very_negative 64": "reference"}),
+    "layer_norm": ("candle_layer_norm_eps_f32", {"random 64": "reference"}),
+}
+
+TABLES = {"mlx": MLX, "tinygrad": TINYGRAD, "gorgonia": GORGONIA, "candle": CANDLE}
 
 
 def _entries(backend: str, cause: str, rows: Rows) -> tuple[KnownDiscrepancy, ...]:

@@ -29,11 +29,12 @@ COLUMNS = ("id", "status", "kind", "name", "backend", "device", "dtype", "test",
 
 
 def is_known(r: CheckResult) -> bool:
-    """A failed check whose failure is expected: a known discrepancy of the catalog
-    (``details["known"]``, a strict xfail in the suites) or a documented backend behaviour of
-    the semantic probes (``details["known_behaviour"]``)."""
-    return r.status is Status.FAILED and bool(r.details.get("known")
-                                              or r.details.get("known_behaviour"))
+    """A failed (or errored) check whose outcome is expected: a known discrepancy of the
+    catalog (``details["known"]``, a strict xfail in the suites: an engine whose backward
+    raises at that case errors) or a documented backend behaviour of the semantic probes
+    (``details["known_behaviour"]``)."""
+    return r.status in (Status.FAILED, Status.ERROR) and bool(
+        r.details.get("known") or r.details.get("known_behaviour"))
 
 
 def status_of(r: CheckResult) -> str:
