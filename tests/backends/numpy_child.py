@@ -8,7 +8,7 @@ without Node.js.
     python numpy_child.py [--protocol N] [--refuse-version] [--crash-on METHOD[:K]]
                           [--hang-on METHOD] [--malformed-on METHOD] [--wrong-vjp SCALE]
                           [--accumulation accumulate|functional] [--declare-dtypes a,b]
-                          [--unchecked-clip]
+                          [--unchecked-clip] [--stop-reading-after METHOD]
 """
 
 from __future__ import annotations
@@ -225,6 +225,7 @@ def main():
     ap.add_argument("--crash-on")
     ap.add_argument("--hang-on")
     ap.add_argument("--malformed-on")
+    ap.add_argument("--stop-reading-after", help="answer METHOD, then stop reading stdin")
     ap.add_argument("--wrong-vjp", type=float, default=1.0)
     ap.add_argument("--accumulation", default="functional")
     ap.add_argument("--declare-dtypes", default="float64,float32")
@@ -258,6 +259,8 @@ def main():
             out = {"id": req["id"], "error": {"type": "engine_error",
                                               "message": f"{type(exc).__name__}: {exc}"}}
         print(json.dumps(out), flush=True)
+        if opts.stop_reading_after == method:
+            time.sleep(3600)  # never reads stdin again
 
 
 if __name__ == "__main__":

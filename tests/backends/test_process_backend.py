@@ -207,3 +207,25 @@ def test_clip_probes_through_the_protocol(make, flags, expected):
     nonfinite = by_name["clip.nonfinite"]
     assert nonfinite.status is Status.PASSED and "returned norm inf" in nonfinite.message, \
         nonfinite.message
+
+
+def test_a_child_that_stops_reading_cannot_block_a_large_request(make):
+    be = make("--stop-reading-after", "hello", request_timeout=2.0)
+    be.hello()
+    big = np.zeros(2 ** 20)  # ~11 MB on the wire, far beyond a pipe's buffer
+    start = time.monotonic()
+    with pytest.raises(ProtocolError, match="did not read the 'evaluate' request within 2 s"):
+        be._call("evaluate", RemoteOp("sin"), [big], "cpu", {}, "outputs", None)
+    assert time.monotonic() - start < 20 and be.child_pid is None  # killed, not blocked
+
+
+def test_a_child_that_dies_on_every_request_is_not_restarted_forever(make):
+    be = make("--crash-on", "evaluate")
+    for _ in range(be.max_restarts + 1):
+        with pytest.raises(ProtocolError, match="crashed"):
+            be.evaluate(RemoteOp("sin"), [X], "cpu")
+    start = time.monotonic()
+    for _ in range(3):
+        with pytest.raises(ProtocolError, match="not restarting it again.*crashed"):
+            be.evaluate(RemoteOp("sin"), [X], "cpu")
+    assert time.monotonic() - start < 1.0 and be.child_pid is None
