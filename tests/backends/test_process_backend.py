@@ -229,3 +229,14 @@ def test_a_child_that_dies_on_every_request_is_not_restarted_forever(make):
         with pytest.raises(ProtocolError, match="not restarting it again.*crashed"):
             be.evaluate(RemoteOp("sin"), [X], "cpu")
     assert time.monotonic() - start < 1.0 and be.child_pid is None
+
+
+@pytest.mark.parametrize("wrong", [1.0, -1.0])
+def test_a_child_with_a_noisy_evaluate_is_never_passed(make, wrong):
+    noisy = make("--noisy-evaluate", "1e-3", "--wrong-vjp", str(wrong))
+    report = gradcheck.check(noisy.op("sin"), X, backend=noisy, modes=("rev",))
+    assert not any(r.status is Status.PASSED for r in report.results)
+    assert any("nondeterministic" in r.message for r in report.results)
+    if wrong == 1.0:  # the same child without the noise passes
+        clean = make()
+        gradcheck.assert_gradients(clean.op("sin"), X, backend=clean, modes=("rev",))
