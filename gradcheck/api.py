@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from .backends._cache import FunctionCache
 from .backends.base import Backend, float_bits, is_complex, is_floating
 from .backends.numpy_backend import NumpyFunction
 from .backends.registry import get_backend
+from .checks import _args
 from .checks.numeric import CheckConfig, run_numeric_checks
 from .errors import GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckResult, Report, Shown, Status, number, shown, shown_element
@@ -64,7 +66,8 @@ def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device
                 kwargs: Mapping[str, Any] | None = None, **optional: Any) -> str:
     """The runnable reproducer script (:mod:`gradcheck._reproducer`); ``optional`` holds the
     other arguments of :func:`check`, written out where they differ from the default."""
-    defaults = {"atol": None, "rtol": None, "probes": 3, "name": None, "fast": False}
+    defaults = {"atol": None, "rtol": None, "probes": 3, "name": None, "fast": False,
+                "timeout": None}
     options = {"backend": backend, "device": device, "dtype": dtype, "modes": modes,
                "order": order, "seed": seed,
                **{k: v for k, v in optional.items() if v != defaults.get(k)}}
@@ -130,13 +133,11 @@ def _validate(backend: Backend, device: str, dtype: str | None, modes: Sequence[
     modes = tuple(modes)
     if not modes or any(m not in _MODES for m in modes):
         raise InvalidArgument.choice("modes", modes, _MODES)
-    if order not in (1, 2):
+    if isinstance(order, bool) or order not in (1, 2) or not isinstance(order, numbers.Integral):
         raise InvalidArgument.choice("order", order, (1, 2))
-    if probes < 1:
-        raise InvalidArgument(f"probes={probes!r} must be at least 1")
-    for name, tol in (("atol", atol), ("rtol", rtol)):
-        if tol is not None and not (tol >= 0 and np.isfinite(tol)):
-            raise InvalidArgument(f"{name}={tol!r} must be a finite number >= 0")
+    _args.integer("probes", probes, minimum=1)
+    _args.tolerance("atol", atol)
+    _args.tolerance("rtol", rtol)
     return modes
 
 
@@ -155,6 +156,7 @@ def check(
     name: str | None = None,
     fast: bool = False,
     kwargs: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> Report:
     """Check the derivatives of ``fn`` at ``inputs`` against the finite-difference oracle.
 
@@ -177,12 +179,20 @@ def check(
     ``details["fast_screen"]`` saying why).  What a passing screen does not run: the
     eager-vs-functional and forward-vs-reverse comparisons (``docs/performance.md``).
 
+    ``timeout`` (seconds, default none) limits the whole check: a function or an in-process
+    adapter still running then is stopped and reported as an ``error`` result (on the main
+    thread, through ``SIGALRM`` where the platform has it; C code that never returns to Python
+    cannot be interrupted that way; process adapters have their own request timeout).
+
     Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
     """
+    seed = _args.seed(seed)
     be = get_backend(backend)
     modes_t = _validate(be, device, dtype, modes, order, probes, atol, rtol)
+    order, probes = int(order), int(probes)
+    limit = _args.timeout(timeout)
     call = _with_kwargs(fn, kwargs)
     arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
     if not arrays:
@@ -194,9 +204,10 @@ def check(
         fn, "__name__", None) or type(fn).__name__
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
-        name=fn_name, fast=bool(fast),
+        name=fn_name, fast=bool(fast), timeout=limit,
         reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
-                               atol=atol, rtol=rtol, probes=probes, name=name, fast=bool(fast)),
+                               atol=atol, rtol=rtol, probes=probes, name=name, fast=bool(fast),
+                               timeout=limit),
     )
     results = run_numeric_checks(be, call, arrays, device=device, dtype=dt, config=cfg)
     return Report(stream.record_many(results))  # appended to the active result stream, if any

@@ -61,6 +61,11 @@ import numpy as np
 FD_SAFETY = 10.0
 ROUNDING_GAMMA = 16.0
 NOISE_FACTOR = 4.0  # measured rounding noise (a standard deviation) -> a bound
+# a comparison may pass only where the error model's allowance is at most this fraction of the
+# compared terms (``docs/error-model.md`` section 3b): a pass then says the rule is right to
+# 1% of its terms; above it the oracle cannot tell a sign flip, a factor 2 or a dropped term
+# from the right rule, and the check is inconclusive instead
+RESOLUTION = 1e-2
 # |f''|/|f'| is capped at this multiple of its median over the output elements: a rule that
 # reuses a rounded y reconstructs f' = g(y) and |f''|/|f'| = |g'(y)| is as tame as g; near a
 # critical point of f (f' -> 0, f'' != 0) no rule can reconstruct f' from y and the ratio
@@ -274,6 +279,36 @@ def argument_conditioning_elements(sens_a: np.ndarray, sens_b: np.ndarray) -> np
     allowance by a derivative of its own that the other does not share.  ``ROUNDING_GAMMA``
     then covers the few ulps of ``delta`` as it does for the terms."""
     return 2.0 * np.minimum(np.abs(sens_a), np.abs(sens_b))
+
+
+def resolved(model_allowed: float, terms: float, *, fd_error: float = 0.0,
+             rounding_floor: float = 0.0, resolution: float = RESOLUTION) -> bool:
+    """Whether a comparison can pass (``docs/error-model.md`` section 3b): the error model's
+    allowance (the oracle's error and the rounding of the terms, never an explicit tolerance)
+    is at most ``resolution`` of the compared terms (``sum |v| |J u| + sum |J^T v| |u|``), or
+    the oracle's raw error ``fd_error`` is within ``rounding_floor``, the error that float64
+    rounding of a deterministic ``f``'s values causes at the table's smallest step (a
+    derivative far below ``f``'s own scale, ``tanh`` at 20: resolved as well as float64 can,
+    in absolute terms).  Terms of 0 are resolved: both sides are then exactly zero (an unused
+    input), an exact agreement.  A non-finite allowance is not resolved."""
+    if not np.isfinite(model_allowed):
+        return False
+    return bool(terms == 0 or model_allowed <= resolution * terms
+                or 0 < fd_error <= rounding_floor)
+
+
+def fd_rounding_floor(v: np.ndarray, f: np.ndarray, value: np.ndarray, curvature: np.ndarray,
+                      h_max: float, h_min: float, gamma: float = ROUNDING_GAMMA) -> float:
+    """``gamma eps sum_i |v_i| s_i / h_min`` with ``s_i = |f_i| + h_max |(J u)_i| + h_max^2
+    |curv_i| / 2`` the size of output element ``i`` over the table's stencil: the error of a
+    central difference at step ``h_min`` from ``gamma`` roundings of each value of a
+    deterministic ``f`` (never the measured noise: a noisy ``f`` must not widen it)."""
+    h_max, h_min = np.float64(h_max), np.float64(h_min)  # NumPy overflows to inf, not raises
+    with np.errstate(all="ignore"):
+        s = np.abs(f) + h_max * np.abs(value) + 0.5 * h_max * h_max * np.abs(curvature)
+        floor = gamma * eps("float64") * float(np.sum(np.abs(v) * np.where(np.isfinite(s), s,
+                                                                            0.0)) / h_min)
+    return floor if np.isfinite(floor) else 0.0
 
 
 def ratio(discrepancy: float, allowed: float) -> float:

@@ -65,13 +65,15 @@ def test_projected_check_cost_does_not_depend_on_n():
         c, report = _counts(n)
         assert report.passed, report.summary()
         seen.add((c.forward, c.vjp, c.jvp))
-    # 1 evaluation at the point + 3 probes x (6 noise points + 2 signs x 7 levels), f(x) reused
-    # by the oracle (no retry needed for this smooth f); one VJP and one JVP per probe
-    assert seen == {(1 + 3 * (6 + 2 * fd.DEFAULT_LEVELS), 3, 3)}
+    # 2 evaluations at the point (the second measures determinism) + 3 probes x (6 noise points
+    # + 2 signs x 7 levels), f(x) reused by the oracle (no retry needed for this smooth f); one
+    # VJP and one JVP per probe
+    assert seen == {(2 + 3 * (6 + 2 * fd.DEFAULT_LEVELS), 3, 3)}
 
 
 def test_fast_screen_cost_does_not_depend_on_n():
-    """The screen (``fast=True``): 1 evaluation at the point + 2 x 4 levels per probe, one VJP
+    """The screen (``fast=True``): 2 evaluations at the point (the second measures determinism)
+    + 2 x 4 levels per probe, one VJP
     and one JVP per probe, and nothing else when it passes (no noise points, no second reverse
     path)."""
     seen = set()
@@ -80,7 +82,7 @@ def test_fast_screen_cost_does_not_depend_on_n():
         assert report.passed, report.summary()
         assert {r.details.get("fast_screen") for r in report} == {"passed"}
         seen.add((c.forward, c.vjp, c.jvp))
-    assert seen == {(1 + 3 * 2 * fd.SCREEN_LEVELS, 3, 3)}
+    assert seen == {(2 + 3 * 2 * fd.SCREEN_LEVELS, 3, 3)}
 
 
 def _localization_costs(dense: bool) -> dict[int, tuple[int, int]]:

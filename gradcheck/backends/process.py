@@ -10,7 +10,11 @@ Failure handling, so that one misbehaving child fails only the affected checks:
 * a **timeout** kills the child; the request raises :class:`ProtocolError`; the next request
   starts a fresh child;
 * a **crash** (the child exits or closes its stdout) raises with the exit code and the tail of
-  its stderr; the next request restarts it (at most ``max_restarts`` times in a row);
+  its stderr; the next request restarts it, at most ``max_restarts`` times in a row (a
+  handshake does not count as a success): after that every request raises at once, without
+  starting a child, naming the last failure;
+* the timeout covers **writing** the request as well: a child that stops reading its stdin
+  cannot block the harness on a request larger than the pipe's buffer;
 * a **malformed line** (not JSON, wrong id, bad array) raises and restarts the child, since its
   stream can no longer be trusted;
 * a **version mismatch** or a declaration that disagrees with the adapter's is permanent: every
@@ -28,6 +32,7 @@ import os
 import queue
 import subprocess
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -119,15 +124,35 @@ class _Child:
         return ("; child stderr: " + " | ".join(tail)) if tail else ""
 
     def exchange(self, line: str, method: str, timeout: float) -> str:
-        """Send one line, return the next line of stdout; raise ProtocolError on crash/timeout."""
+        """Send one line, return the next line of stdout; raise ProtocolError on crash/timeout.
+
+        The timeout covers the write too: the line is written from a thread, so a child that
+        stops reading its stdin cannot block the harness on a request larger than the pipe's
+        buffer (the caller kills the child on the error, which ends the blocked write)."""
+        deadline = time.monotonic() + timeout
+        written = threading.Event()
+        failed: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(line + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError) as exc:
+                failed.append(exc)
+            finally:
+                written.set()
+
+        threading.Thread(target=write, daemon=True).start()
+        if not written.wait(timeout):
+            raise ProtocolError(f"the child did not read the {method!r} request within "
+                                f"{timeout:g} s (timeout: it stopped reading its stdin); it was "
+                                "killed and will be restarted for the next request"
+                                f"{self.stderr_text()}")
+        if failed:
+            raise ProtocolError(self._crash_message(method))
         try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            raise ProtocolError(self._crash_message(method)) from None
-        try:
-            answer = self.lines.get(timeout=timeout)
+            answer = self.lines.get(timeout=max(deadline - time.monotonic(), 0.0))
         except queue.Empty:
             raise ProtocolError(f"the child did not answer {method!r} within {timeout:g} s "
                                 "(timeout); it was killed and will be restarted for the next "
@@ -185,6 +210,7 @@ class ProcessBackend(Backend):
         self._ops: list[str] | None = None
         self._fatal: str | None = None
         self._failures_in_row = 0
+        self._last_failure = ""
         self._next_id = 0
         self._lock = threading.RLock()
 
@@ -221,7 +247,8 @@ class ProcessBackend(Backend):
             raise ProtocolError(self._fatal)
         if self._failures_in_row > self.max_restarts:
             raise ProtocolError(f"backend {self.name!r}: the child failed {self._failures_in_row}"
-                                " times in a row; not restarting it again")
+                                f" times in a row (max_restarts={self.max_restarts}); not "
+                                f"restarting it again; the last failure: {self._last_failure}")
         env = None if self._env is None else {**os.environ, **self._env}
         try:
             child = _Child(self.command(), self._cwd, env)
@@ -274,13 +301,15 @@ class ProcessBackend(Backend):
         try:
             answer = child.exchange(line, method, timeout)
             result = parse_response(answer, self._next_id, method)
-        except ProtocolError:
+        except ProtocolError as exc:
             self._failures_in_row += 1
+            self._last_failure = str(exc)
             child.close()
             if self._child is child:
                 self._child = None
             raise
-        self._failures_in_row = 0
+        if method != "hello":  # a child that shakes hands and dies on every request is capped
+            self._failures_in_row = 0
         return result
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from .. import fd, stream, tolerance
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import CheckKind, Report, Status
+from . import _args
 from ._audit_steps import TrainStep, check_monitor, check_train_step
 from ._probing import BugClass, ProbeContext, assess, describe_exc, filled
 
@@ -135,6 +136,7 @@ def audit(
     ``max_norm``.  Raises :class:`InvalidArgument` for unknown names; never raises for a
     misbehaving model (that is an ``error`` result).
     """
+    seed = _args.seed(seed)
     be = get_backend(backend)
     if device not in be.devices():
         raise InvalidArgument.choice("device", device, be.devices())

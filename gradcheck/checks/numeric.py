@@ -27,8 +27,8 @@ import numpy as np
 
 from .. import fd, tolerance
 from ..backends.base import Backend, is_complex, is_floating, widest_dtype
-from ..results import CheckKind, CheckResult, Status, WorstElement, shorten, shown
-from . import _path_noise, _sparse_jacobian, rounding
+from ..results import CheckKind, CheckResult, Status, WorstElement, number, shorten, shown
+from . import _limits, _path_noise, _sparse_jacobian, rounding
 
 # Localization is batched (FD columns and AD rows/columns in vectorized calls), so its cost is
 # set by the Jacobian's size: up to 2048 x 2048 elements (~10 s on a slow CPU for a cheap f).
@@ -54,6 +54,8 @@ class CheckConfig:
     test_id: str = ""
     only_inputs: tuple[int, ...] | None = None
     fast: bool = False  # screen first (:mod:`._screen`); the full check only where it cannot pass
+    timeout: float | None = None  # seconds for the whole check (:mod:`._limits`)
+    order_level: int = 0  # 1 inside the order-2 sub-run (the outer deadline covers it)
 
 
 @dataclass
@@ -114,20 +116,32 @@ def run_numeric_checks(
     dtype: str,
     config: CheckConfig,
 ) -> list[CheckResult]:
-    """Run every numeric check of ``config`` for ``fn`` at ``inputs``; never raises."""
+    """Run every numeric check of ``config`` for ``fn`` at ``inputs``; never raises (but for
+    ``KeyboardInterrupt``): an exception, a ``SystemExit`` or the time limit reached in ``fn``
+    or the adapter is an ``error`` result (:mod:`._limits`)."""
     start = time.perf_counter()
-    ctx = _prepare(backend, fn, inputs, device, dtype, config)
-    if ctx is None or isinstance(ctx, list):
-        return ctx or []
+    results: list[CheckResult] = []
+    base = _Ctx(backend, fn, device, dtype, config, [], [], [], [], [],
+                tuple(tuple(np.shape(a)) for a in inputs), results=results)
     try:
-        _first_order_or_screen(ctx)
-        if config.order >= 2:
-            _second_order(ctx)
-    except Exception as exc:  # a bug in an adapter must not crash the run
-        ctx.result(CheckKind.CALL.value, Status.ERROR,
-                   message=f"unexpected failure while checking: {_describe_exc(exc)}")
+        with _limits.deadline(config.timeout if config.order_level == 0 else None):
+            ctx = _prepare(base, inputs)
+            if ctx is not None:
+                _first_order_or_screen(ctx)
+                if config.order >= 2:
+                    _second_order(ctx)
+    except _limits.Timeout:
+        base.result(CheckKind.CALL.value, Status.ERROR,
+                    message=f"the check did not finish within timeout={config.timeout:g} s (the "
+                            "function or the adapter hung or is too slow); the checks not "
+                            "reported above did not run")
+    except BaseException as exc:  # a bug in an adapter, a sys.exit in fn: not the run's end
+        if not _limits.contained(exc):
+            raise
+        base.result(CheckKind.CALL.value, Status.ERROR,
+                    message=f"unexpected failure while checking: {_describe_exc(exc)}")
     elapsed = time.perf_counter() - start
-    return [replace(r, duration_s=elapsed / max(len(ctx.results), 1)) for r in ctx.results]
+    return [replace(r, duration_s=elapsed / max(len(results), 1)) for r in results]
 
 
 def _first_order_or_screen(ctx: _Ctx) -> None:
@@ -153,9 +167,10 @@ def _first_order_or_screen(ctx: _Ctx) -> None:
 # -- preparation -------------------------------------------------------------------------------
 
 
-def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult]:
-    base = _Ctx(backend, fn, device, dtype, cfg, [], [], [], [], [],
-                tuple(tuple(np.shape(a)) for a in inputs))
+def _prepare(base: _Ctx, inputs) -> _Ctx | None:
+    """The context of the checks, or ``None`` where the results in ``base`` end the run."""
+    backend, fn, dtype, cfg = base.backend, base.fn, base.dtype, base.cfg
+    device = base.device
     args = [np.asarray(a) for a in inputs]
     diff = [k for k, a in enumerate(args) if _is_float(a)]
     if cfg.only_inputs is not None:
@@ -164,14 +179,14 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
         base.result(CheckKind.CALL.value, Status.ERROR,
                     message="no floating-point input to differentiate (integer inputs pass "
                             "through undifferentiated)")
-        return base.results
+        return None
     empty = [k for k in diff if args[k].size == 0]
     for k in empty:
         base.result(CheckKind.VJP.value, Status.INCONCLUSIVE, input_index=k,
                     message=f"input {k} is empty (shape {args[k].shape}): nothing to check")
     diff = [k for k in diff if k not in empty]
     if not diff:
-        return base.results
+        return None
     oracle, rule_dtype = None, "float64"
     if "float64" not in backend.dtypes:
         rule_dtype = widest_dtype(backend.dtypes)
@@ -181,21 +196,25 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                         message=f"backend {backend.name!r} cannot compute in float64 and gives no "
                                 "float64 forward for the oracle (Backend.oracle_forward): finite "
                                 f"differences of a {rule_dtype} function are not a reliable oracle")
-            return base.results
+            return None
     np_dtype = _np_dtype(dtype)
     args_d = [a.astype(np_dtype) if k in diff else a for k, a in enumerate(args)]
     args64 = [a.astype(np.float64) if k in diff else a for k, a in enumerate(args_d)]
+    evaluate = ((lambda: backend.evaluate(fn, args64, device)) if oracle is None
+                else lambda: [np.asarray(o, dtype=np.float64) for o in _outputs(oracle(*args64))])
+    before = [np.array(a, copy=True) for a in args64]
     try:
-        outs64 = (backend.evaluate(fn, args64, device) if oracle is None
-                  else [np.asarray(o, dtype=np.float64) for o in _outputs(oracle(*args64))])
+        outs64 = evaluate()
     except NotImplementedError as exc:  # a capability the adapter declares missing
         base.result(CheckKind.CALL.value, Status.SKIPPED, message=str(exc))
-        return base.results
+        return None
     except Exception as exc:
         base.result(CheckKind.CALL.value, Status.ERROR,
                     message=f"the function raised at the sample point (float64): "
                             f"{_describe_exc(exc)}")
-        return base.results
+        return None
+    if not _pure(base, before, args64) or not _deterministic(base, evaluate, outs64):
+        return None
     base.output_paths = getattr(outs64, "paths", None)
     float_outs = [i for i, o in enumerate(outs64) if _is_float(np.asarray(o))]
     for i, o in enumerate(outs64):
@@ -205,11 +224,11 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                                 "complex derivatives are not checked; return its .real and "
                                 ".imag as two outputs to check them")
     if not float_outs and any(r.status is Status.SKIPPED for r in base.results):
-        return base.results
+        return None
     if not float_outs:
         base.result(CheckKind.CALL.value, Status.ERROR,
                     message="the function returned no floating-point output")
-        return base.results
+        return None
     for i in float_outs:
         bad = int(np.size(outs64[i]) - np.count_nonzero(np.isfinite(outs64[i])))
         if bad:
@@ -217,17 +236,76 @@ def _prepare(backend, fn, inputs, device, dtype, cfg) -> _Ctx | list[CheckResult
                         message=f"{_output(base, i)} has {bad} non-finite value(s) at the sample "
                                 "point: "
                                 "derivatives are not defined there")
-            return base.results
+            return None
     if all(np.size(outs64[i]) == 0 for i in float_outs):
         _empty_outputs(base, args64, diff, outs64, float_outs)
-        return base.results
+        return None
     float_outs = [i for i in float_outs if np.size(outs64[i]) > 0]
     ctx = replace(base, args64=args64, args_d=args_d, diff=diff, outs64=outs64,
                   float_outs=float_outs, results=base.results, oracle=oracle,
                   rule_dtype=rule_dtype)
     if dtype != "float64" and not _low_precision_outputs_ok(ctx):
-        return ctx.results
+        return None
     return ctx
+
+
+def _pure(base: _Ctx, before: list[np.ndarray], after: list[np.ndarray]) -> bool:
+    """Whether the first evaluation left every input as it was (the arrays handed to the
+    adapter; an adapter whose native tensors share their memory, as torch's ``as_tensor`` does
+    for float64, shows a tensor's in-place change in them); an ``error`` result naming each
+    modified input where not."""
+    changed = []
+    for k, (a, b) in enumerate(zip(before, after, strict=True)):
+        if a.shape == b.shape and np.array_equal(a, b, equal_nan=_is_float(a)):
+            continue
+        with np.errstate(all="ignore"):
+            size = (float(np.nanmax(np.abs(b.astype(np.float64) - a.astype(np.float64))))
+                    if a.shape == b.shape and a.size and np.issubdtype(a.dtype, np.number)
+                    else float("nan"))
+        changed.append(k)
+        base.result(CheckKind.CALL.value, Status.ERROR, input_index=k,
+                    details={"modified_input": k, "max_change": size},
+                    message=f"fn modified input {k} in place (max change {size:.3g}); gradcheck "
+                            "needs a pure function: copy the input before changing it "
+                            "(x = x.clone() / x.copy())")
+    return not changed
+
+
+def _deterministic(base: _Ctx, evaluate: Callable[[], Any], outs64: Sequence[Any]) -> bool:
+    """Whether a second evaluation at the same point gives the same outputs, within
+    ``ROUNDING_GAMMA`` ulps of each output element (a multithreaded reduction may sum in another
+    order); an ``inconclusive`` result with the size of the difference where not: finite
+    differences of a function that changes between calls estimate nothing."""
+    again = evaluate()
+    worst, where = 0.0, None
+    for i, (a, b) in enumerate(zip(outs64, again, strict=True)):
+        a, b = np.asarray(a), np.asarray(b)
+        if not _is_float(a):
+            continue
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        if a64.shape != b64.shape:
+            worst, where = float("inf"), i
+            break
+        with np.errstate(all="ignore"):
+            d = np.abs(a64 - b64)
+            bound = tolerance.ROUNDING_GAMMA * tolerance.eps(a.dtype.name) * np.maximum(
+                np.abs(a64), np.abs(b64))
+            over = (d > bound) & ~(np.isnan(a64) & np.isnan(b64))
+        if np.any(over):
+            size = float(np.nanmax(np.where(over, d, 0.0)))
+            if size > worst or where is None:
+                worst, where = size, i
+    if where is None:
+        return True
+    base.result(CheckKind.CALL.value, Status.INCONCLUSIVE, output_index=where,
+                details={"nondeterministic": worst},
+                message=f"fn is nondeterministic: two evaluations at the same point differ by "
+                        f"up to {worst:.3g} in {_output(base, where)} (more than "
+                        f"{tolerance.ROUNDING_GAMMA:g} ulps of the output); finite differences "
+                        "of it estimate nothing, so no derivative was checked (make it "
+                        "deterministic: fix its random seed inside fn, or pass the noise as an "
+                        "input)")
+    return False
 
 
 def _output(ctx: _Ctx, i: int) -> str:
@@ -742,12 +820,30 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
     ratios, allows = _probe_ratios(ctx, actual, expected, fd_err, magnitude, round_dtype,
                                    conditioning=conditioning, measured=measured)
     p = int(np.argmax(ratios))
+    ok = ratios[p] <= 1.0 and np.isfinite(actual[p])
+    # resolution before verdict: a pass needs an allowance small against the compared terms
+    # on every probe (tolerance.resolved; the model's allowance, also under atol/rtol)
+    model = [tolerance.model_allowance(
+        float(fd_err[q]), float(magnitude[q]), round_dtype,
+        conditioning=0.0 if conditioning is None else float(conditioning[q]),
+        measured=0.0 if measured is None else float(measured[q])).allowed
+        for q in range(len(actual))]
+    with np.errstate(all="ignore"):
+        resolution = [m / float(t) if t > 0 else 0.0 for m, t in zip(model, magnitude,
+                                                                          strict=True)]
+    floors = _rounding_floors(ctx, where, pr, fde, len(actual))
+    unresolved = [q for q in range(len(actual))
+                  if not tolerance.resolved(model[q], float(magnitude[q]),
+                                            fd_error=float(fd_err[q]), rounding_floor=floors[q])]
+    if ok and unresolved:
+        p = max(unresolved, key=lambda q: resolution[q])
     disc = abs(float(actual[p]) - float(expected[p]))
     rel = disc / abs(float(expected[p])) if expected[p] != 0 else (0.0 if disc == 0 else np.inf)
-    ok = ratios[p] <= 1.0 and np.isfinite(actual[p])
-    status = Status.PASSED if ok else Status.FAILED
+    status = (Status.FAILED if not ok else Status.INCONCLUSIVE if unresolved
+              else Status.PASSED)
     worst: tuple[WorstElement, ...] = ()
-    details: dict[str, Any] = {"probe": p, "probes": len(actual)}
+    details: dict[str, Any] = {"probe": p, "probes": len(actual),
+                               "resolution": float(max(resolution))}
     if label:
         details["path"] = label
     if oracle_note:
@@ -763,7 +859,42 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
         allowed_source=allows[p].source, discrepancy_ratio=float(ratios[p]), worst=worst,
         convergence=conv[p] if conv else (), details=details,
     )
-    ctx.results[-1] = replace(r, message=_message(r, label))
+    message = _message(r, label)
+    if status is Status.INCONCLUSIVE:
+        message = _unresolved_message(r, label, model[p], float(magnitude[p]), fd_err is not None
+                                      and float(fd_err[p]) > 0)
+    ctx.results[-1] = replace(r, message=message)
+
+
+def _rounding_floors(ctx: _Ctx, where: dict, pr: _Probes, fde: fd.FDEstimate | None,
+                     P: int) -> list[float]:
+    """Per probe, :func:`gradcheck.tolerance.fd_rounding_floor` of the estimate ``fde`` (0
+    without one: comparisons of two AD values have no oracle error to excuse), at the first
+    attempt's smallest step."""
+    if fde is None:
+        return [0.0] * P
+    i = where["output_index"]
+    sl = _out_slices(ctx)[i]
+    f = np.asarray(ctx.outs64[i], dtype=np.float64).ravel()
+    steps = fde.steps[:, : fd.DEFAULT_LEVELS]
+    return [tolerance.fd_rounding_floor(pr.v[i][q].ravel(), f, fde.value[q, sl],
+                                        fde.curvature[q, sl], float(np.max(steps[q])),
+                                        float(np.min(steps[q]))) for q in range(P)]
+
+
+def _unresolved_message(r: CheckResult, label: str, model: float, terms: float,
+                        fd: bool) -> str:
+    what = r.subject + (f" ({label})" if label else "")
+    v = shown(r)
+    assert v is not None
+    times = f"{model / terms:.3g}x" if terms > 0 else "infinitely many times"
+    cause = ("the finite-difference estimate cannot resolve this derivative (f is noisy, "
+             "nondeterministic or not smooth on the scale of the steps)" if fd else
+             "the rounding bound of this comparison is as large as what it compares")
+    return (f"{what} not resolved: allowed error {number(model)} is {times} the compared "
+            f"terms {number(terms)} (at most {tolerance.RESOLUTION:g}x can pass): {cause}, not "
+            f"passed; actual {v.actual} vs expected {v.expected}, |diff| {v.difference} "
+            f"[{r.allowed_source}]")
 
 
 def _message(r: CheckResult, label: str) -> str:
@@ -905,7 +1036,7 @@ def _second_order(ctx: _Ctx) -> None:
             ctx.result(kind.value, Status.SKIPPED, message=str(exc),
                        details={"order": 2, "first": first})
             continue
-        sub_cfg = replace(ctx.cfg, order=1, modes=modes, only_inputs=tuple(ctx.diff),
+        sub_cfg = replace(ctx.cfg, order=1, modes=modes, only_inputs=tuple(ctx.diff), order_level=1,
                           name=f"{ctx.cfg.name} [{first.upper()} as a function]")
         sub = run_numeric_checks(ctx.backend, g, list(ctx.args64) + extra, device=ctx.device,
                                  dtype="float64", config=sub_cfg)

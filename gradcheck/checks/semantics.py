@@ -33,6 +33,7 @@ from ..backends.base import Backend, widest_dtype
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import Report, Status
+from . import _args
 from ._accumulation import run_accumulation
 from ._clip import run_clip
 from ._detach import run_detach
@@ -63,8 +64,7 @@ def _validate(be: Backend, device: str, dtype: str, probes: Sequence[str] | None
             raise InvalidArgument.choice("probes", p, FAMILIES)
     if not chosen:
         raise InvalidArgument("probes=() selects nothing; omit it to run every family")
-    if examples < 1:
-        raise InvalidArgument(f"examples={examples!r} must be at least 1")
+    _args.integer("examples", examples, minimum=1)
     return chosen
 
 
@@ -90,6 +90,7 @@ def check_semantics(
     Never raises for a misbehaving backend (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
     """
+    seed = _args.seed(seed)
     be = get_backend(backend)
     if dtype is None:
         dtype = widest_dtype(be.dtypes)

@@ -8,7 +8,8 @@ without Node.js.
     python numpy_child.py [--protocol N] [--refuse-version] [--crash-on METHOD[:K]]
                           [--hang-on METHOD] [--malformed-on METHOD] [--wrong-vjp SCALE]
                           [--accumulation accumulate|functional] [--declare-dtypes a,b]
-                          [--unchecked-clip]
+                          [--unchecked-clip] [--stop-reading-after METHOD]
+                          [--noisy-evaluate SCALE]
 """
 
 from __future__ import annotations
@@ -97,7 +98,11 @@ class Child:
     def evaluate(self, p):
         args, dt = self._args(p)
         self._no_transforms(p)
-        return {"outputs": [_enc(OPS[p["fn"]["op"]][0](*args), dt)]}
+        out = OPS[p["fn"]["op"]][0](*args)
+        if self.o.noisy_evaluate:  # fault: a nondeterministic forward
+            out = out + self.o.noisy_evaluate * np.random.default_rng().standard_normal(
+                np.shape(out))
+        return {"outputs": [_enc(out, dt)]}
 
     def vjp(self, p):
         args, dt = self._args(p)
@@ -225,6 +230,9 @@ def main():
     ap.add_argument("--crash-on")
     ap.add_argument("--hang-on")
     ap.add_argument("--malformed-on")
+    ap.add_argument("--stop-reading-after", help="answer METHOD, then stop reading stdin")
+    ap.add_argument("--noisy-evaluate", type=float, default=0.0,
+                    help="add Gaussian noise of this size to every evaluate answer")
     ap.add_argument("--wrong-vjp", type=float, default=1.0)
     ap.add_argument("--accumulation", default="functional")
     ap.add_argument("--declare-dtypes", default="float64,float32")
@@ -258,6 +266,8 @@ def main():
             out = {"id": req["id"], "error": {"type": "engine_error",
                                               "message": f"{type(exc).__name__}: {exc}"}}
         print(json.dumps(out), flush=True)
+        if opts.stop_reading_after == method:
+            time.sleep(3600)  # never reads stdin again
 
 
 if __name__ == "__main__":

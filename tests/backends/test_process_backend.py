@@ -207,3 +207,36 @@ def test_clip_probes_through_the_protocol(make, flags, expected):
     nonfinite = by_name["clip.nonfinite"]
     assert nonfinite.status is Status.PASSED and "returned norm inf" in nonfinite.message, \
         nonfinite.message
+
+
+def test_a_child_that_stops_reading_cannot_block_a_large_request(make):
+    be = make("--stop-reading-after", "hello", request_timeout=2.0)
+    be.hello()
+    big = np.zeros(2 ** 20)  # ~11 MB on the wire, far beyond a pipe's buffer
+    start = time.monotonic()
+    with pytest.raises(ProtocolError, match="did not read the 'evaluate' request within 2 s"):
+        be._call("evaluate", RemoteOp("sin"), [big], "cpu", {}, "outputs", None)
+    assert time.monotonic() - start < 20 and be.child_pid is None  # killed, not blocked
+
+
+def test_a_child_that_dies_on_every_request_is_not_restarted_forever(make):
+    be = make("--crash-on", "evaluate")
+    for _ in range(be.max_restarts + 1):
+        with pytest.raises(ProtocolError, match="crashed"):
+            be.evaluate(RemoteOp("sin"), [X], "cpu")
+    start = time.monotonic()
+    for _ in range(3):
+        with pytest.raises(ProtocolError, match="not restarting it again.*crashed"):
+            be.evaluate(RemoteOp("sin"), [X], "cpu")
+    assert time.monotonic() - start < 1.0 and be.child_pid is None
+
+
+@pytest.mark.parametrize("wrong", [1.0, -1.0])
+def test_a_child_with_a_noisy_evaluate_is_never_passed(make, wrong):
+    noisy = make("--noisy-evaluate", "1e-3", "--wrong-vjp", str(wrong))
+    report = gradcheck.check(noisy.op("sin"), X, backend=noisy, modes=("rev",))
+    assert not any(r.status is Status.PASSED for r in report.results)
+    assert any("nondeterministic" in r.message for r in report.results)
+    if wrong == 1.0:  # the same child without the noise passes
+        clean = make()
+        gradcheck.assert_gradients(clean.op("sin"), X, backend=clean, modes=("rev",))
