@@ -47,6 +47,7 @@ class BugClass(str, enum.Enum):
     HOST_ROUND_TRIP = "host round trip blocks gradients"
     UNUSED_PARAMETER = "parameter without gradient or effect"
     LOSS_PROXY_NORM = "loss-proxy gradient norm"
+    WRONG_NAME = "gradient extracted under a name other than the registered one"
 
 
 @dataclass(frozen=True)

@@ -143,3 +143,81 @@ def test_two_pass_clip_equals_clip_by_norm(candle):
     np.testing.assert_allclose(t.grads()["w"], clipped, rtol=1e-15)
     np.testing.assert_allclose(clipped, x / np.linalg.norm(x), rtol=1e-15)
     t.close()
+
+
+# ---- the seeds' VarMap / norm / round-trip questions (candle_backend.check_varmap_model) -----
+def _by_name(report):
+    return {r.name: r for r in report.results}
+
+
+def test_varmap_gradients_extracted_by_name_match_fd(candle):
+    from gradcheck.backends.candle_backend import VARMAP_NAMES, check_varmap_model
+
+    report = check_varmap_model(candle)
+    assert report.passed, [r.message for r in report.failures]
+    got = _by_name(report)
+    assert "one to one" in got["varmap.names"].message
+    for name in VARMAP_NAMES:
+        r = got[f"varmap.grad.{name}"]
+        assert r.status is Status.PASSED and r.discrepancy_ratio < 0.1, r.message
+        assert got[f"flow.{name}"].details["flow"] == "flows"
+    assert got["grad_norm"].status is Status.PASSED
+    assert got["grad_norm"].relative_discrepancy < 1e-15
+
+
+@needs_binary
+@pytest.mark.parametrize("mutant, failing, bug", [
+    ("varmap_swap", {"varmap.grad.fc1.weight", "varmap.grad.fc2.weight"},
+     "gradient disagrees with finite differences"),
+    ("varmap_index", {"varmap.names", "grad_norm"} | {f"varmap.grad.{n}" for n in
+                                                       ("fc1.bias", "fc1.weight", "fc2.bias",
+                                                        "fc2.weight")},
+     "gradient extracted under a name other than the registered one"),
+    ("norm_proxy", {"grad_norm"}, "loss-proxy gradient norm"),
+])
+def test_varmap_and_norm_mutants_are_caught(mutant, failing, bug):
+    from gradcheck.backends.candle_backend import check_varmap_model
+
+    be = CandleBackend(env={"GRADCHECK_CANDLE_MUTANT": mutant})
+    try:
+        report = check_varmap_model(be)
+    finally:
+        be.close()
+    assert {r.name for r in report.failures} == failing
+    assert any(r.details.get("bug_class") == bug for r in report.failures)
+    if mutant == "norm_proxy":
+        assert "the monitor reports |loss|" in report.failures[0].message
+
+
+@pytest.mark.parametrize("via", ["to_vec1", "to_vec2", "to_scalar"])
+def test_host_round_trip_is_a_blocked_flow_finding_that_says_where(candle, via):
+    from gradcheck.backends.candle_backend import check_varmap_model
+
+    report = check_varmap_model(candle, roundtrip=("hidden", via))
+    assert {r.name for r in report.failures} == {"flow.fc1.weight", "flow.fc1.bias"}
+    for r in report.failures:
+        assert r.details["bug_class"] == "host round trip blocks gradients"
+        assert f"host round trip at stage 'hidden' ({via} then Tensor::new)" in r.message
+        assert "but the GradStore holds no gradient" in r.message  # absent, not zeros
+    got = _by_name(report)
+    assert got["varmap.grad.fc2.weight"].status is Status.PASSED  # downstream still flows
+    # at the logits every parameter is upstream
+    late = check_varmap_model(candle, roundtrip=("logits", via))
+    assert len(late.failures) == 4
+    # declared, the same round trip passes
+    assert check_varmap_model(candle, roundtrip=("hidden", via), declared=("hidden",)).passed
+
+
+def test_detach_declared_passes_undeclared_is_flagged(candle):
+    from gradcheck.backends.candle_backend import check_varmap_model
+
+    flagged = check_varmap_model(candle, detach="hidden")
+    assert {r.name for r in flagged.failures} == {"flow.fc1.weight", "flow.fc1.bias"}
+    assert all(r.details["bug_class"] == "detach in the input path" and
+               "detach at stage 'hidden' (Tensor::detach)" in r.message
+               for r in flagged.failures)
+    declared = check_varmap_model(candle, detach="hidden", declared=("hidden",))
+    assert declared.passed, [r.message for r in declared.failures]
+    assert "blocked as declared" in _by_name(declared)["flow.fc1.weight"].message
+    with pytest.raises(ValueError, match="declared stage"):
+        check_varmap_model(candle, declared=("nowhere",))

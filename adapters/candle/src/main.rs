@@ -13,6 +13,7 @@ use std::io::{self, BufRead, Write};
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Module, Tensor, Var, D};
 use candle_nn::optim::Optimizer;
+use candle_nn::{VarBuilder, VarMap};
 use serde_json::{json, Map, Value};
 
 const PROTOCOL: i64 = 1;
@@ -191,7 +192,9 @@ const OPS: &[(&str, usize)] = &[
 
 /// The fault injector for the tests: GRADCHECK_CANDLE_MUTANT=tanh makes `tanh` return
 /// tanh(x) forward but a gradient of 1 (a straight-through rule); =accumulate makes
-/// `train.backward` add into the stored gradients while `hello` still declares functional.
+/// `train.backward` add into the stored gradients while `hello` still declares functional;
+/// =varmap_swap / =varmap_index / =norm_proxy break `candle.varmap_model`'s extraction by name
+/// (two weights swapped; keyed by position) and its norm (|loss| reported).
 /// Never set in normal runs; `hello` reports it in `notes`.
 fn mutant() -> Option<String> {
     std::env::var("GRADCHECK_CANDLE_MUTANT").ok().filter(|s| !s.is_empty())
@@ -527,6 +530,164 @@ fn train_params(s: &Session) -> R<Value> {
     Ok(json!({"params": out}))
 }
 
+// ---- candle.varmap_model: a two-layer model held in a candle_nn::VarMap -------------------
+// Not part of the protocol (an adapter-specific method, used by candle_backend.check_varmap_model):
+// fc1 = linear(in, hidden), fc2 = linear(hidden, out) built through VarBuilder::pp("fc1"/"fc2"),
+// loss = mse(fc2(tanh(fc1(x))), y).  The gradients are extracted from the GradStore by the
+// VarMap's own names (VarMap::data), the global norm is computed from the same GradStore, and a
+// host round trip (to_vec1 / to_vec2 / to_scalar then Tensor::new) or Tensor::detach can be put
+// at the stage "hidden" or "logits"; every cut is reported with its stage.
+const STAGES: &[(&str, &[&str])] = &[("hidden", &["fc1."]), ("logits", &["fc1.", "fc2."])];
+
+struct Cuts<'a> {
+    roundtrip: Option<(&'a str, &'a str)>, // (stage, via)
+    detach: Option<&'a str>,
+    log: Vec<Value>,
+}
+
+impl Cuts<'_> {
+    fn at(&mut self, t: Tensor, stage: &str, names: &[String]) -> R<Tensor> {
+        let upstream = |stage: &str| -> Vec<String> {
+            let pre = STAGES.iter().find(|(s, _)| *s == stage).map(|(_, p)| *p).unwrap_or(&[]);
+            names.iter().filter(|n| pre.iter().any(|p| n.starts_with(p))).cloned().collect()
+        };
+        let mut t = t;
+        if let Some((s, via)) = self.roundtrip {
+            if s == stage {
+                let dev = t.device().clone();
+                t = match via {
+                    "to_vec2" => Tensor::new(t.to_vec2::<f64>()?, &dev)?,
+                    "to_vec1" => Tensor::from_vec(t.flatten_all()?.to_vec1::<f64>()?, t.dims(), &dev)?,
+                    "to_scalar" => {
+                        let flat = t.flatten_all()?;
+                        let vals = (0..flat.elem_count()).map(|i| flat.get(i)?.to_scalar::<f64>())
+                            .collect::<Result<Vec<_>, _>>()?;
+                        Tensor::from_vec(vals, t.dims(), &dev)?
+                    }
+                    other => return invalid(format!("roundtrip via {other}: to_vec1, to_vec2 or to_scalar")),
+                };
+                self.log.push(json!({"stage": stage, "how": format!("{via} then Tensor::new"),
+                                     "host": true, "upstream": upstream(stage)}));
+            }
+        }
+        if self.detach == Some(stage) {
+            t = t.detach();
+            self.log.push(json!({"stage": stage, "how": "Tensor::detach", "host": false,
+                                 "upstream": upstream(stage)}));
+        }
+        Ok(t)
+    }
+}
+
+fn varmap_model(p: &Value) -> R<Value> {
+    let dev = Device::Cpu;
+    let x = decode(p.get("x").ok_or_else(|| Fail::Invalid("missing x".into()))?, DType::F64)?;
+    let y = decode(p.get("y").ok_or_else(|| Fail::Invalid("missing y".into()))?, DType::F64)?;
+    if x.rank() != 2 || y.rank() != 2 || x.dims()[0] != y.dims()[0] {
+        return invalid("x and y must be (batch, in) and (batch, out)");
+    }
+    let hidden = p.get("hidden").and_then(Value::as_u64).unwrap_or(3) as usize;
+    let mut varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F64, &dev);
+    let fc1 = candle_nn::linear(x.dims()[1], hidden, vb.pp("fc1"))?;
+    let fc2 = candle_nn::linear(hidden, y.dims()[1], vb.pp("fc2"))?;
+    if let Some(values) = p.get("values").and_then(Value::as_object) {
+        for (name, a) in values {
+            varmap.set_one(name, decode(a, DType::F64)?)?; // an unknown name is an error
+        }
+    }
+    let names: Vec<String> = {
+        let data = varmap.data().lock().map_err(|e| Fail::Engine(e.to_string()))?;
+        let mut n: Vec<String> = data.keys().cloned().collect();
+        n.sort();
+        n
+    };
+    let rt = p.get("roundtrip").filter(|v| !v.is_null());
+    let mut cuts = Cuts {
+        roundtrip: rt.map(|r| (r.get("stage").and_then(Value::as_str).unwrap_or(""),
+                               r.get("via").and_then(Value::as_str).unwrap_or("to_vec2"))),
+        detach: p.get("detach").and_then(Value::as_str),
+        log: Vec::new(),
+    };
+    for s in cuts.roundtrip.map(|r| r.0).into_iter().chain(cuts.detach) {
+        if !STAGES.iter().any(|(n, _)| *n == s) {
+            return invalid(format!("unknown stage {s}: hidden or logits"));
+        }
+    }
+    let forward = |cuts: &mut Cuts| -> R<Tensor> {
+        let h = cuts.at(fc1.forward(&x)?.tanh()?, "hidden", &names)?;
+        let o = cuts.at(fc2.forward(&h)?, "logits", &names)?;
+        Ok(candle_nn::loss::mse(&o, &y)?)
+    };
+    if let Some(points) = p.get("points") {
+        // the loss at each row of points (B, n), the row laid out as the names in `order`
+        let order: Vec<String> = p.get("order").and_then(Value::as_array)
+            .map(|o| o.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        let (shape, vals) = decode_values(points)?;
+        let shapes: Vec<Vec<usize>> = {
+            let data = varmap.data().lock().map_err(|e| Fail::Engine(e.to_string()))?;
+            order.iter().map(|n| data.get(n).map(|v| v.dims().to_vec())
+                .ok_or_else(|| Fail::Invalid(format!("unknown variable {n}")))).collect::<R<_>>()?
+        };
+        let n: usize = shapes.iter().map(|s| s.iter().product::<usize>()).sum();
+        if shape.len() != 2 || shape[1] != n {
+            return invalid(format!("points must be (B, {n})"));
+        }
+        let mut losses = Vec::new();
+        for row in vals.chunks_exact(n.max(1)).take(shape[0]) {
+            let mut at = 0;
+            for (name, s) in order.iter().zip(&shapes) {
+                let k: usize = s.iter().product();
+                varmap.set_one(name, Tensor::from_vec(row[at..at + k].to_vec(), s.as_slice(), &dev)?)?;
+                at += k;
+            }
+            losses.push(encode_scalar(forward(&mut cuts)?.to_scalar::<f64>()?));
+        }
+        return Ok(json!({"losses": losses}));
+    }
+    let loss = forward(&mut cuts)?;
+    let store = loss.backward()?;
+    let loss_value = loss.to_scalar::<f64>()?;
+    let mut grads = Map::new();
+    let m = mutant();
+    if m.as_deref() == Some("varmap_index") {
+        // fault injector: the seed's "before" - all_vars() keyed by position, not by name
+        // (all_vars takes the VarMap's lock itself: before `data` below holds it)
+        for (i, v) in varmap.all_vars().iter().enumerate() {
+            grads.insert(format!("varmap_param_{i}"),
+                         store.get(v.as_tensor()).map(encode).transpose()?.unwrap_or(Value::Null));
+        }
+    }
+    let data = varmap.data().lock().map_err(|e| Fail::Engine(e.to_string()))?;
+    let mut values = Map::new();
+    let mut sq = 0.0f64;
+    for (name, var) in data.iter() {
+        values.insert(name.clone(), encode(var.as_tensor())?);
+        let g = store.get(var.as_tensor());
+        if let Some(g) = g {
+            sq += g.sqr()?.sum_all()?.to_scalar::<f64>()?;
+        }
+        if m.as_deref() != Some("varmap_index") {
+            grads.insert(name.clone(), g.map(encode).transpose()?.unwrap_or(Value::Null));
+        }
+    }
+    if m.as_deref() == Some("varmap_swap") {
+        // fault injector: the gradients of two same-shaped variables under each other's name
+        let (a, b) = (grads.remove("fc1.weight"), grads.remove("fc2.weight"));
+        if let (Some(a), Some(b)) = (a, b) {
+            grads.insert("fc1.weight".into(), b);
+            grads.insert("fc2.weight".into(), a);
+        }
+    }
+    let mut norm = sq.sqrt();
+    if m.as_deref() == Some("norm_proxy") {
+        norm = loss_value.abs(); // fault injector: the loss magnitude reported as the norm
+    }
+    Ok(json!({"registered": names, "values": values, "loss": encode_scalar(loss_value),
+              "grads": grads, "grad_norm": encode_scalar(norm), "cuts": cuts.log}))
+}
+
 fn hello(p: &Value) -> R<Value> {
     let asked = p.get("protocol").and_then(Value::as_i64).unwrap_or(-1);
     if asked != PROTOCOL {
@@ -556,6 +717,7 @@ fn dispatch(st: &mut State, method: &str, p: &Value) -> R<Value> {
         "evaluate" => evaluate(p),
         "vjp" => vjp(p),
         "jvp" => unsupported("Candle has no forward mode"),
+        "candle.varmap_model" => varmap_model(p),
         "train.create" => train_create(st, p),
         "train.backward" => train_backward(session(st, p)?, p),
         "train.grads" => train_grads(session(st, p)?),
