@@ -341,6 +341,8 @@ func dispatch(method string, raw json.RawMessage) (result interface{}, err error
 		return evaluate(p)
 	case "jvp":
 		return nil, unsupported("Gorgonia has no forward mode")
+	case "gorgonia.model":
+		return model(raw)
 	}
 	if h, ok := trainMethods[method]; ok {
 		return h(raw)

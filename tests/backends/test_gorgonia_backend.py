@@ -5,6 +5,7 @@ adapters/gorgonia/install.sh`` builds it; it needs Go)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -130,3 +131,67 @@ def test_go_measurements_and_reproducers():
                  "TestReproLogSumExp", "TestReproSoftmaxRowMax",
                  "TestReproSecondGradReusesTheFirst"):
         assert f"--- PASS: {name}" in proc.stdout, proc.stdout[-3000:]
+
+
+# ---- the flow map on a model written in Gorgonia (gorgonia_backend.check_model_flow) ----------
+def test_model_gradients_by_learnable_name_match_fd(gorgonia):
+    from gradcheck.backends.gorgonia_backend import MODEL_NAMES, check_model_flow
+
+    report = check_model_flow(gorgonia)
+    assert report.passed, [r.message for r in report.failures]
+    by = {r.name: r for r in report.results}
+    assert by["model.names"].details["extracted"] == sorted(MODEL_NAMES)
+    ratios = [by[f"model.grad.{n}"].discrepancy_ratio for n in MODEL_NAMES]
+    assert max(ratios) < 0.1, ratios
+    assert {by[f"flow.{n}"].details["flow"] for n in MODEL_NAMES} == {"flows"}
+    assert by["grad_norm"].status is Status.PASSED and by["grad_norm"].details["grad_norm"] > 0
+
+
+@pytest.mark.parametrize("mutant, failing, bug", [
+    ("model_swap", {"model.grad.fc1.weight", "model.grad.fc2.weight"},
+     "gradient disagrees with finite differences"),
+    ("model_norm_proxy", {"grad_norm"}, None),
+])
+def test_model_mutants_are_caught(mutant, failing, bug):
+    from gradcheck.backends.gorgonia_backend import check_model_flow
+
+    with _child({"GRADCHECK_GORGONIA_MUTANT": mutant}) as be:
+        failures = check_model_flow(be).failures
+    assert {r.name for r in failures} == failing
+    if bug:
+        assert all(r.details.get("bug_class") == bug for r in failures)
+    else:
+        assert "the monitor reports |loss|" in failures[0].message
+
+
+@contextlib.contextmanager
+def _child(env):
+    be = GorgoniaBackend(env=env)
+    try:
+        yield be
+    finally:
+        be.close()
+
+
+@pytest.mark.parametrize("via", ["constant", "input"])
+def test_model_host_round_trip_is_a_blocked_flow_finding_naming_the_stage(gorgonia, via):
+    from gradcheck.backends.gorgonia_backend import check_model_flow
+
+    report = check_model_flow(gorgonia, roundtrip=("hidden", via))
+    assert {r.name for r in report.failures} == {"flow.fc1.weight", "flow.fc1.bias"}
+    for r in report.failures:
+        assert r.details["bug_class"] == "host round trip blocks gradients"
+        assert r.details["cut_points"] == ["hidden"]
+        assert "host round trip at stage 'hidden'" in r.message
+        assert "gorgonia.Grad refused fc1.bias, fc1.weight" in r.message
+    assert {r.name: r for r in report.results}["model.grad.fc2.weight"].ok  # still flows
+    late = check_model_flow(gorgonia, roundtrip=("logits", via))
+    assert {r.name for r in late.failures} == {f"flow.{n}" for n in
+                                               ("fc1.bias", "fc1.weight", "fc2.bias",
+                                                "fc2.weight")}
+    assert all("stage 'logits'" in r.message for r in late.failures)
+    declared = check_model_flow(gorgonia, roundtrip=("hidden", via), declared=("hidden",))
+    assert declared.passed, [r.message for r in declared.failures]
+    assert any("blocked as declared" in r.message for r in declared.results)
+    with pytest.raises(ValueError, match="declared stage"):
+        check_model_flow(gorgonia, declared=("nowhere",))
