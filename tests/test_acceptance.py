@@ -23,20 +23,12 @@ import pytest
 
 from gradcheck import stream
 from gradcheck.report import model
+from tests._subprocess import child_env
 from tests.chromium import Browser, find_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ("tanh", "maximum")  # tanh@saturated has a known torch reference discrepancy
 BACKENDS = ("numpy", "torch")
-
-
-def _clean_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    for var in (stream.ENV_VAR, "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER",
-                "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
-        env.pop(var, None)
-    return env
 
 
 def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -46,7 +38,7 @@ def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
     for backend in BACKENDS:
         args += ["--backend", backend]
     return subprocess.run([sys.executable, "-m", "gradcheck.cli", *args], cwd=out.parent,
-                          env=_clean_env(), capture_output=True, text=True, timeout=600)
+                          env=child_env(), capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +107,7 @@ def test_the_merged_shards_give_exactly_the_counts_of_the_unsharded_run(main_job
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     merged = tmp_path / "merged"
     proc = subprocess.run([sys.executable, "-m", "gradcheck.cli", "report", *map(str, parts),
-                           "-o", str(merged)], env=_clean_env(), capture_output=True, text=True,
+                           "-o", str(merged)], env=child_env(), capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sharded = stream.read_streams(parts).checks

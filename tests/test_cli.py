@@ -7,7 +7,6 @@ rules, a (1 + 1e-3) mutant, a test failing outside any check) in a subprocess, a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,18 +18,14 @@ from gradcheck import stream
 from gradcheck._pytest_report import shard_of
 from gradcheck.cli import UsageError, find_suites, main
 from tests._report_data import SAMPLE_SUITE, numpy_results
+from tests._subprocess import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = {f"test_rule[{n}]" for n in ("exp", "sin", "tanh_mutant")} | {"test_outside_any_check"}
 
 
 def gradcheck_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    for var in (stream.ENV_VAR, "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER",
-                "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
-        env.pop(var, None)
-    return subprocess.run([sys.executable, "-m", "gradcheck.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "gradcheck.cli", *args], cwd=cwd, env=child_env(),
                           capture_output=True, text=True, timeout=300)
 
 

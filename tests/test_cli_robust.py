@@ -20,6 +20,7 @@ from gradcheck.cli import _parser, main
 from gradcheck.report import write_report
 from gradcheck.stream import StreamData
 from tests._report_data import numpy_results
+from tests._subprocess import child_env as _env
 from tests.test_cli import gradcheck_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,15 +40,6 @@ def test_slow(k):
     time.sleep(float(os.environ.get("GC_SLEEP", "60")))
 '''
 
-
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    for var in (stream.ENV_VAR, "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER",
-                "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST"):
-        env.pop(var, None)
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="module")

@@ -58,10 +58,10 @@ class GorgoniaBackend(ProcessBackend):
                  env: dict[str, str] | None = None) -> None:
         super().__init__(env=env, request_timeout=request_timeout)
 
-    def command(self) -> list[str]:
-        reason = unavailable_reason()
-        if reason:
-            raise NotImplementedError(f"backend 'gorgonia' is not available: {reason}")
+    def unavailable(self) -> str | None:
+        return unavailable_reason()
+
+    def child_argv(self) -> list[str]:
         return [str(binary_path())]
 
 

@@ -216,10 +216,24 @@ class ProcessBackend(Backend):
 
     # -- child management -------------------------------------------------------------------
     def command(self) -> list[str]:
-        """The argv that starts the child."""
-        if self._command is None:
-            raise NotImplementedError(f"{type(self).__name__} must define command()")
-        return self._command
+        """The argv that starts the child: the one given, else :meth:`child_argv` once
+        :meth:`unavailable` has no objection (an engine that is not built or installed here is
+        a ``NotImplementedError`` naming the reason, which the checks report as a skip)."""
+        if self._command is not None:
+            return self._command
+        reason = self.unavailable()
+        if reason:
+            raise NotImplementedError(f"backend {self.name!r} is not available: {reason}")
+        return self.child_argv()
+
+    def unavailable(self) -> str | None:
+        """Why the child cannot start here (None: it can); adapters of built engines override."""
+        return None
+
+    def child_argv(self) -> list[str]:
+        """The child's argv when none was given to the constructor; adapters override."""
+        raise NotImplementedError(f"{type(self).__name__} must define child_argv() or be given "
+                                  "a command")
 
     @property
     def child_pid(self) -> int | None:

@@ -60,8 +60,8 @@ class TfjsBackend(ProcessBackend):
     def __init__(self, *, request_timeout: float | None = None) -> None:
         super().__init__(cwd=str(adapter_dir()), request_timeout=request_timeout)
 
-    def command(self) -> list[str]:
-        reason = unavailable_reason()
-        if reason:
-            raise NotImplementedError(f"backend 'tfjs' is not available: {reason}")
+    def unavailable(self) -> str | None:
+        return unavailable_reason()
+
+    def child_argv(self) -> list[str]:
         return [str(node_executable()), str(adapter_dir() / "adapter.js")]
