@@ -94,6 +94,15 @@ class CheckResult:
         return self.status in (Status.PASSED, Status.INCONCLUSIVE, Status.SKIPPED)
 
     @property
+    def known(self) -> bool:
+        """A failed (or errored) check whose outcome is expected: a recorded known discrepancy
+        of the catalog (``details["known"]``, a strict xfail in the suites) or a documented
+        backend behaviour of the semantic probes (``details["known_behaviour"]``).  It keeps its
+        status; the report shows it as ``known`` and it does not fail a run."""
+        return self.status in (Status.FAILED, Status.ERROR) and bool(
+            self.details.get("known") or self.details.get("known_behaviour"))
+
+    @property
     def subject(self) -> str:
         """Human name of what was compared, e.g. ``VJP of output 0 w.r.t. input 1``."""
         label = _KIND_LABELS.get(self.kind, self.kind)

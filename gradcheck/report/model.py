@@ -29,12 +29,8 @@ COLUMNS = ("id", "status", "kind", "name", "backend", "device", "dtype", "test",
 
 
 def is_known(r: CheckResult) -> bool:
-    """A failed (or errored) check whose outcome is expected: a known discrepancy of the
-    catalog (``details["known"]``, a strict xfail in the suites: an engine whose backward
-    raises at that case errors) or a documented backend behaviour of the semantic probes
-    (``details["known_behaviour"]``)."""
-    return r.status in (Status.FAILED, Status.ERROR) and bool(
-        r.details.get("known") or r.details.get("known_behaviour"))
+    """:attr:`CheckResult.known`: an expected failure (a recorded known discrepancy)."""
+    return r.known
 
 
 def status_of(r: CheckResult) -> str:
@@ -43,7 +39,7 @@ def status_of(r: CheckResult) -> str:
 
 
 def is_bad(r: CheckResult) -> bool:
-    """A check that makes the run fail: failed (not known) or errored."""
+    """A check that makes the run fail: failed or errored, and not a known discrepancy."""
     return not r.ok and not is_known(r)
 
 
