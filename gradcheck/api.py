@@ -171,13 +171,16 @@ def check(
     passed to ``fn`` as keyword arguments on every evaluation and never differentiated (a
     :class:`NumpyFunction`'s ``vjp``/``jvp`` receive them too); the reproducer shows them.
 
-    ``fast=True`` screens first: the same probes compared against a cheap finite-difference
-    estimate (8 evaluations per probe, projected before extrapolating), the backend's primary
-    derivative paths only.  It passes only where that estimate converged below ``1e-11`` of the
-    compared terms and every comparison agrees; anything else (a disagreement, a suspected
-    kink, a float32/16 dtype) runs the full check, whose results are returned (with
-    ``details["fast_screen"]`` saying why).  What a passing screen does not run: the
-    eager-vs-functional and forward-vs-reverse comparisons (``docs/performance.md``).
+    Every float64 check screens first: the comparisons with finite differences are judged
+    against a cheap estimate (8 evaluations per probe, projected before extrapolating, streamed
+    in bounded batches), which passes only where it converged below ``1e-11`` of the compared
+    terms and every comparison agrees; anything else (a disagreement, a suspected kink, an
+    unresolved allowance) runs the full oracle, whose results are returned (with
+    ``details["screen"]`` saying why); float32/16 always run the full check.  The comparisons
+    of two AD values (forward vs reverse, eager vs functional) need no finite differences.
+    The cost does not grow with the input beyond the evaluations themselves
+    (``docs/cost-model.md``).  ``fast=True`` runs only the backend's primary derivative
+    paths (no eager-vs-functional or forward-vs-reverse comparison; ``details["fast_screen"]``).
 
     ``timeout`` (seconds, default none) limits the whole check: a function or an in-process
     adapter still running then is stopped and reported as an ``error`` result (on the main
@@ -254,6 +257,10 @@ def _comparison_lines(r: CheckResult, values: Shown) -> list[str]:
                      f"{rel}{over}")
     elif "localized" in d:
         lines.append(f"  localization: {d['localized']}")
+    if "rounding_level" in d:
+        lines.append(f"  at the rounding level: |difference| within {number(d['rounding_level'])}"
+                     " (docs/error-model.md section 5b): a rounding inconsistency of the rule, "
+                     "not a wrong rule")
     if r.worst:
         lines.append(f"  worst elements ({by_ad.removeprefix('by ')} vs "
                      f"{by_ref.removeprefix('by ')}, |difference|, allowed, ratio):")

@@ -109,9 +109,18 @@ def initial_step(x: np.ndarray, u: np.ndarray) -> float:
     their column of the Jacobian is estimated as 0, which is the derivative there.  The root
     mean squares are computed scaled (no overflow for ``|x| > 1e154``).
     """
-    rms_x = _rms(x[np.isfinite(x)])
+    return _step_from(_scale_of(x), u)
+
+
+def _scale_of(x: np.ndarray) -> float:
+    """``max(1, rms(x))`` over the finite entries (:func:`initial_step`)."""
+    finite = np.isfinite(x)
+    return max(1.0, _rms(x if bool(np.all(finite)) else x[finite]))
+
+
+def _step_from(scale: float, u: np.ndarray) -> float:
     rms_u = _rms(u) if u.size else 1.0
-    return _pow2_floor(_H0_FACTOR * max(1.0, rms_x) / max(rms_u, 1e-300))
+    return _pow2_floor(_H0_FACTOR * scale / max(rms_u, 1e-300))
 
 
 def _rms(a: np.ndarray) -> float:
@@ -128,7 +137,8 @@ def _pow2_floor(h: float) -> float:
     return float(2.0 ** np.floor(np.log2(h))) if h > 0 and np.isfinite(h) else h
 
 
-def representable_direction(x: np.ndarray, u: np.ndarray, h0: float, halvings: int) -> np.ndarray:
+def representable_direction(x: np.ndarray, u: np.ndarray, h0: float, halvings: int, *,
+                            grain: np.ndarray | None = None) -> np.ndarray:
     """Round ``u`` so that ``x +- h u`` is computed exactly for every step ``h = h0 / 2^k``,
     ``k <= halvings`` (``h0`` a power of two).
 
@@ -138,12 +148,19 @@ def representable_direction(x: np.ndarray, u: np.ndarray, h0: float, halvings: i
     ``spacing(x_j) 2^halvings``; the direction changes by a relative ~1e-8 at most, and the
     checks use the rounded direction for the AD side as well.  (A step that carries ``x_j`` into
     a larger binade can still round; that is rare and bounded by the usual ``eps |x|``.)
+    ``grain``: ``np.spacing(np.abs(x))`` when the caller rounds several directions at one point.
     """
-    grain = np.spacing(np.abs(x)) * 2.0**halvings
+    g = (np.spacing(np.abs(x)) if grain is None else grain) * 2.0**halvings  # a power of 2
     with np.errstate(all="ignore"):
-        d = np.round(h0 * u / grain) * grain
-    d = np.where(np.isfinite(d), d, h0 * u)
-    return d / h0
+        d = h0 * u
+        d /= g
+        np.round(d, out=d)
+        d *= g
+        bad = ~np.isfinite(d)
+        if np.any(bad):
+            d[bad] = h0 * u[bad]
+    d /= h0
+    return d
 
 
 @dataclass(frozen=True)
@@ -490,6 +507,10 @@ def _ahead(col: np.ndarray, rounding: np.ndarray) -> np.ndarray:
 # -- the fast screen's estimate ------------------------------------------------------------------
 
 SCREEN_LEVELS = 4
+# elements of the points (or outputs) one batched call of the screen's streamed table holds at
+# most: 2^21 float64 (16 MiB), one pair of points per call from n = 2^20 on (larger batches
+# are slower per point at n = 1e6: fresh allocations page-fault, and caches miss)
+BATCH_ELEMENTS = 2**21
 _SCREEN_H0_SHRINK = 2.0**-4  # the screen starts 16 times below the oracle's largest step
 
 
@@ -558,31 +579,64 @@ def projected_derivatives(
     raw = np.atleast_2d(np.asarray(directions, dtype=np.float64))
     W = np.asarray(projections, dtype=np.float64)
     f0 = np.asarray(f0, dtype=np.float64).ravel()
-    h = np.array([initial_step(x, u) * _SCREEN_H0_SHRINK for u in raw])
-    dirs = np.stack([representable_direction(x, u, hp, levels - 1)
+    scale = _scale_of(x)
+    h = np.array([_step_from(scale, u) * _SCREEN_H0_SHRINK for u in raw])
+    grain = np.spacing(np.abs(x))  # shared by every direction (representable_direction)
+    dirs = np.stack([representable_direction(x, u, hp, levels - 1, grain=grain)
                      for u, hp in zip(raw, h, strict=True)])
+    del grain
     steps = h[:, None] * 0.5 ** np.arange(levels)[None, :]
-    points = _table_points(x, dirs, steps)
     P, K = steps.shape
+    R = W.shape[1]
+    # the table is streamed: per call, as many (x + h u, x - h u) pairs as BATCH_ELEMENTS allow,
+    # reduced at once to the projected scalars; memory O(n + m) per pair, not O(P K (n + m))
+    central = np.empty((P, K, R))  # w . (f(x + h u) - f(x - h u)) / (2 h)
+    sums = np.empty((P, K, R))  # sum |w| (|f(x + h u)| + |f(x - h u)|)
+    second = np.empty((P, 2, R))  # w . (f(x + h u) + f(x - h u) - 2 f(x)) / h, last 2 levels
+    magnitude = np.empty((P, R))
+    pairs = [(p, k) for p in range(P) for k in range(K)]
+    aWs = np.abs(W)
+    f0x2 = 2 * f0  # exact
+    per_call = max(1, min(chunk // 2, BATCH_ELEMENTS // (2 * max(x.size, f0.size, 1))))
     with np.errstate(all="ignore"):
-        values = _evaluate(f_batch, points, chunk).reshape(P, 2, K, -1)
-        fp, fm = values[:, 0], values[:, 1]
+        for start in range(0, len(pairs), per_call):
+            block = pairs[start:start + per_call]
+            pts = np.empty((2 * len(block), x.size))
+            for b, (p, k) in enumerate(block):
+                np.multiply(dirs[p], steps[p, k], out=pts[2 * b])
+                np.subtract(x, pts[2 * b], out=pts[2 * b + 1])
+                pts[2 * b] += x
+            values = _evaluate_chunk(f_batch, pts)
+            del pts
+            if not values.flags.writeable:
+                values = values.copy()
+            d = np.empty(values.shape[1:])
+            for b, (p, k) in enumerate(block):
+                fp, fm = values[2 * b], values[2 * b + 1]
+                hk = steps[p, k]
+                aW = aWs[p]
+                np.subtract(fp, fm, out=d)
+                central[p, k] = W[p] @ d / (2 * hk)
+                if k == K - 1:
+                    np.abs(d, out=d)
+                    magnitude[p] = aW @ d / (2 * hk)
+                if k >= K - 2:
+                    np.add(fp, fm, out=d)
+                    d -= f0x2
+                    second[p, k - (K - 2)] = W[p] @ d / hk
+                np.abs(fp, out=fp)  # the values are not needed any more
+                np.abs(fm, out=fm)
+                sums[p, k] = aW @ fp + aW @ fm
+            del values, d
         hk = steps[:, :, None]
-        aW = np.abs(W)
-        a0 = np.abs(f0)
-        diff = fp - fm
-        central = np.einsum("pkm,prm->pkr", diff, W) / (2 * hk)
-        signs = np.einsum("pskm,prm->pskr", np.abs(values), aW)  # sum |w| |f(x +- h u)|
-        sums = signs[:, 0] + signs[:, 1]
         value, error = _richardson(central, EPS64 * sums / (2 * hk), 4.0)
-        magnitude = np.einsum("pm,prm->pr", np.abs(diff[:, -1]), aW) / (2 * steps[:, -1, None])
-        second = np.einsum("pkm,prm->pkr", fp[:, -2:] + fm[:, -2:] - 2 * f0, W) / hk[:, -2:]
-        round2 = EPS64 * (sums[:, -2:] + 2 * np.einsum("m,prm->pr", a0, aW)[:, None]) / hk[:, -2:]
+        a0 = aWs @ np.abs(f0)  # (P, R)
+        round2 = EPS64 * (sums[:, -2:] + 2 * a0[:, None]) / hk[:, -2:]
         jump = 2 * second[:, 1] - second[:, 0]
         bound = (_KINK_FACTOR * (2 * round2[:, 1] + round2[:, 0])
                  + _KINK_RELATIVE * 2 * magnitude)
     return ProjectedEstimate(value, error, magnitude, jump, bound, steps, central, dirs,
-                             len(points))
+                             2 * len(pairs))
 
 
 def jacobian(

@@ -281,6 +281,25 @@ def argument_conditioning_elements(sens_a: np.ndarray, sens_b: np.ndarray) -> np
     return 2.0 * np.minimum(np.abs(sens_a), np.abs(sens_b))
 
 
+# a failed comparison is at the rounding level (labelled so in reports, never excused) when its
+# discrepancy is within ROUNDING_GAMMA / RESOLUTION = 1600 eps of its scale: what the rounding
+# bound ROUNDING_GAMMA eps would allow for terms 1 / RESOLUTION = 100 times the scale, the
+# cancellation inside a rule that the final-terms model does not see (docs/error-model.md
+# section 5b); a wrong rule differs by far more (the checks are built to catch 1e-9 relative,
+# 2e4 times this level)
+ROUNDING_LEVEL = ROUNDING_GAMMA / RESOLUTION
+
+
+def rounding_level(discrepancy: float, terms: float, unit: float, dtype: str) -> float | None:
+    """The rounding level ``ROUNDING_LEVEL eps(dtype) max(terms, unit)`` of a comparison if its
+    ``discrepancy`` is within it, else ``None``.  ``terms``: the compared scalar's absolute
+    terms; ``unit``: ``||v|| ||u||``, the size ``v^T J u`` has for a Jacobian of norm 1 (the
+    scale where the exact derivative is 0 and the terms vanish: ``native_layer_norm`` of one
+    element)."""
+    level = ROUNDING_LEVEL * eps(dtype) * max(float(terms), float(unit))
+    return level if np.isfinite(level) and 0 < discrepancy <= level else None
+
+
 def resolved(model_allowed: float, terms: float, *, fd_error: float = 0.0,
              rounding_floor: float = 0.0, resolution: float = RESOLUTION) -> bool:
     """Whether a comparison can pass (``docs/error-model.md`` section 3b): the error model's

@@ -33,15 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd
+from .. import fd, tolerance
 from ..results import CheckKind, Status
 from .numeric import (
     _ad_scalars,
     _batch_fn,
+    _compare_alternatives,
     _Ctx,
+    _emit,
     _f0,
     _forward,
     _message,
+    _no_forward_mode,
     _out_slices,
     _probe_ratios,
     _probes,
@@ -58,9 +61,20 @@ def applies(ctx: _Ctx) -> bool:
     return ctx.dtype == "float64" and ctx.rule_dtype == "float64" and ctx.oracle is None
 
 
+def label(ctx: _Ctx) -> tuple[str, str]:
+    """The details key and the message label of the screen's results: ``fast_screen`` /
+    "fast screen" under ``fast=True``, ``screen`` / "projected screen" in the default check."""
+    return ("fast_screen", "fast screen") if ctx.cfg.fast else ("screen", "projected screen")
+
+
 def screen(ctx: _Ctx) -> str | None:
     """Run the screen; if every comparison passes, record the results on ``ctx`` and return
-    ``None``, else record nothing and return why the full check must run."""
+    ``None``, else record nothing and return why the full check must run.
+
+    In the default check (not ``fast``) the comparisons of two AD values run as well, with
+    no finite differences: forward vs reverse and eager vs functional (their verdict, a pass
+    or a failure, is recorded as in the full check; only the comparisons with the oracle
+    decide whether the screen hands over)."""
     pr = _probes(ctx)
     slices = _out_slices(ctx)
     f0 = _f0(ctx)
@@ -84,7 +98,10 @@ def screen(ctx: _Ctx) -> str | None:
         sources[CheckKind.VJP] = _reverse(ctx, pr, ctx.args64, np.float64, False)
     if "fwd" in ctx.cfg.modes and ctx.backend.supports_jvp:
         sources[CheckKind.JVP] = _forward(ctx, pr)
-    staged: list[dict[str, Any]] = []
+    cross = not ctx.cfg.fast
+    alt = (_reverse(ctx, pr, ctx.args64, np.float64, True)
+           if cross and CheckKind.VJP in sources else {})
+    staged: list[tuple[int, int, int, dict, list[dict[str, Any]]]] = []
     for r, i in enumerate(ctx.float_outs):
         for j in ctx.diff:
             e = est[j]
@@ -99,14 +116,30 @@ def screen(ctx: _Ctx) -> str | None:
                     return f"the backend's {kind.value.upper()} raised"
                 ad[kind] = vals
             terms = _terms(e.magnitude[:, r], ad)  # as the full check counts them
+            judged = []
             for kind, (s_ad, _) in ad.items():
                 verdict = _judge(ctx, kind, i, j, r, e, s_ad, terms)
                 if isinstance(verdict, str):
                     return verdict
-                staged.append(verdict)
-    for kw in staged:
-        res = ctx.result(**kw)
-        ctx.results[-1] = replace(res, message=_message(res, "fast screen"))
+                judged.append(verdict)
+            staged.append((i, j, r, ad, judged))
+    text = label(ctx)[1]
+    if "fwd" in ctx.cfg.modes and not ctx.backend.supports_jvp:
+        _no_forward_mode(ctx)
+    for i, j, r, ad, judged in staged:
+        for kw in judged:
+            res = ctx.result(**kw)
+            ctx.results[-1] = replace(res, message=_message(res, text))
+        if not cross:
+            continue
+        where = {"output_index": i, "input_index": j}
+        terms = _terms(est[j].magnitude[:, r], ad)
+        if CheckKind.VJP in ad and CheckKind.JVP in ad:
+            _emit(ctx, CheckKind.FWD_REV, where, ad[CheckKind.JVP][0], ad[CheckKind.VJP][0],
+                  np.zeros(len(terms)), terms, ctx.rule_dtype, (), pr, None)
+        if CheckKind.VJP in ad:
+            _compare_alternatives(ctx, where, alt, pr, i, j, ad[CheckKind.VJP][0],
+                                  est[j].magnitude[:, r])
     return None
 
 
@@ -120,21 +153,30 @@ def _judge(ctx: _Ctx, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEs
             return (f"{what}, probe {p}: the screen's FD error estimate {e_fd[p]:.3g} is above "
                     f"{SCREEN_FLOOR:g} x terms {terms[p]:.3g}")
     ratios, allows = _probe_ratios(ctx, s_ad, s_fd, e_fd, terms, "float64")
+    # resolution before verdict, as the full check judges it (the floor above implies it)
+    model = [tolerance.model_allowance(float(e_fd[p]), float(terms[p]), "float64").allowed
+             for p in range(len(s_ad))]
+    for p in range(len(s_ad)):
+        if not tolerance.resolved(model[p], float(terms[p])):
+            return (f"{what}, probe {p}: allowed error {model[p]:.3g} not resolved against "
+                    f"terms {terms[p]:.3g}")
+    resolution = max(m / float(t) if t > 0 else 0.0 for m, t in zip(model, terms, strict=True))
     for p, ratio in enumerate(ratios):
         if not (ratio <= 1.0 and np.isfinite(s_ad[p])):
             return (f"{what}, probe {p}: {float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, "
                     f"ratio {ratio:.3g}")
     p = int(np.argmax(ratios))
+    key, text = label(ctx)
     disc = abs(float(s_ad[p]) - float(s_fd[p]))
     rel = disc / abs(float(s_fd[p])) if s_fd[p] != 0 else (0.0 if disc == 0 else np.inf)
     return {
         "kind": kind.value, "status": Status.PASSED, "output_index": i, "input_index": j,
         "expected": float(s_fd[p]), "actual": float(s_ad[p]), "discrepancy": disc,
         "relative_discrepancy": float(rel), "allowed": allows[p].allowed,
-        "allowed_source": f"{allows[p].source} (fast screen)",
+        "allowed_source": f"{allows[p].source} ({text})",
         "discrepancy_ratio": float(ratios[p]),
         "convergence": tuple((float(h), float(c))
                              for h, c in zip(e.steps[p], e.table[p, :, r], strict=True)),
-        "details": {"probe": p, "probes": len(s_ad), "fast_screen": "passed",
+        "details": {"probe": p, "probes": len(s_ad), key: "passed", "resolution": resolution,
                     "fd_evaluations": e.evaluations},
     }

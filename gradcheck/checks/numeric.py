@@ -145,22 +145,25 @@ def run_numeric_checks(
 
 
 def _first_order_or_screen(ctx: _Ctx) -> None:
-    """The first-order checks: with ``fast``, the screen where it applies, and the full checks
-    where it cannot pass (their results then say why they ran)."""
-    if not ctx.cfg.fast:
-        _first_order(ctx)
-        return
+    """The first-order checks: the screen first where it applies (:mod:`._screen`; with
+    ``fast`` it is all that runs when it passes, in the default the comparisons of two AD
+    values run beside it), the full checks where it cannot pass (their results then say why
+    they ran, in ``details["screen"]``, ``details["fast_screen"]`` under ``fast``)."""
     from . import _screen  # imports this module
 
-    if not _screen.applies(ctx):
-        reason = f"the screen covers float64 rule checks only (dtype {ctx.dtype})"
-    else:
+    if _screen.applies(ctx):
         reason = _screen.screen(ctx)
         if reason is None:
             return
+    elif not ctx.cfg.fast:
+        _first_order(ctx)
+        return
+    else:
+        reason = f"the screen covers float64 rule checks only (dtype {ctx.dtype})"
+    key = _screen.label(ctx)[0]
     start = len(ctx.results)
     _first_order(ctx)
-    ctx.results[start:] = [replace(r, details={**r.details, "fast_screen": f"escalated: {reason}"})
+    ctx.results[start:] = [replace(r, details={**r.details, key: f"escalated: {reason}"})
                            for r in ctx.results[start:]]
 
 
@@ -199,7 +202,9 @@ def _prepare(base: _Ctx, inputs) -> _Ctx | None:
             return None
     np_dtype = _np_dtype(dtype)
     args_d = [a.astype(np_dtype) if k in diff else a for k, a in enumerate(args)]
-    args64 = [a.astype(np.float64) if k in diff else a for k, a in enumerate(args_d)]
+    # args_d is the check's own copy; in float64 args64 is the same array (no second copy)
+    args64 = [a.astype(np.float64, copy=False) if k in diff else a
+              for k, a in enumerate(args_d)]
     evaluate = ((lambda: backend.evaluate(fn, args64, device)) if oracle is None
                 else lambda: [np.asarray(o, dtype=np.float64) for o in _outputs(oracle(*args64))])
     before = [np.array(a, copy=True) for a in args64]
@@ -280,9 +285,9 @@ def _deterministic(base: _Ctx, evaluate: Callable[[], Any], outs64: Sequence[Any
     worst, where = 0.0, None
     for i, (a, b) in enumerate(zip(outs64, again, strict=True)):
         a, b = np.asarray(a), np.asarray(b)
-        if not _is_float(a):
-            continue
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        if not _is_float(a) or (a.shape == b.shape and np.array_equal(a, b, equal_nan=True)):
+            continue  # (the common case: bit-identical, one pass)
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
         if a64.shape != b64.shape:
             worst, where = float("inf"), i
             break
@@ -399,10 +404,15 @@ def _probes(ctx: _Ctx) -> _Probes:
     low = _np_dtype(ctx.dtype)
     # cotangents exactly representable in the dtype under test, so that the low-precision and
     # the float64 VJP of the rounding check see the same v
-    v = {i: [rng.standard_normal(np.shape(ctx.outs64[i])).astype(low).astype(np.float64)
+    v = {i: [_representable(rng.standard_normal(np.shape(ctx.outs64[i])), low)
              for _ in range(P)] for i in ctx.float_outs}
     u = {j: [rng.standard_normal(ctx.args64[j].shape) for _ in range(P)] for j in ctx.diff}
     return _Probes(v, u)
+
+
+def _representable(v: np.ndarray, low: Any) -> np.ndarray:
+    """``v`` rounded to the dtype ``low`` and back to float64 (no copy in float64)."""
+    return v if np.dtype(low) == np.float64 else v.astype(low).astype(np.float64)
 
 
 def _out_slices(ctx: _Ctx) -> dict[int, slice]:
@@ -436,10 +446,9 @@ def _batch_fn(ctx: _Ctx, j: int) -> Callable[[np.ndarray], np.ndarray]:
             rows = [_outputs(ctx.oracle(*[a[r] if b else a for a, b in pick]))
                     for r in range(len(X))]
             outs = [np.stack([np.asarray(row[k]) for row in rows]) for k in range(len(rows[0]))]
-        return np.concatenate(
-            [np.asarray(outs[i], dtype=np.float64).reshape(len(X), -1) for i in ctx.float_outs],
-            axis=1,
-        )
+        parts = [np.asarray(outs[i], dtype=np.float64).reshape(len(X), -1)
+                 for i in ctx.float_outs]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
     return f
 
@@ -447,7 +456,7 @@ def _batch_fn(ctx: _Ctx, j: int) -> Callable[[np.ndarray], np.ndarray]:
 def _cotangents(ctx: _Ctx, i: int, v: np.ndarray, dtype: Any) -> list[np.ndarray]:
     cts = []
     for k, o in enumerate(ctx.outs64):
-        cts.append(v.astype(dtype) if k == i else np.zeros(np.shape(o), dtype=dtype))
+        cts.append(np.asarray(v, dtype=dtype) if k == i else np.zeros(np.shape(o), dtype=dtype))
     return cts
 
 
@@ -471,7 +480,7 @@ def _checked_grads(ctx: _Ctx, grads: Sequence[Any], want: Sequence[np.ndarray], 
             raise ValueError(f"{what} returned shape {g.shape}, expected {a.shape}")
         if np.dtype(dtype) != np.float64 and not _has_dtype(g, np.dtype(dtype)):
             raise ValueError(f"{what} returned dtype {g.dtype}, expected {np.dtype(dtype)}")
-        out.append(g.astype(np.float64))
+        out.append(np.asarray(g, dtype=np.float64))  # no copy in float64
     if len(out) != len(want):
         raise ValueError(f"{what} returned {len(out)} arrays, expected {len(want)}")
     return out
@@ -566,9 +575,7 @@ def _first_order(ctx: _Ctx) -> None:
         if ctx.backend.supports_jvp:
             fwd = _forward(ctx, pr)
         else:
-            for j in ctx.diff:
-                ctx.result(CheckKind.JVP.value, Status.SKIPPED, input_index=j,
-                           message=f"backend {ctx.backend.name!r} declares no forward mode")
+            _no_forward_mode(ctx)
     alt = _reverse(ctx, pr, ctx.args64, np.float64, True) if "rev" in modes else {}
     low = None
     if ctx.dtype != "float64" and "rev" in modes:
@@ -576,6 +583,13 @@ def _first_order(ctx: _Ctx) -> None:
     for i in ctx.float_outs:
         for j in ctx.diff:
             _compare_pair(ctx, pr, i, j, slices[i], fds[j], rev, fwd, alt, low)
+
+
+def _no_forward_mode(ctx: _Ctx) -> None:
+    """One ``skipped`` JVP result per input: forward mode was asked for, the backend has none."""
+    for j in ctx.diff:
+        ctx.result(CheckKind.JVP.value, Status.SKIPPED, input_index=j,
+                   message=f"backend {ctx.backend.name!r} declares no forward mode")
 
 
 def _rounding_samples(ctx: _Ctx, pr: _Probes) -> dict[int, Any]:
@@ -850,6 +864,10 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
         details["oracle"] = oracle_note
     if round_dtype != ctx.dtype:
         details["computed_in"] = round_dtype
+    if not ok:
+        level = _rounding_level(ctx, where, pr, p, disc, float(magnitude[p]), round_dtype)
+        if level is not None:
+            details["rounding_level"] = level
     if not ok and kind in (CheckKind.VJP, CheckKind.JVP) and ctx.cfg.localize:
         worst, loc = _localize(ctx, kind, where["output_index"], where["input_index"])
         details.update(loc)
@@ -860,10 +878,23 @@ def _emit(ctx, kind, where, actual, expected, fd_err, magnitude, round_dtype, co
         convergence=conv[p] if conv else (), details=details,
     )
     message = _message(r, label)
+    if "rounding_level" in details:
+        message = (f"{message}; at the rounding level (|diff| within "
+                   f"{number(details['rounding_level'])}, {tolerance.ROUNDING_LEVEL:g} eps of "
+                   "the comparison's scale): a rounding inconsistency, not a wrong rule")
     if status is Status.INCONCLUSIVE:
         message = _unresolved_message(r, label, model[p], float(magnitude[p]), fd_err is not None
                                       and float(fd_err[p]) > 0)
     ctx.results[-1] = replace(r, message=message)
+
+
+def _rounding_level(ctx: _Ctx, where: dict, pr: _Probes, p: int, disc: float, terms: float,
+                    dtype: str) -> float | None:
+    """:func:`gradcheck.tolerance.rounding_level` of probe ``p``'s comparison."""
+    v = pr.v[where["output_index"]][p]
+    u = pr.u[where["input_index"]][p]
+    return tolerance.rounding_level(disc, terms, float(np.linalg.norm(v) * np.linalg.norm(u)),
+                                    dtype)
 
 
 def _rounding_floors(ctx: _Ctx, where: dict, pr: _Probes, fde: fd.FDEstimate | None,

@@ -1,0 +1,135 @@
+"""The cost model of ``docs/cost-model.md``, asserted by counting (never by timing).
+
+A counting adapter (the torch adapter, every evaluation and derivative row counted) runs the
+default check and the fast screen at several input sizes: the counts are the documented
+formulas and do not depend on n.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck import fd
+
+torch = pytest.importorskip("torch")
+
+from gradcheck.backends.torch_backend import TorchBackend  # noqa: E402
+
+
+class _Counting(TorchBackend):
+    """The torch adapter, counting the rows of every hook: ``f`` (evaluations of the function,
+    a batch counts its rows), ``vjp`` (cotangents through the primary reverse path), ``alt``
+    (through the alternative one, ``torch.func.vjp``), ``jvp`` (tangents)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def evaluate(self, fn, args, device):
+        self.calls["f"] += 1
+        return super().evaluate(fn, args, device)
+
+    def evaluate_batch(self, fn, args, batched, device):
+        self.calls["f"] += next(len(a) for a, b in zip(args, batched, strict=True) if b)
+        return super().evaluate_batch(fn, args, batched, device)
+
+    def vjp(self, fn, args, diff, cotangents, device):
+        self.calls["vjp"] += 1
+        return super().vjp(fn, args, diff, cotangents, device)
+
+    def vjp_batch(self, fn, args, diff, cotangents, device, vectorize=False):
+        self.calls["vjp"] += len(cotangents[0])
+        return super().vjp_batch(fn, args, diff, cotangents, device, vectorize)
+
+    def alternative_vjps_batch(self, fn, args, diff, cotangents, device):
+        self.calls["alt"] += len(cotangents[0])
+        return super().alternative_vjps_batch(fn, args, diff, cotangents, device)
+
+    def jvp(self, fn, args, diff, tangents, device):
+        self.calls["jvp"] += 1
+        return super().jvp(fn, args, diff, tangents, device)
+
+    def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
+        self.calls["jvp"] += len(tangents[0])
+        return super().jvp_batch(fn, args, diff, tangents, device, vectorize)
+
+
+def _f(x):
+    return torch.tanh(x) * 2 + torch.sin(x)
+
+
+def _counts(n: int, **kw) -> tuple[dict[str, int], gradcheck.Report]:
+    be = _Counting()
+    x = np.random.default_rng(n).standard_normal(n)
+    report = gradcheck.check(_f, x, backend=be, **kw)
+    return dict(be.calls), report
+
+
+# the torch adapter evaluates f once more, the first time it vmaps a function with a pattern of
+# batched arguments, to verify the batching (TorchBackend._check_vmap_row); a fresh adapter
+# per check, so every check here pays it
+_VMAP_CHECK = 1
+
+
+def _expected(probes: int, *, cross: bool) -> dict[str, int]:
+    """docs/cost-model.md, one input and one output: 2 evaluations at the point (the second
+    measures determinism), 2 x SCREEN_LEVELS per probe for the screen's table; one VJP and
+    one JVP per probe; in the default one more reverse path per probe (eager vs functional)."""
+    out = {"f": 2 + 2 * fd.SCREEN_LEVELS * probes + _VMAP_CHECK, "vjp": probes, "jvp": probes}
+    if cross:
+        out["alt"] = probes
+    return out
+
+
+@pytest.mark.parametrize("n", [10, 1000, 100_000])
+def test_default_check_cost_does_not_depend_on_n(n):
+    calls, report = _counts(n)
+    assert report.passed, report.summary()
+    kinds = sorted(r.kind for r in report.results)
+    # every comparison the default makes: reverse and forward against FD, forward vs reverse,
+    # eager vs functional; the two with FD judged by the screen, none escalated
+    assert kinds == ["eager_func", "fwd_rev", "jvp", "vjp"]
+    assert {r.details.get("screen") for r in report if r.kind in ("vjp", "jvp")} == {"passed"}
+    assert calls == _expected(3, cross=True)
+
+
+@pytest.mark.parametrize("n", [10, 1000, 100_000])
+@pytest.mark.parametrize("probes", [1, 3])
+def test_fast_check_cost_does_not_depend_on_n(n, probes):
+    calls, report = _counts(n, fast=True, probes=probes)
+    assert report.passed, report.summary()
+    assert sorted(r.kind for r in report.results) == ["jvp", "vjp"]
+    assert calls == _expected(probes, cross=False)
+
+
+def test_probes_and_modes_scale_the_counts_as_documented():
+    calls, _ = _counts(100, probes=5)
+    assert calls == _expected(5, cross=True)
+    calls, report = _counts(100, modes=("rev",))
+    assert sorted(r.kind for r in report.results) == ["eager_func", "vjp"]
+    assert calls == {k: v for k, v in _expected(3, cross=True).items() if k != "jvp"}
+
+
+def test_the_screen_streams_its_table_in_bounded_batches():
+    """Each batched call of the screen holds at most fd.BATCH_ELEMENTS elements of points
+    (one pair of points per call once n reaches half of it), whatever n."""
+    rows: list[int] = []
+
+    def f_batch(X):
+        rows.append(len(X))
+        return np.sin(X)
+
+    for n in (1000, fd.BATCH_ELEMENTS // 2, fd.BATCH_ELEMENTS):
+        rows.clear()
+        x = np.random.default_rng(0).standard_normal(n)
+        u = np.random.default_rng(1).standard_normal((2, n))
+        est = fd.projected_derivatives(f_batch, x, u, u[:, None, :], f0=np.sin(x))
+        assert sum(rows) == est.evaluations == 2 * 2 * fd.SCREEN_LEVELS
+        assert max(rows) * n <= max(fd.BATCH_ELEMENTS, 2 * n)
+        # and it estimates: w . (J u) = sum u_i^2 cos(x_i)
+        exact = np.array([(u[p] ** 2) @ np.cos(x) for p in range(2)])
+        np.testing.assert_allclose(est.value[:, 0], exact, rtol=1e-10)
