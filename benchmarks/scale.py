@@ -26,6 +26,8 @@ process: torch's own ~0.5 GB included, as for torch's contender).  Two columns p
 * ``warm``: a call at n = 16 first (the same lazy imports), then the timed call at n: the
   cost that grows with n.
 
+``warm cpu`` is the CPU time of the warm call (every contender is single-threaded, so on an
+idle machine it is the wall time; on a shared one it leaves out the waiting for a core).
 Ratios are to torch's fast mode in the same run and the same column.  ``caught`` is each tool's
 verdict on the (1 + 1e-7) backward mutant of f (``_common.torch_mutant``) at that n, in a
 fresh process too (up to ``--mutant-max-n``: a gradcheck failure runs the full oracle, whose
@@ -97,11 +99,11 @@ def child(tool: str, n: int, warm: bool, mutant: bool) -> None:
         _run_tool(tool, np.random.default_rng(1).standard_normal(16), f)
     x = np.random.default_rng(0).standard_normal(n)
     before = _rss_kib()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     passed = _run_tool(tool, x, f)
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({"seconds": seconds, "peak_gb": peak / 2**20,
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_gb": peak / 2**20,
                       "added_gb": (peak - before) / 2**20, "passed": passed}))
 
 
@@ -129,16 +131,18 @@ def _best(runs: list[dict]) -> dict:
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return runs[0]
-    return {"seconds": min(r["seconds"] for r in ok), "peak_gb": min(r["peak_gb"] for r in ok),
+    return {"seconds": min(r["seconds"] for r in ok), "cpu": min(r["cpu"] for r in ok),
+            "peak_gb": min(r["peak_gb"] for r in ok),
             "added_gb": min(r["added_gb"] for r in ok), "passed": ok[0]["passed"]}
 
 
 def sizes_table(sizes: list[int], reps: int, mutant_max_n: int) -> None:
-    print("f = 2 tanh(x) + sin(x), float64, CPU, one torch thread; seconds and peak RSS (GB) "
-          "of one call, each in a fresh process (fastest of", reps, "); x = ratio to torch "
-          "fast mode in the same column")
+    print(f"f = 2 tanh(x) + sin(x), float64, CPU, one torch thread; seconds and peak RSS (GB) "
+          f"of one call, each in a fresh process (fastest of {reps}); x = ratio to torch "
+          f"fast mode in the same column; load average {os.getloadavg()[0]:.1f}")
     head = (f"{'n':>9s} {'tool':11s} {'cold s':>7s} {'x':>5s} {'warm s':>7s} {'x':>5s} "
-            f"{'peak GB':>7s} {'x':>5s} {'+GB':>6s} {'correct':>7s} {'(1+1e-7)':>8s}")
+            f"{'warm cpu':>8s} {'x':>5s} {'peak GB':>7s} {'x':>5s} {'+GB':>6s} {'correct':>7s} "
+            f"{'(1+1e-7)':>8s}")
     print(head)
     for n in sizes:
         rows = {}
@@ -165,7 +169,8 @@ def sizes_table(sizes: list[int], reps: int, mutant_max_n: int) -> None:
                 continue
             print(f"{n:9d} {tool:11s} {c['seconds']:7.2f} "
                   f"{c['seconds'] / ref['cold']['seconds']:5.2f} {w['seconds']:7.2f} "
-                  f"{w['seconds'] / ref['warm']['seconds']:5.2f} {w['peak_gb']:7.2f} "
+                  f"{w['seconds'] / ref['warm']['seconds']:5.2f} {w['cpu']:8.2f} "
+                  f"{w['cpu'] / ref['warm']['cpu']:5.2f} {w['peak_gb']:7.2f} "
                   f"{w['peak_gb'] / ref['warm']['peak_gb']:5.2f} {w['added_gb']:6.2f} "
                   f"{'ok' if w['passed'] else 'FAILED':>7s} {caught[tool]:>8s}")
         sys.stdout.flush()

@@ -268,6 +268,56 @@ def directional_derivatives(
                       evaluations, dirs, noise)
 
 
+# elements of points and values one oracle call may hold at once before the directions are
+# estimated one at a time (:func:`directional_derivatives_split`): 2^24 (128 MiB of float64)
+SPLIT_ELEMENTS = 2**24
+
+
+def directional_derivatives_split(f_batch: BatchFn, x: np.ndarray, directions: np.ndarray,
+                                  **kw) -> FDEstimate:
+    """:func:`directional_derivatives`, one direction per call where all of them at once would
+    hold more than ``SPLIT_ELEMENTS`` elements of points and values (``P (6 + 2 levels)
+    (n + m)``, before the tables): each direction's estimate is independent of the others
+    (its noise, its retries, its elements' choices), so the result is the same but for the
+    retries, which a direction that converged no longer pays for.  Peak memory is then that of
+    one direction.  ``h0`` and ``noise`` (per direction) are split with the directions."""
+    raw = np.atleast_2d(np.asarray(directions, dtype=np.float64))
+    f0 = kw.get("f0")
+    m = x.size if f0 is None else np.size(f0)
+    levels = kw.get("levels", DEFAULT_LEVELS)
+    if len(raw) <= 1 or len(raw) * (6 + 2 * levels) * (x.size + m) <= SPLIT_ELEMENTS:
+        return directional_derivatives(f_batch, x, raw, **kw)
+    parts = []
+    for p in range(len(raw)):
+        sub = dict(kw)
+        for key in ("h0", "noise"):
+            value = kw.get(key)
+            if value is not None and np.ndim(value) > 0:
+                sub[key] = np.asarray(value)[p:p + 1]
+        parts.append(directional_derivatives(f_batch, x, raw[p:p + 1], **sub))
+    return _stack(parts)
+
+
+def _stack(parts: list[FDEstimate]) -> FDEstimate:
+    """The estimates of single directions as one; rows of ``steps`` / ``table`` of directions
+    that were retried fewer times are padded with NaN (no step there)."""
+    width = max(e.steps.shape[1] for e in parts)
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        if a.shape[1] == width:
+            return a
+        fill = np.full((a.shape[0], width - a.shape[1]) + a.shape[2:], np.nan)
+        return np.concatenate([a, fill], axis=1)
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(e, name) for e in parts])
+
+    return FDEstimate(cat("value"), cat("error"), cat("curvature"), cat("kink"), cat("left"),
+                      cat("right"), np.concatenate([pad(e.steps) for e in parts]),
+                      np.concatenate([pad(e.table) for e in parts]),
+                      sum(e.evaluations for e in parts), cat("directions"), cat("noise"))
+
+
 # 4th differences over three windows of the 7 points x + t delta u, t = -3..3, and the 6th
 # difference over all of them; for independent noise of size s each has standard deviation
 # s * sqrt(sum of squared coefficients) (sqrt(70), sqrt(924)).

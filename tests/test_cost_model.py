@@ -133,3 +133,32 @@ def test_the_screen_streams_its_table_in_bounded_batches():
         # and it estimates: w . (J u) = sum u_i^2 cos(x_i)
         exact = np.array([(u[p] ** 2) @ np.cos(x) for p in range(2)])
         np.testing.assert_allclose(est.value[:, 0], exact, rtol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+def test_the_full_oracle_split_by_direction_estimates_the_same(monkeypatch):
+    """Large inputs run the full oracle one direction at a time (memory of one direction):
+    every direction's estimate is what the joint call gives; only retries that a converged
+    direction does not need are saved."""
+    rng = np.random.default_rng(3)
+    x = np.abs(rng.standard_normal(40)) + 1
+    x[0] = 1e-3  # log near 0: retried, but only along the direction that moves it
+    u = rng.standard_normal((3, 40))
+    u[1:, 0] = 0.0
+
+    def f(X):
+        return np.log(X) + np.sin(3 * X)
+
+    joint = fd.directional_derivatives(f, x, u, f0=f(x[None])[0])
+    monkeypatch.setattr(fd, "SPLIT_ELEMENTS", 0)
+    split = fd.directional_derivatives_split(f, x, u, f0=f(x[None])[0])
+    for name in ("value", "error", "kink", "curvature", "directions", "noise"):
+        np.testing.assert_array_equal(getattr(split, name), getattr(joint, name))
+    L = fd.DEFAULT_LEVELS
+    assert joint.steps.shape == (3, 2 * L)  # all three retried together
+    assert split.evaluations == joint.evaluations - 2 * 2 * L  # two of them need not be
+    assert split.steps.shape == joint.steps.shape and split.table.shape == joint.table.shape
+    assert np.isnan(split.steps).sum(axis=1).tolist() == [0, L, L]
+    finite = np.isfinite(split.steps)
+    np.testing.assert_array_equal(split.steps[finite], joint.steps[finite])

@@ -129,7 +129,7 @@ def _second(ctx: _Ctx, j: int, fde: fd.FDEstimate) -> fd.FDEstimate | None:
     if j not in ctx.confirmations:
         small: fd.FDEstimate | None = None
         try:
-            est = fd.directional_derivatives(
+            est = fd.directional_derivatives_split(
                 _batch_fn(ctx, j), ctx.args64[j].ravel(), fde.directions,
                 h0=fde.steps[:, 0] * _SHRINK, retries=0, f0=_f0(ctx), noise=fde.noise)
             if np.array_equal(est.directions, fde.directions):

@@ -561,7 +561,7 @@ def _first_order(ctx: _Ctx) -> None:
     fds: dict[int, Any] = {}
     for j in ctx.diff:
         try:
-            fds[j] = fd.directional_derivatives(
+            fds[j] = fd.directional_derivatives_split(
                 _batch_fn(ctx, j), ctx.args64[j].ravel(),
                 np.stack([u.ravel() for u in pr.u[j]]), f0=_f0(ctx))
         except Exception as exc:
@@ -953,7 +953,7 @@ def _convergence(fde: fd.FDEstimate, p: int, v: np.ndarray, sl: slice
                  ) -> tuple[tuple[float, float], ...]:
     """(step, projected central difference) along probe ``p``: the reported probe's table."""
     return tuple((float(h), float(v @ fde.table[p, k, sl]))
-                 for k, h in enumerate(fde.steps[p]))
+                 for k, h in enumerate(fde.steps[p]) if np.isfinite(h))  # NaN: no such step
 
 
 # -- localization ------------------------------------------------------------------------------
