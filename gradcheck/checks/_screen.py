@@ -110,11 +110,18 @@ def screen(ctx: _Ctx) -> str | None:
             if np.any(e.kink[:, r]):
                 return f"output {i} / input {j}: one-sided derivatives differ (possible kink)"
             ad: dict[CheckKind, tuple[np.ndarray, np.ndarray]] = {}
+            skipped: list[dict[str, Any]] = []
             for kind, source in sources.items():
                 vals = _ad_scalars(kind, source, pr, i, j)
-                if isinstance(vals, Exception):
+                if isinstance(vals, NotImplementedError):  # skipped, as in the full check
+                    skipped.append({"kind": kind.value, "status": Status.SKIPPED,
+                                    "output_index": i, "input_index": j, "message": str(vals)})
+                elif isinstance(vals, Exception):
                     return f"the backend's {kind.value.upper()} raised"
-                ad[kind] = vals
+                else:
+                    ad[kind] = vals
+            if not ad:
+                return f"output {i} / input {j}: no derivative to compare"
             terms = _terms(e.magnitude[:, r], ad)  # as the full check counts them
             judged = []
             for kind, (s_ad, _) in ad.items():
@@ -122,14 +129,15 @@ def screen(ctx: _Ctx) -> str | None:
                 if isinstance(verdict, str):
                     return verdict
                 judged.append(verdict)
-            staged.append((i, j, r, ad, judged))
+            staged.append((i, j, r, ad, skipped + judged))
     text = label(ctx)[1]
     if "fwd" in ctx.cfg.modes and not ctx.backend.supports_jvp:
         _no_forward_mode(ctx)
     for i, j, r, ad, judged in staged:
         for kw in judged:
             res = ctx.result(**kw)
-            ctx.results[-1] = replace(res, message=_message(res, text))
+            if res.status is Status.PASSED:
+                ctx.results[-1] = replace(res, message=_message(res, text))
         if not cross:
             continue
         where = {"output_index": i, "input_index": j}
