@@ -170,9 +170,9 @@ def sizes_table(sizes: list[int], reps: int, mutant_max_n: int) -> None:
             if "error" in c or "error" in w:
                 print(f"{n:9d} {tool:11s} error: {c.get('error') or w.get('error')}")
                 continue
-            print(f"{n:9d} {tool:11s} {c['seconds']:7.2f} "
-                  f"{c['seconds'] / ref['cold']['seconds']:5.2f} {w['seconds']:7.2f} "
-                  f"{w['seconds'] / ref['warm']['seconds']:5.2f} {w['cpu']:8.2f} "
+            print(f"{n:9d} {tool:11s} {c['seconds']:7.3g} "
+                  f"{c['seconds'] / ref['cold']['seconds']:5.2f} {w['seconds']:7.3g} "
+                  f"{w['seconds'] / ref['warm']['seconds']:5.2f} {w['cpu']:8.3g} "
                   f"{w['cpu'] / ref['warm']['cpu']:5.2f} {w['peak_gb']:7.2f} "
                   f"{w['peak_gb'] / ref['warm']['peak_gb']:5.2f} {w['added_gb']:6.2f} "
                   f"{'ok' if w['passed'] else 'FAILED':>7s} {caught[tool]:>8s}")
