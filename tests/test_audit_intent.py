@@ -118,15 +118,19 @@ def test_declared_stop_that_does_not_happen_is_flagged():
 
 # -- surrogate gradients ---------------------------------------------------------------------
 
-class _Reverse(torch.autograd.Function):
+class _Identity(torch.autograd.Function):
+    """Identity forward; backward by ``mode``: "reverse" (-g), "clip" (g clamped to 0.02), or
+    "plain" (g: a reversal or clip that was forgotten)."""
+
     @staticmethod
-    def forward(ctx, x, negate):
-        ctx.negate = negate
+    def forward(ctx, x, mode):
+        ctx.mode = mode
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, g):
-        return (-g if ctx.negate else g), None
+        out = {"reverse": -g, "clip": g.clamp(-0.02, 0.02), "plain": g}[ctx.mode]
+        return out, None
 
 
 class DANN(nn.Module):
@@ -141,7 +145,7 @@ class DANN(nn.Module):
 def _dann(declare: bool, negate: bool):
     def loss(m, x):
         f = torch.tanh(m.feat(x))
-        r = _Reverse.apply(f, negate)
+        r = _Identity.apply(f, "reverse" if negate else "plain")
         if declare:
             r = gradcheck.surrogate(r, gradient_of=-f, label="gradient reversal")
         return (m.label(f) ** 2).mean() + (m.domain(r) ** 2).mean()
@@ -296,3 +300,21 @@ def test_data_use_is_a_located_cut_point():
     assert "Tensor.data" in r.message and "test_audit_intent.py:" in r.message
     fine = lambda m, x: (m[1](torch.tanh(x @ m[0].weight.T)) ** 2).mean()  # noqa: E731
     assert audit(model, fine, _x(), backend="torch")["0.weight"].status.value == "flows"
+
+
+def _clip_vjp_loss(clip: bool, declare: bool):
+    def loss(m, x):
+        h = _Identity.apply(torch.tanh(m[0](x)), "clip" if clip else "plain")
+        if declare:
+            h = gradcheck.surrogate(h, vjp=lambda g: g.clamp(-0.02, 0.02), label="clipped VJP")
+        return torch.sin(3 * m[1](h)).mean()
+    return loss
+
+
+def test_custom_vjp_that_clips_pair():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 1))
+    _ok(audit(model, _clip_vjp_loss(True, True), _x(), backend="torch"))
+    bad = audit(model, _clip_vjp_loss(False, True), _x(), backend="torch")
+    assert "declared stop that does not happen" in _bugs(bad)
+    assert not audit(model, _clip_vjp_loss(True, False), _x(), backend="torch").passed

@@ -273,3 +273,38 @@ def test_user_clip_function_pair_jax():
     bad = gradcheck.check_clip_function(naive, backend="jax")
     assert {"clip.threshold_validation", "clip.low_precision_norm[float16:large]"} <= {
         r.name for r in bad.failures}
+
+
+@jax.custom_vjp
+def _clip_grad(x):
+    return x
+
+
+_clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -0.05, 0.05),))
+
+
+@jax.custom_vjp
+def _unclipped(x):
+    return x
+
+
+_unclipped.defvjp(lambda x: (x, None), lambda _, g: (g,))  # BUG: the clip was forgotten
+
+
+def _clipped_vjp(fn, declare: bool):
+    def f(p, x):
+        h = fn(jnp.tanh(x @ p["w1"] + p["b1"]))
+        if declare:
+            h = gradcheck.surrogate(h, vjp=lambda g: jnp.clip(g, -0.05, 0.05),
+                                    label="gradient clip in backward")
+        return jnp.mean(jnp.sin(3 * h @ p["w2"]))
+    return f
+
+
+def test_custom_vjp_that_clips_pair_jax():
+    x = _batch()[0]
+    _ok(audit(_params(), _clipped_vjp(_clip_grad, True), x, backend="jax"), steps=False)
+    bad = audit(_params(), _clipped_vjp(_unclipped, True), x, backend="jax")
+    assert any(r.message.startswith("[declared stop that does not happen]")
+               for r in bad.failures), [r.message for r in bad.failures]
+    assert not audit(_params(), _clipped_vjp(_clip_grad, False), x, backend="jax").passed

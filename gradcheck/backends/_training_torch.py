@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -273,7 +274,7 @@ class _CutRecorder(TorchFunctionMode):
 def _in_custom_function() -> bool:
     """Inside a custom ``autograd.Function.forward`` (grad mode is off there by design: the
     Function supplies its own backward, so it is not a cut)."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_name == "apply" and frame.f_code.co_filename.endswith(
                 os.path.join("autograd", "function.py")):
@@ -285,7 +286,7 @@ def _in_custom_function() -> bool:
 def _user_frame() -> str:
     """``file:line`` of the innermost frame outside torch and gradcheck."""
     skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(skip) and "contextlib" not in path:

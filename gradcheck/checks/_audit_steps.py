@@ -118,7 +118,7 @@ def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
     a = assess(reported, norm, norm + abs(reported), hooks.dtype)
     bug, hint = BugClass.NORM_NOT_GLOBAL_L2, ""
     if not a.ok:
-        bug, hint = _diagnose_monitor(reported, norm, grads, loss, hooks.dtype)
+        bug, hint = _diagnose(reported, norm, grads, loss, hooks.dtype)
     ctx.record("grad_norm", a, kind=kind, bug=bug,
                what=f"{how} ({reported:.6g}) vs the global L2 norm of all parameter "
                     f"gradients recomputed in float64 ({norm:.6g}){hint}",
@@ -126,7 +126,7 @@ def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
     return norm
 
 
-def _diagnose_monitor(reported: float, norm: float, grads: Mapping[str, np.ndarray],
+def _diagnose(reported: float, norm: float, grads: Mapping[str, np.ndarray],
                       loss: float | None, dtype: str) -> tuple[BugClass, str]:
     if loss is not None:
         for label, value in (("sqrt(|loss|)", abs(loss) ** 0.5), ("|loss|", abs(loss)),

@@ -119,9 +119,10 @@ def _clone(v: Any) -> Any:
 def snapshot(objs: Iterable[Any]) -> list[tuple[Any, Any]]:
     """The state of each object, to :func:`restore` bitwise."""
     opt_kind = _kinds()[0]
-    out = []
-    for o in objs:
+    out: list[tuple[Any, Any]] = []
+    for o in list[Any](objs):
         if opt_kind and isinstance(o, opt_kind):
+            o = _as_any(o)
             state = {p: {k: _clone(v) for k, v in s.items()} for p, s in o.state.items()}
             groups = [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
                       for g in o.param_groups]
@@ -129,6 +130,10 @@ def snapshot(objs: Iterable[Any]) -> list[tuple[Any, Any]]:
         else:
             out.append((o, ("state_dict", copy.deepcopy(o.state_dict()))))
     return out
+
+
+def _as_any(o: Any) -> Any:
+    return o
 
 
 def restore(snap: list[tuple[Any, Any]]) -> None:

@@ -306,6 +306,13 @@ class _Float64Side:
             with _intent.session("record") as rec:
                 self.hooks.evaluate_eagerly(loss_fn, self.batch)
             self.seen = rec.seen
+            capture = _intent.capture_cotangents
+            if ctx.backend.name == "jax":
+                from ..backends._jax_x64 import x64
+
+                capture = x64(capture)
+            with self.hooks.seeded():
+                capture(self.hooks.model, loss_fn, (self.batch,), self.seen)
             self.fd_loss = _intent.freezing(loss_fn, self.seen)
 
     def projections(self, name: str, salt: int, plain: bool = False
@@ -367,7 +374,7 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
     if status is FlowStatus.FLOWS:
         check = _gradient_check(ctx, name, side.grads[name], U, s_fd, e_fd, kink, mine,
                                 declared_here, side.noisy)
-    message = _flow_message(name, status, ad_norm, dependence, noise, trainable, mine)
+    message = _flow_message(name, status, ad_norm, dependence, noise, trainable, mine, ad_proj)
     if by_marker:
         message = (f"{name!r}: blocked as intended: the loss depends on it (FD {dependence:.3g}) "
                    f"only through values declared stopped ({by_marker})")
@@ -427,12 +434,13 @@ _FLOW_OK = (FlowStatus.FLOWS, FlowStatus.BLOCKED_AS_INTENDED)
 
 
 def _flow_message(name: str, status: FlowStatus, ad_norm: float, dep: float, noise: float,
-                  trainable: bool, cuts: tuple[str, ...]) -> str:
-    fd_txt = f"FD dependence {dep:.3g} (noise {noise:.3g})"
+                  trainable: bool, cuts: tuple[str, ...], ad_proj: float = float("nan")) -> str:
+    fd_txt = f"FD dependence max|<grad,u>| {dep:.3g} (noise {noise:.3g})"
     where = f"; cut points on its path: {'; '.join(cuts)}" if cuts else ""
     frozen = "" if trainable else " (requires_grad=False)"
     return {
-        FlowStatus.FLOWS: f"{name!r}: gradient flows (|AD grad| {ad_norm:.3g}, {fd_txt})",
+        FlowStatus.FLOWS: f"{name!r}: gradient flows (|grad| {ad_norm:.3g}; along the random "
+                          f"directions max|<grad,u>| AD {ad_proj:.3g} vs {fd_txt})",
         FlowStatus.BLOCKED_AS_INTENDED: f"{name!r}: blocked as declared in stop_gradient "
                                         f"({fd_txt}){frozen}",
         FlowStatus.BLOCKED_UNINTENTIONALLY: f"{name!r}: the loss depends on it ({fd_txt}) but "
