@@ -308,3 +308,48 @@ def test_custom_vjp_that_clips_pair_jax():
     assert any(r.message.startswith("[declared stop that does not happen]")
                for r in bad.failures), [r.message for r in bad.failures]
     assert not audit(_params(), _clipped_vjp(_clip_grad, False), x, backend="jax").passed
+
+
+def test_user_grad_norm_and_accumulation_pairs_jax():
+    def norm(g):
+        return float(jnp.sqrt(sum(jnp.sum(jnp.square(v.astype(jnp.promote_types(
+            v.dtype, jnp.float32)))) for v in g.values())))
+
+    def summed_norms(g):  # BUG: sum of per-parameter norms
+        return float(sum(jnp.linalg.norm(v) for v in g.values()))
+
+    assert gradcheck.check_grad_norm_function(norm, backend="jax").passed
+    assert not gradcheck.check_grad_norm_function(summed_norms, backend="jax").passed
+
+    def mean_grad(p, loss_fn, mbs):
+        gs = [jax.grad(loss_fn)(p, b) for b in mbs]
+        return {k: sum(g[k] for g in gs) / len(gs) for k in p}
+
+    def summed(p, loss_fn, mbs):  # BUG: not divided by the number of micro-batches
+        gs = [jax.grad(loss_fn)(p, b) for b in mbs]
+        return {k: sum(g[k] for g in gs) for k in p}
+
+    assert gradcheck.check_accumulation_function(mean_grad, backend="jax").passed
+    bad = gradcheck.check_accumulation_function(summed, backend="jax")
+    assert bad.failures[0].message.startswith("[micro-batch gradients summed")
+
+
+def test_jax_audit_leaves_params_and_numpy_rng_as_found():
+    from gradcheck.backends._seeding import rng_states, same_rng_states
+
+    p = _params()
+    before = {k: np.asarray(v).copy() for k, v in p.items()}
+    np.random.seed(7)
+    rng = rng_states()
+
+    def noisy_numpy_loss(q, b):  # draws from the global NumPy RNG (seeded by the audit)
+        x, y = b
+        w = np.random.default_rng(np.random.randint(2 ** 31)).normal(size=y.shape)
+        return jnp.mean(((jnp.tanh(x @ q["w1"] + q["b1"]) @ q["w2"]) - y) ** 2 * (1 + 0.1 * w))
+
+    report = audit(p, noisy_numpy_loss, _batch(), backend="jax",
+                   train_step=TrainStep(lambda q, b: {k: q[k] - 0.05 * grad(q, b)[k] for k in q},
+                                        lr=0.05))
+    assert same_rng_states(rng, rng_states())
+    assert all(np.array_equal(np.asarray(p[k]), before[k]) for k in p)
+    assert report["w1"].gradient_check is Status.PASSED
