@@ -219,6 +219,41 @@ def partial_optimizer(bug: bool):
     return make
 
 
+def loss_scaled_down(bug: bool):
+    def make(model):
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+        def step(m, b):
+            opt.zero_grad()
+            (mse(m, b) / 1024).backward()
+            if not bug:  # BUG when missing: the 1/1024 loss scale is never undone
+                for p in m.parameters():
+                    p.grad.mul_(1024)
+            opt.step()
+        return step, {}
+    return make
+
+
+class _Learner(nn.Module):
+    """A model that owns its optimizer and exposes its step as a method."""
+
+    def __init__(self, bug: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=LR, momentum=0.9)
+        self.bug = bug
+
+    def forward(self, x):
+        return self.net(x)
+
+    def step(self, m, b):
+        if not self.bug:
+            self.opt.zero_grad()  # BUG when missing
+        mse(m, b).backward()
+        self.opt.step()
+
+
 PAIRS = {
     "momentum_no_zero_grad": (lambda bug: momentum(bug, clip=False),
                               "reset that does not reset", {"max_norm": None}),
@@ -236,6 +271,8 @@ PAIRS = {
     "stale_gradient_cache": (stale_cache, "step uses state captured at an earlier step",
                              {"max_norm": None, "steps": 3}),
     "layer_missing_from_optimizer": (partial_optimizer, None, {"max_norm": None}),
+    "loss_scale_not_undone": (loss_scaled_down, "loss scale not removed from the step",
+                              {"max_norm": None}),
 }
 
 
@@ -247,6 +284,18 @@ def test_step_pair(case):
     _flagged(_run(make(True), **kw), bug)
 
 
+def test_optimizer_owned_by_the_model_is_found_pair():
+    for bug in (False, True):
+        model = _Learner(bug)
+        report = audit(model, mse, _batch(), backend="torch",
+                       train_step=TrainStep(model.step, steps=2))
+        steps = {r.name: r for r in _step_results(report)}
+        assert "torch.optim.SGD(lr=0.05, momentum=0.9)" in \
+            steps["train_step.effective_step"].message
+        assert (steps["train_step.repeatable"].status is Status.FAILED) is bug
+        assert not model.opt.state  # restored: no momentum buffers left by the audit
+
+
 def test_diagnoses_name_the_factor():
     msg = _flagged(_run(micro_batches(True), max_norm=None))
     assert "4 micro-batch gradients summed" in msg and "per parameter" in msg
@@ -256,6 +305,8 @@ def test_diagnoses_name_the_factor():
     assert "post-clip norm always equals max_norm" in msg
     msg = _flagged(_run(partial_optimizer(True), max_norm=None))
     assert "0.weight 0 (not updated)" in msg
+    msg = _flagged(_run(loss_scaled_down(True), max_norm=None))
+    assert "2^10 = 1024" in msg and "never scaled back" in msg
 
 
 def test_optimizer_scheduler_scaler_and_model_left_as_found():

@@ -82,8 +82,13 @@ def discover(fn: Any, declared: Iterable[Any] = ()) -> list[Any]:
             for o in obj.values():
                 walk(o, depth + 1)
             return
+        if _is_module(obj):  # e.g. a step written as a method of the model: its attributes
+            for k, o in vars(obj).items():
+                if k not in ("_parameters", "_buffers", "_modules"):
+                    walk(o, depth + 1)
+            return
         if callable(obj) and hasattr(obj, "__dict__") and not isinstance(obj, type) \
-                and not isinstance(obj, types.ModuleType) and not _is_module(obj):
+                and not isinstance(obj, types.ModuleType):
             walk(type(obj).__call__, depth)
             for o in vars(obj).values():
                 walk(o, depth + 1)

@@ -76,8 +76,9 @@ def diagnose(actual: Mapping[str, np.ndarray], mag: Mapping[str, np.ndarray], dt
                       "left in (GradScaler: scaler.step(optimizer), or scaler.unscale_ before "
                       "clipping)", {"scale": float(2 ** k)}))
         cands.append((BugClass.LOSS_SCALE_NOT_REMOVED,
-                      f": the step applied the gradient divided by 2^{k} = {2 ** k}: a loss "
-                      "scale removed twice", {"scale": float(2.0 ** -k)}))
+                      f": the step applied the gradient divided by 2^{k} = {2 ** k}: the loss "
+                      f"was scaled down by {2 ** k} and never scaled back (or a loss scale "
+                      "removed twice)", {"scale": float(2.0 ** -k)}))
     for k in range(3, 65):
         cands.append((BugClass.MICRO_BATCHES_SUMMED,
                       f": the step applied {k} x the gradient: {k} micro-batch gradients summed "
