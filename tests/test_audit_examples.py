@@ -38,3 +38,10 @@ def test_jax_steps_example(capsys):
     assert "momentum, state threaded, 3 steps: 12 checks: 11 passed, 1 skipped" in out
     assert "[step uses state captured at an earlier step]" in out
     assert "FAILED clip.threshold_validation" in out
+
+
+def test_randomness_example(capsys):
+    out = _out("randomness", capsys)
+    assert "both heads train the first layer: 14 checks: 13 passed, 1 skipped" in out
+    assert "[partial stop or surrogate gradient not declared]" in out
+    assert "[nondeterministic under a controlled RNG]" in out
