@@ -23,9 +23,17 @@ from .backends import (
     known_backends,
 )
 from .backends.training import ClipSemantics, CutPoint, NumpyLoss, TrainingHooks
+from .checks._intent import stopped, surrogate
+from .checks._optimizers import SGD, Adam, AdamW
 from .checks._probing import BugClass
-from .checks.audit import AuditReport, FlowStatus, ParameterFlow, TrainStep, audit
+from .checks._step_model import TargetUpdate, Tie
+from .checks.audit import AfterBackward, AuditReport, FlowStatus, ParameterFlow, TrainStep, audit
 from .checks.semantics import check_semantics, semantics_table
+from .checks.utilities import (
+    check_accumulation_function,
+    check_clip_function,
+    check_grad_norm_function,
+)
 from .errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckKind, CheckResult, Report, Status, WorstElement
 
@@ -33,7 +41,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Accumulation",
+    "Adam",
+    "AdamW",
+    "AfterBackward",
     "AuditReport",
+    "SGD",
+    "TargetUpdate",
+    "Tie",
+    "stopped",
+    "surrogate",
     "BugClass",
     "ClipSemantics",
     "CutPoint",
@@ -43,6 +59,9 @@ __all__ = [
     "TrainStep",
     "TrainingHooks",
     "audit",
+    "check_accumulation_function",
+    "check_clip_function",
+    "check_grad_norm_function",
     "check_semantics",
     "semantics_table",
     "Backend",

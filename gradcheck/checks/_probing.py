@@ -48,6 +48,15 @@ class BugClass(str, enum.Enum):
     UNUSED_PARAMETER = "parameter without gradient or effect"
     LOSS_PROXY_NORM = "loss-proxy gradient norm"
     WRONG_NAME = "gradient extracted under a name other than the registered one"
+    NONDETERMINISTIC = "nondeterministic under a controlled RNG"
+    UNDECLARED_PARTIAL_STOP = "partial stop or surrogate gradient not declared"
+    DECLARED_STOP_MISSING = "declared stop that does not happen"
+    LOSS_SCALE_NOT_REMOVED = "loss scale not removed from the step"
+    MICRO_BATCHES_SUMMED = "micro-batch gradients summed, not averaged"
+    TWO_UPDATES = "two optimizer updates in one step"
+    STALE_STATE = "step uses state captured at an earlier step"
+    TIE_BROKEN = "declared tie not kept"
+    TARGET_UPDATE_MISMATCH = "target update differs from the declared one"
 
 
 @dataclass(frozen=True)
@@ -213,6 +222,10 @@ class Assessment:
         verdict = "agrees" if self.ok else "DISAGREES"
         factor = "" if self.factor is None else f"; measured {self.factor:.6g} x expected"
         note = f" ({self.note})" if self.note else ""
+        if not (np.isfinite(self.actual) and np.isfinite(self.expected)):
+            return (f"{what} {verdict}: element {self.label} is non-finite (actual "
+                    f"{self.actual:.10g} vs expected {self.expected:.10g}): a non-finite value "
+                    f"never agrees, whatever the tolerance{note}")
         return (f"{what} {verdict}: worst element {self.label}: actual {self.actual:.10g} vs "
                 f"expected {self.expected:.10g}, |diff| {self.discrepancy:.3g}, allowed "
                 f"{self.allowed:.3g} [{self.source}]{factor}{note}")
