@@ -106,7 +106,7 @@ def _function_lines(fn: Callable) -> list[str]:
     lines = _import(fn, "fn")
     if lines is not None:
         return lines
-    from .backends.numpy_backend import NumpyFunction
+    from .rules import NumpyFunction
 
     if isinstance(fn, NumpyFunction):  # rebuilt from its parts, the hand-written rules kept
         parts = {"forward": fn.forward, "vjp": fn.vjp, "jvp": fn.jvp}

@@ -8,9 +8,9 @@ import pytest
 
 from gradcheck import InvalidArgument, Status
 from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.harness.plan import CHECKS, Selection, plan, representable
+from gradcheck.harness.runner import RANDOM, Case, case_inputs, numeric_report, stable_seed
 from gradcheck.ops import catalog
-from gradcheck.ops.cases import CHECKS, Selection, plan, representable
-from gradcheck.ops.runner import RANDOM, Case, case_inputs, numeric_report, stable_seed
 
 
 def test_catalog_has_at_least_fifty_ops_in_these_families_with_unique_names():

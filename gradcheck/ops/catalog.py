@@ -5,7 +5,7 @@ live in per-family modules of three packages, each exporting ``OPS: dict[str, Ca
 
 * ``gradcheck.reference.numpy.<family>``: :class:`gradcheck.NumpyFunction` (forward +
   hand-derived VJP/JVP),
-* ``gradcheck.reference.jax.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
+* ``gradcheck.backends.jax_ops.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
 * ``gradcheck.backends.torch_ops.<family>``: the op written for PyTorch (likewise
   ``mlx_ops`` and ``tinygrad_ops`` for MLX and tinygrad).
 
@@ -28,7 +28,7 @@ FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special", "linalg"
 # Backend name -> package holding its per-family op modules.
 IMPLEMENTATIONS: dict[str, str] = {
     "numpy": "gradcheck.reference.numpy",
-    "jax": "gradcheck.reference.jax",
+    "jax": "gradcheck.backends.jax_ops",
     "torch": "gradcheck.backends.torch_ops",
     "mlx": "gradcheck.backends.mlx_ops",
     "tinygrad": "gradcheck.backends.tinygrad_ops",

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gradcheck import NumpyFunction
+from gradcheck.rules import NumpyFunction
 
 Arrays = Sequence[np.ndarray]
 

@@ -26,13 +26,14 @@ import numpy as np
 from .. import stream
 from ..api import format_failure
 from ..backends.registry import get_backend
+from ..harness.plan import Planned
+from ..harness.runner import Case, case_inputs, numeric_report
+from ..ops import catalog
 from ..results import CheckResult, Report, Status
-from . import catalog
-from .cases import Planned
-from .runner import Case, case_inputs, numeric_report
+from ..taxonomy import CheckKind
 
 _BOX_SAMPLES = 32
-_TARGETED = ("vjp", "jvp")
+_TARGETED = (CheckKind.VJP, CheckKind.JVP)
 
 
 @lru_cache(maxsize=512)
@@ -142,7 +143,7 @@ class _Progress:
         case = planned.case
         known = {"known": planned.xfail} if planned.xfail else {}
         summary = CheckResult(
-            kind="search", status=Status.FAILED if failed else Status.PASSED,
+            kind=CheckKind.SEARCH, status=Status.FAILED if failed else Status.PASSED,
             backend=case.backend, device=case.device, dtype=case.dtype, name=case.op,
             discrepancy_ratio=self.worst if self.examples else None, seed=case.seed,
             message=(f"Hypothesis search over the op's domain: {self.examples} examples, "

@@ -33,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from . import tolerance
-from .backends.base import Accumulation, Backend, Semantics
-from .backends.protocol_ops import PROTOCOL_OPS
-from .backends.registry import get_backend
-from .results import CheckResult, Report, Status
+from .. import tolerance
+from ..api import check
+from ..backends.base import Accumulation, Backend, Semantics
+from ..backends.protocol_ops import PROTOCOL_OPS
+from ..backends.registry import get_backend
+from ..results import CheckResult, Report, Status
 
 KIND = "conformance"
 DEFAULT_PROBE_OPS = ("sin", "mul", "sum", "matmul")
@@ -334,7 +335,6 @@ class _ProbeContext:
 
 
 def _numeric(ctx: _ProbeContext) -> None:
-    from .api import check  # late: api imports the registry and checks
 
     modes = ("rev", "fwd") if ctx.be.supports_jvp else ("rev",)
     order = 2 if ctx.be.supports_order2 and ctx.be.supports_order2_for(ctx.probe.fn) else 1
