@@ -12,6 +12,7 @@ Quick start::
 """
 
 from . import _layout  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
+from ._version import __version__
 from .api import assert_gradients, check, format_failure
 from .backends import (
     Accumulation,
@@ -28,8 +29,6 @@ from .checks.audit import AuditReport, FlowStatus, ParameterFlow, TrainStep, aud
 from .checks.semantics import check_semantics, semantics_table
 from .errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckKind, CheckResult, Report, Status, WorstElement
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Accumulation",

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .rules import NumpyFunction
+
 INLINE_MAX = 128  # elements of one input written out in the script
 _WIDTH = 88  # an input longer than this on one line gets one row per line
 _ML_PREFIXES = ("bfloat16", "float8_", "float6_", "float4_", "int4", "uint4", "int2", "uint2")
@@ -106,7 +108,6 @@ def _function_lines(fn: Callable) -> list[str]:
     lines = _import(fn, "fn")
     if lines is not None:
         return lines
-    from .rules import NumpyFunction
 
     if isinstance(fn, NumpyFunction):  # rebuilt from its parts, the hand-written rules kept
         parts = {"forward": fn.forward, "vjp": fn.vjp, "jvp": fn.jvp}

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from .errors import InvalidArgument
+
 PROFILES = ("quick", "ci", "thorough")
 _HYPOTHESIS_PROFILES = {
     # derandomized and deadline-free: CI runs are reproducible and never flaky on timing
@@ -147,7 +149,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None or "check" not in marker.kwargs:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: a test using gradcheck_case "
                                 "needs @pytest.mark.gradcheck(check=...)")
-    from .errors import InvalidArgument
     from .harness.plan import Selection, plan
 
     s = settings_of(metafunc.config)

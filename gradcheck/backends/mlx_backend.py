@@ -25,6 +25,7 @@ import mlx.optimizers as optim
 import numpy as np
 
 from .base import Accumulation, Backend, Semantics
+from .process_training import ParamRef
 from .training import ClipSemantics
 
 _DTYPES = {"float64": mx.float64, "float32": mx.float32, "float16": mx.float16,
@@ -188,7 +189,6 @@ class MlxTraining:
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
         from .mlx_ops import get_op
-        from .process_training import ParamRef
 
         f = get_op(op)
 

@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .base import Backend
+from .process_training import ProcessTraining
 from .protocol_ops import PROTOCOL_OPS
 from .wire import (
     PROTOCOL_VERSION,
@@ -425,8 +426,6 @@ class ProcessBackend(Backend):
         return self._transformed(fn, "jvp", diff, n_args)
 
     def training(self, device: str, dtype: str) -> Any:
-        from .process_training import ProcessTraining
-
         caps = self.hello().get("capabilities", {})
         if not caps.get("training"):
             raise NotImplementedError(f"backend {self.name!r}: the child declares no training "

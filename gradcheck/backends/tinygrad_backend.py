@@ -34,6 +34,7 @@ from tinygrad import Tensor, TinyJit, dtypes
 from tinygrad.helpers import Context
 
 from .base import Accumulation, Backend, Semantics
+from .process_training import ParamRef
 from .training import validate_max_norm
 
 _DTYPES = {"float64": dtypes.float64, "float32": dtypes.float32, "float16": dtypes.float16}
@@ -202,7 +203,6 @@ class TinygradTraining:
                             for k, v in params.items()}
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
-        from .process_training import ParamRef
         from .tinygrad_ops import get_op
 
         with _ctx():
