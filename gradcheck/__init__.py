@@ -64,3 +64,15 @@ __all__ = [
     "installed_backends",
     "known_backends",
 ]
+
+
+def _report_the_public_module() -> None:
+    """The public classes say ``gradcheck`` is where they live (reprs, tracebacks, docs), not
+    the private module that defines them; ``gradcheck.X`` imports each of them back."""
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type):
+            obj.__module__ = __name__
+
+
+_report_the_public_module()

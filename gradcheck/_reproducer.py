@@ -53,7 +53,7 @@ def _namespaces(obj: Any) -> list[tuple[str, dict[str, Any]]]:
         module = getattr(holder, "__module__", None)
         mod = sys.modules.get(module) if isinstance(module, str) else None
         if mod is not None:
-            out.append((module, vars(mod)))
+            out.append((str(module), vars(mod)))
         space = getattr(holder, "__globals__", None)
         if isinstance(space, dict):
             out.append((str(space.get("__name__", module)), space))

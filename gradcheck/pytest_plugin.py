@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from .errors import InvalidArgument
 
 PROFILES = ("quick", "ci", "thorough")
-_HYPOTHESIS_PROFILES = {
+_HYPOTHESIS_PROFILES: dict[str, dict[str, Any]] = {
     # derandomized and deadline-free: CI runs are reproducible and never flaky on timing
     "quick": dict(max_examples=3, derandomize=True, deadline=None, database=None),
     "ci": dict(max_examples=2, derandomize=True, deadline=None, database=None),
@@ -250,7 +251,7 @@ def _case_of(item: pytest.Item) -> tuple[str, str] | None:
     case = getattr(planned, "case", None)  # an empty parametrization holds a NOTSET marker
     if case is None:
         return None
-    return f"op:{case.op}", f"{case.id}/{planned.order}"
+    return f"op:{case.op}", f"{case.id}/{getattr(planned, 'order', 1)}"
 
 
 def _marks(p) -> list[pytest.MarkDecorator]:

@@ -38,3 +38,17 @@ def test_no_module_of_the_package_imports_the_facade() -> None:
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", f"modules importing the facade: {out.stdout}"
+
+
+def test_public_classes_report_the_facade_as_their_module() -> None:
+    import pickle
+
+    import gradcheck
+
+    classes = [getattr(gradcheck, n) for n in gradcheck.__all__
+               if isinstance(getattr(gradcheck, n), type)]
+    assert len(classes) >= 20
+    assert {c.__name__: c.__module__ for c in classes if c.__module__ != "gradcheck"} == {}
+    r = gradcheck.CheckResult(kind=gradcheck.CheckKind.VJP, status=gradcheck.Status.PASSED,
+                              backend="numpy")
+    assert pickle.loads(pickle.dumps(r)) == r  # found again under its public name

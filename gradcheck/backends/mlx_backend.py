@@ -191,6 +191,8 @@ class MlxTraining:
         from .mlx_ops import get_op
 
         f = get_op(op)
+        if f is None:
+            raise ValueError(f"op {op!r} is not an MLX catalog op")
 
         def loss(params: dict[str, mx.array]) -> mx.array:
             vals = [(mx.stop_gradient(params[a.name]) if a.stop else params[a.name])
@@ -205,7 +207,7 @@ class MlxTraining:
             value, grads = mx.value_and_grad(loss)(dict(self._params))
             mx.eval(value, grads)
         self._grads = dict(grads)
-        return float(value.item())
+        return float(value.item())  # type: ignore[arg-type]  # a real scalar
 
     def grads(self) -> dict[str, np.ndarray | None]:
         return {k: (_numpy(self._grads[k]) if k in self._grads else None) for k in self._params}
@@ -221,7 +223,7 @@ class MlxTraining:
             clipped, norm = optim.clip_grad_norm(self._grads, max_norm)
             mx.eval(clipped, norm)
         self._grads = dict(clipped)
-        return float(norm.item()) if isinstance(norm, mx.array) else float(norm)
+        return float(norm.item()) if isinstance(norm, mx.array) else float(norm)  # type: ignore[arg-type]
 
     def step(self, lr: float) -> None:
         with mx.stream(mx.cpu):

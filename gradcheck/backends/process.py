@@ -300,10 +300,10 @@ class ProcessBackend(Backend):
             if list(hello.get(key, [])) != want:
                 return (f"the child declares {key}={hello.get(key)!r} but the adapter declares "
                         f"{want!r}")
-        for cap, want in (("jvp", self.supports_jvp), ("order2", self.supports_order2)):
-            if bool(caps.get(cap)) != want:
+        for cap, wanted in (("jvp", self.supports_jvp), ("order2", self.supports_order2)):
+            if bool(caps.get(cap)) != wanted:
                 return (f"the child declares capability {cap}={caps.get(cap)!r} but the adapter "
-                        f"declares {want!r}")
+                        f"declares {wanted!r}")
         sem = hello.get("semantics", {})
         if sem.get("accumulation") != self.semantics.accumulation.value:
             return (f"the child declares accumulation {sem.get('accumulation')!r} but the adapter "

@@ -63,7 +63,8 @@ class Case:
         parts = head.split("-", 3)
         if len(parts) != 4:
             raise InvalidArgument(f"case id {case_id!r} is not backend-device-dtype-op[@point]")
-        return cls(*parts, point=point or RANDOM)
+        backend, device, dtype, op = parts
+        return cls(backend, device, dtype, op, point=point or RANDOM)
 
 
 def case_inputs(case: Case) -> tuple[np.ndarray, ...]:
