@@ -12,6 +12,7 @@ Quick start::
 """
 
 from . import _layout  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
+from ._version import __version__
 from .api import assert_gradients, check, format_failure
 from .backends import (
     Accumulation,
@@ -36,8 +37,6 @@ from .checks.utilities import (
 )
 from .errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckKind, CheckResult, Report, Status, WorstElement
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Accumulation",
@@ -84,3 +83,15 @@ __all__ = [
     "installed_backends",
     "known_backends",
 ]
+
+
+def _report_the_public_module() -> None:
+    """The public classes say ``gradcheck`` is where they live (reprs, tracebacks, docs), not
+    the private module that defines them; ``gradcheck.X`` imports each of them back."""
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type):
+            obj.__module__ = __name__
+
+
+_report_the_public_module()
