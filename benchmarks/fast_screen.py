@@ -25,8 +25,8 @@ import numpy as np
 
 from gradcheck.backends.registry import get_backend
 from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
+from gradcheck.harness.runner import RANDOM, Case, case_inputs
 from gradcheck.ops import catalog
-from gradcheck.ops.runner import RANDOM, Case, case_inputs
 
 _KINDS = ("vjp", "jvp")
 

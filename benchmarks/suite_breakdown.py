@@ -67,7 +67,8 @@ class Breakdown:
     def _install(self) -> None:
         from gradcheck import fd
         from gradcheck.checks import numeric
-        from gradcheck.ops import runner, search
+        from gradcheck.harness import runner
+        from gradcheck.plugin import search
 
         self.wrap(numeric, "_prepare", "prepare")
         self.wrap(fd, "directional_derivatives", "fd")

@@ -12,6 +12,7 @@ Quick start::
 """
 
 from . import _layout  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
+from ._version import __version__
 from .api import assert_gradients, check, format_failure
 from .backends import (
     Accumulation,
@@ -23,17 +24,31 @@ from .backends import (
     known_backends,
 )
 from .backends.training import ClipSemantics, CutPoint, NumpyLoss, TrainingHooks
+from .checks._intent import stopped, surrogate
+from .checks._optimizers import SGD, Adam, AdamW
 from .checks._probing import BugClass
-from .checks.audit import AuditReport, FlowStatus, ParameterFlow, TrainStep, audit
+from .checks._step_model import TargetUpdate, Tie
+from .checks.audit import AfterBackward, AuditReport, FlowStatus, ParameterFlow, TrainStep, audit
 from .checks.semantics import check_semantics, semantics_table
+from .checks.utilities import (
+    check_accumulation_function,
+    check_clip_function,
+    check_grad_norm_function,
+)
 from .errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckKind, CheckResult, Report, Status, WorstElement
 
-__version__ = "0.1.0"
-
 __all__ = [
     "Accumulation",
+    "Adam",
+    "AdamW",
+    "AfterBackward",
     "AuditReport",
+    "SGD",
+    "TargetUpdate",
+    "Tie",
+    "stopped",
+    "surrogate",
     "BugClass",
     "ClipSemantics",
     "CutPoint",
@@ -43,6 +58,9 @@ __all__ = [
     "TrainStep",
     "TrainingHooks",
     "audit",
+    "check_accumulation_function",
+    "check_clip_function",
+    "check_grad_norm_function",
     "check_semantics",
     "semantics_table",
     "Backend",
@@ -65,3 +83,15 @@ __all__ = [
     "installed_backends",
     "known_backends",
 ]
+
+
+def _report_the_public_module() -> None:
+    """The public classes say ``gradcheck`` is where they live (reprs, tracebacks, docs), not
+    the private module that defines them; ``gradcheck.X`` imports each of them back."""
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type):
+            obj.__module__ = __name__
+
+
+_report_the_public_module()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,7 +78,10 @@ def run(cmd: Sequence[str], *, grace_s: float = GRACE_S) -> Outcome:
     # e.g. under nohup or some CI runners, would stay ignored in the child: no Ctrl-C for it)
     previous = {s: signal.signal(s, on_signal) for s in _SIGNALS}
     try:
-        proc = subprocess.Popen(list(cmd), process_group=0)
+        if sys.version_info >= (3, 11):
+            proc = subprocess.Popen(list(cmd), process_group=0)
+        else:  # pragma: no cover - Python 3.10 has no process_group
+            proc = subprocess.Popen(list(cmd), preexec_fn=os.setpgrp)
     except BaseException:
         for s, handler in previous.items():
             signal.signal(s, handler)

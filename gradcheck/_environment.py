@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._version import __version__
+
 _PACKAGES = ("numpy", "scipy", "torch", "jax", "jaxlib", "tensorflow", "autograd", "pytest",
              "pytest-xdist", "hypothesis")
 
@@ -51,8 +53,6 @@ def git_revision() -> dict[str, Any] | None:
 
 def environment_record(role: str) -> dict[str, Any]:
     """The body of an ``environment`` record for this process."""
-    from . import __version__
-
     return {
         "role": role,
         "pid": os.getpid(),

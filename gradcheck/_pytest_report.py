@@ -173,7 +173,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     shard = config.stash[_STATE].shard
     if shard is None:
         return
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
         (keep if shard_of(item.nodeid, shard[1]) == shard[0] else drop).append(item)
     if drop:

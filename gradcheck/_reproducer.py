@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .rules import NumpyFunction
+
 INLINE_MAX = 128  # elements of one input written out in the script
 _WIDTH = 88  # an input longer than this on one line gets one row per line
 _ML_PREFIXES = ("bfloat16", "float8_", "float6_", "float4_", "int4", "uint4", "int2", "uint2")
@@ -51,7 +53,7 @@ def _namespaces(obj: Any) -> list[tuple[str, dict[str, Any]]]:
         module = getattr(holder, "__module__", None)
         mod = sys.modules.get(module) if isinstance(module, str) else None
         if mod is not None:
-            out.append((module, vars(mod)))
+            out.append((str(module), vars(mod)))
         space = getattr(holder, "__globals__", None)
         if isinstance(space, dict):
             out.append((str(space.get("__name__", module)), space))
@@ -106,7 +108,6 @@ def _function_lines(fn: Callable) -> list[str]:
     lines = _import(fn, "fn")
     if lines is not None:
         return lines
-    from .backends.numpy_backend import NumpyFunction
 
     if isinstance(fn, NumpyFunction):  # rebuilt from its parts, the hand-written rules kept
         parts = {"forward": fn.forward, "vjp": fn.vjp, "jvp": fn.jvp}

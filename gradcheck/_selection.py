@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from .ops.cases import DTYPES, Selection, backend_names, selected_specs
+from .harness.plan import DTYPES, Selection, backend_names, selected_specs
 
 
 def unmatched_ops(patterns: Iterable[str]) -> list[str]:

@@ -107,6 +107,10 @@ def check_fields(obj: dict[str, Any]) -> dict[str, Any]:
     for key in _INT_FIELDS:
         if key in obj:
             out[key] = integer(obj[key], key)
+    for key in ("path", "bug_class", "section"):  # typed fields streams before them lack
+        string(obj, key, nullable=True)
+    if "order" in obj:
+        out["order"] = integer(obj["order"], "order", nullable=False)
     for key in _NUMBER_FIELDS:
         if key in obj:
             out[key] = number(obj[key], key)

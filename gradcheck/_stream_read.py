@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -102,7 +103,7 @@ class StreamData:
         return out
 
 
-def expand_sources(paths: Iterable[str | Path]) -> list[Path]:
+def expand_sources(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Files as given; a directory stands for the ``*.jsonl`` files directly inside it."""
     out: list[Path] = []
     for p in map(Path, paths):
@@ -147,7 +148,7 @@ def _parse(path: Path, n: int, text: str, data: StreamData) -> None:
     src = str(path)
     try:
         obj = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         data.problems.append(StreamProblem(src, n, f"malformed JSON ({exc.msg})", _excerpt(text)))
         return
     except RecursionError:
@@ -187,7 +188,7 @@ def _parse(path: Path, n: int, text: str, data: StreamData) -> None:
                                            _excerpt(text)))
 
 
-def read_streams(paths: Iterable[str | Path]) -> StreamData:
+def read_streams(paths: Iterable[str | os.PathLike[str]]) -> StreamData:
     """Read and merge streams (files or directories of ``*.jsonl``); never raises for content.
 
     Missing or unreadable files are problems too.  A file given twice is read once; a line

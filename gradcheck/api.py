@@ -12,12 +12,13 @@ from . import stream
 from ._reproducer import script as _reproducer_script
 from .backends._cache import FunctionCache
 from .backends.base import Backend, float_bits, is_complex, is_floating
-from .backends.numpy_backend import NumpyFunction
 from .backends.registry import get_backend
 from .checks import _args
 from .checks.numeric import CheckConfig, run_numeric_checks
 from .errors import GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckResult, Report, Shown, Status, number, shown, shown_element
+from .rules import NumpyFunction
+from .taxonomy import INFO
 
 _MODES = ("rev", "fwd")
 
@@ -241,7 +242,8 @@ def format_failure(report: Report) -> str:
 
 def _comparison_lines(r: CheckResult, values: Shown) -> list[str]:
     d = r.details
-    what, by_ad, by_ref = _COMPARED.get(r.kind, ("value", "actual", "expected"))
+    kind = INFO[r.kind]
+    what, by_ad, by_ref = kind.compared, kind.actual_by, kind.expected_by
     probe = f" (probe {d['probe'] + 1} of {d['probes']})" if "probe" in d else ""
     lines = [f"  compared {what}{probe}: {values.actual} {by_ad} vs {values.expected} {by_ref}",
              f"  |difference| {values.difference} (relative {values.relative}), allowed "
@@ -271,25 +273,13 @@ def _comparison_lines(r: CheckResult, values: Shown) -> list[str]:
     return lines
 
 
-_COMPARED = {
-    "vjp": ("<J^T v, u>", "by reverse mode", "by finite differences"),
-    "jvp": ("<v, J u>", "by forward mode", "by finite differences"),
-    "fwd_rev": ("<v, J u>", "by forward mode", "by reverse mode"),
-    "eager_func": ("<J^T v, u>", "by the alternative path", "by the VJP"),
-    "rounding": ("||J^T v||", "in the dtype under test", "in float64"),
-    "vjp_of_vjp": ("the VJP's <J^T v, u>", "by reverse mode", "by finite differences"),
-    "jvp_of_vjp": ("the VJP's <v, J u>", "by forward mode", "by finite differences"),
-    "jvp_of_jvp": ("the JVP's <v, J u>", "by forward mode", "by finite differences"),
-}
-
-
 def _element(r: CheckResult, index: tuple[int, ...]) -> str:
     """``output[i, j] / input[k]`` for a Jacobian element, ``input[k]`` for a gradient one."""
     n_in = len(r.shapes[r.input_index]) if r.input_index is not None and r.input_index < len(
         r.shapes) else 0
     inp = f"input {r.input_index}{list(index[len(index) - n_in:])}"
     if len(index) > n_in:
-        out = r.details.get("output_path", r.output_index)
+        out = r.output_index if r.path is None else r.path
         return f"d output {out}{list(index[:len(index) - n_in])} / d {inp}"
     return inp
 

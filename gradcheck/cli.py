@@ -268,7 +268,8 @@ def _backend_lines(d: dict) -> list[str]:
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
-    from .ops import catalog, listing
+    from . import _op_listing as listing
+    from .ops import catalog
 
     families = tuple(args.family) if args.family else None
     for f in families or ():

@@ -7,7 +7,7 @@ A suite test asks for the ``gradcheck_case`` fixture and says which check it run
         assert_check(gradcheck_case)
 
 and the plugin parametrizes it over backend x device x dtype x op (x special point) with ids
-such as ``test_vjp[torch-cpu-float64-atan2]`` (see :mod:`gradcheck.ops.cases`).  An op a
+such as ``test_vjp[torch-cpu-float64-atan2]`` (see :mod:`gradcheck.harness.plan`).  An op a
 backend lacks and an absent device become skips with the reason; a known discrepancy from the
 op's spec becomes a strict xfail.  Selection comes from the command line or from the ini
 (``pyproject.toml`` ``[tool.pytest.ini_options]``), the command line winning.  State lives in
@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from .errors import InvalidArgument
+
 PROFILES = ("quick", "ci", "thorough")
-_HYPOTHESIS_PROFILES = {
+_HYPOTHESIS_PROFILES: dict[str, dict[str, Any]] = {
     # derandomized and deadline-free: CI runs are reproducible and never flaky on timing
     "quick": dict(max_examples=3, derandomize=True, deadline=None, database=None),
     "ci": dict(max_examples=2, derandomize=True, deadline=None, database=None),
@@ -147,8 +150,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None or "check" not in marker.kwargs:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: a test using gradcheck_case "
                                 "needs @pytest.mark.gradcheck(check=...)")
-    from .errors import InvalidArgument
-    from .ops.cases import Selection, plan
+    from .harness.plan import Selection, plan
 
     s = settings_of(metafunc.config)
     sel = Selection(s.profile, s.backends, s.devices, s.dtypes, s.ops)
@@ -208,7 +210,7 @@ def _empty_plan_error(config: pytest.Config) -> str:
     if tally is None or not tally.requested or tally.runnable or not filtered:
         return ""
     from ._selection import empty_plan_message
-    from .ops.cases import Selection
+    from .harness.plan import Selection
 
     sel = Selection(s.profile, s.backends, s.devices, s.dtypes, s.ops)
     return empty_plan_message(sel, tally.skips, "--gradcheck-")
@@ -249,7 +251,7 @@ def _case_of(item: pytest.Item) -> tuple[str, str] | None:
     case = getattr(planned, "case", None)  # an empty parametrization holds a NOTSET marker
     if case is None:
         return None
-    return f"op:{case.op}", f"{case.id}/{planned.order}"
+    return f"op:{case.op}", f"{case.id}/{getattr(planned, 'order', 1)}"
 
 
 def _marks(p) -> list[pytest.MarkDecorator]:
@@ -271,6 +273,6 @@ def gradcheck_settings(request: pytest.FixtureRequest) -> Settings:
 @pytest.fixture
 def gradcheck_seed(request: pytest.FixtureRequest) -> int:
     """A seed derived from the test's id (stable across runs, processes and machines)."""
-    from .ops.runner import stable_seed
+    from .harness.runner import stable_seed
 
     return stable_seed(request.node.name)

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .taxonomy import INFO, CheckKind
+
 SCHEMA_VERSION = 1
 
 
@@ -27,26 +29,6 @@ class Status(str, enum.Enum):
     INCONCLUSIVE = "inconclusive"  # the oracle cannot decide (kink, non-finite, ill-conditioned)
     ERROR = "error"  # the function or backend raised / returned garbage
     SKIPPED = "skipped"  # not applicable (no JVP, op missing, device absent)
-
-
-class CheckKind(str, enum.Enum):
-    """What a check compares.  Values are stable strings used in ids, JSON and reports."""
-
-    VJP = "vjp"  # <J^T v, u> from reverse mode vs <v, J u> from finite differences
-    JVP = "jvp"  # <v, J u> from forward mode vs finite differences
-    FWD_REV = "fwd_rev"  # forward mode vs reverse mode (rounding bound only)
-    EAGER_FUNC = "eager_func"  # e.g. torch .backward() vs torch.func.vjp
-    ROUNDING = "rounding"  # low-precision AD vs the backend's own float64 AD
-    REFERENCE = "reference"  # backend VJP vs hand-derived NumPy reference VJP
-    CROSS_BACKEND = "cross_backend"
-    CROSS_DEVICE = "cross_device"
-    VJP_OF_VJP = "vjp_of_vjp"  # order 2: reverse over reverse vs FD of the VJP
-    JVP_OF_VJP = "jvp_of_vjp"  # order 2: forward over reverse vs FD of the VJP
-    JVP_OF_JVP = "jvp_of_jvp"  # order 2: forward over forward vs FD of the JVP
-    SEMANTIC = "semantic"  # training-step behaviour probes
-    FLOW = "flow"  # gradient-flow map of a model audit
-    GRAD_NORM = "grad_norm"
-    CALL = "call"  # the function could not even be evaluated
 
 
 @dataclass(frozen=True)
@@ -63,7 +45,7 @@ class WorstElement:
 class CheckResult:
     """One comparison and its evidence.  ``discrepancy_ratio`` = |actual - expected| / allowed."""
 
-    kind: str
+    kind: CheckKind
     status: Status
     backend: str
     device: str = "cpu"
@@ -87,6 +69,27 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     test_id: str = ""
     duration_s: float | None = None
+    # typed fields that older streams (and producers not yet migrated) carry in ``details``:
+    # the derivative order, the output's path in a dict/pytree output, the semantic bug class,
+    # the conformance section.  Read from ``details`` when not given; written to both.
+    order: int = 1
+    path: str | None = None
+    bug_class: str | None = None
+    section: str | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not CheckKind:
+            try:
+                kind = CheckKind(self.kind)
+            except ValueError:
+                raise ValueError(f"kind={self.kind!r} is not a check kind; known: "
+                                 f"{', '.join(k.value for k in CheckKind)}") from None
+            object.__setattr__(self, "kind", kind)
+        d = self.details
+        if d:
+            for name, key in _DETAIL_KEYS:
+                if key in d and getattr(self, name) == _DEFAULTS[name]:
+                    object.__setattr__(self, name, d[key])
 
     @property
     def ok(self) -> bool:
@@ -105,10 +108,9 @@ class CheckResult:
     @property
     def subject(self) -> str:
         """Human name of what was compared, e.g. ``VJP of output 0 w.r.t. input 1``."""
-        label = _KIND_LABELS.get(self.kind, self.kind)
-        parts = [label]
+        parts = [INFO[self.kind].label]
         if self.output_index is not None:  # by its path where the output is a dict/pytree
-            parts.append(f"of output {self.details.get('output_path', self.output_index)}")
+            parts.append(f"of output {self.output_index if self.path is None else self.path}")
         if self.input_index is not None:
             parts.append(f"w.r.t. input {self.input_index}")
         return " ".join(parts)
@@ -119,6 +121,11 @@ class CheckResult:
         # result is serialised the moment it completes when a stream is active)
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["status"] = self.status.value
+        data["kind"] = self.kind.value
+        mirrored = {key: getattr(self, name) for name, key in _DETAIL_KEYS
+                    if key not in self.details and getattr(self, name) != _DEFAULTS[name]}
+        if mirrored:  # readers of streams written before the typed fields read `details`
+            data["details"] = {**self.details, **mirrored}
         data["worst"] = [dataclasses.asdict(w) for w in self.worst]
         data = {k: _finite_or_str(v) for k, v in data.items()}
         return json.dumps({"schema": SCHEMA_VERSION, "record": "check", **data}, default=str)
@@ -148,20 +155,10 @@ class CheckResult:
         return cls(**kwargs)
 
 
-_KIND_LABELS = {
-    "vjp": "VJP",
-    "jvp": "JVP",
-    "fwd_rev": "forward-vs-reverse",
-    "eager_func": "eager-vs-functional VJP",
-    "rounding": "low-precision rounding of the VJP",
-    "reference": "VJP vs NumPy reference",
-    "cross_backend": "cross-backend VJP",
-    "cross_device": "cross-device VJP",
-    "vjp_of_vjp": "VJP of VJP",
-    "jvp_of_vjp": "JVP of VJP",
-    "jvp_of_jvp": "JVP of JVP",
-    "search": "Hypothesis search",
-}
+#: (typed field, its key in ``details``) of the fields older streams carry in ``details``
+_DETAIL_KEYS = (("order", "order"), ("path", "output_path"), ("bug_class", "bug_class"),
+                ("section", "section"))
+_DEFAULTS: dict[str, Any] = {"order": 1, "path": None, "bug_class": None, "section": None}
 
 
 # -- how values are written: one helper for the assert message, the result messages and the

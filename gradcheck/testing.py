@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .conformance import SECTIONS, Probe, iter_sections, run_conformance, section_of
+from .harness.conformance import SECTIONS, Probe, iter_sections, run_conformance, section_of
 from .results import Report, Status
 
 __all__ = ["Probe", "conformance_test", "format_conformance", "main", "run_conformance"]

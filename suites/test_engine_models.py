@@ -1,7 +1,7 @@
 """Models written in the process engines themselves (Candle, Gorgonia): gradients extracted by
 the engine's own parameter names against finite differences, the global gradient norm, and
-the gradient flow of every parameter (``candle_backend.check_varmap_model``,
-``gorgonia_backend.check_model_flow``).  Runs for each such engine that is installed (built),
+the gradient flow of every parameter (``checks.model_flow.check_varmap_model``,
+``checks.model_flow.check_model_flow``).  Runs for each such engine that is installed (built),
 or the ones named with ``--gradcheck-backend``; every result goes into the report."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 import gradcheck
 from gradcheck.pytest_plugin import settings_of
 
-MODEL_CHECKS = {"candle": "gradcheck.backends.candle_backend:check_varmap_model",
-                "gorgonia": "gradcheck.backends.gorgonia_backend:check_model_flow"}
+MODEL_CHECKS = {"candle": "gradcheck.checks.model_flow:check_varmap_model",
+                "gorgonia": "gradcheck.checks.model_flow:check_model_flow"}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,6 +1,6 @@
 """Numeric gradient checks of the op catalog on every selected backend x device x dtype.
 
-Each test is parametrized by the gradcheck plugin (``gradcheck.ops.cases``): ids look like
+Each test is parametrized by the gradcheck plugin (``gradcheck.harness.plan``): ids look like
 ``test_vjp[torch-cpu-float64-atan2]`` or ``test_vjp[torch-cpu-float64-maximum@tie]``.  Known
 discrepancies (data on the op specs) are strict xfails; ops a backend lacks and absent devices
 are skips with the reason.  Select with ``--gradcheck-backend/-device/-dtype/-op/-profile``.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from gradcheck.ops.search import search_case
-from gradcheck.ops.suite import assert_check
+from gradcheck.plugin.assertions import assert_check
+from gradcheck.plugin.search import search_case
 
 
 @pytest.mark.gradcheck(check="vjp")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 import gradcheck
-from gradcheck.checks._probing import KNOWN_BEHAVIOURS
 from gradcheck.checks.semantics import check_semantics
+from gradcheck.known import SEMANTIC as KNOWN_BEHAVIOURS
 from gradcheck.pytest_plugin import settings_of
 from gradcheck.results import Status
 

@@ -169,7 +169,7 @@ def test_the_catalog_pair_passes_and_scaled_torch_rules_are_caught():
     torch = pytest.importorskip("torch")
     pytest.importorskip("jax")
     import gradcheck
-    from gradcheck.ops.runner import Case, cross_backend_results
+    from gradcheck.harness.runner import Case, cross_backend_results
 
     (r,) = cross_backend_results(Case.parse("torch+jax-cpu-float64-arccosh@near_one"))
     assert r.status is Status.PASSED and r.discrepancy_ratio < 0.05, r.message

@@ -8,9 +8,9 @@ import pytest
 
 from gradcheck import InvalidArgument, Status
 from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.harness.plan import CHECKS, Selection, plan, representable
+from gradcheck.harness.runner import RANDOM, Case, case_inputs, numeric_report, stable_seed
 from gradcheck.ops import catalog
-from gradcheck.ops.cases import CHECKS, Selection, plan, representable
-from gradcheck.ops.runner import RANDOM, Case, case_inputs, numeric_report, stable_seed
 
 
 def test_catalog_has_at_least_fifty_ops_in_these_families_with_unique_names():
@@ -133,3 +133,19 @@ def test_plan_skips_dtypes_a_backend_lacks_with_a_reason():
     pairs = plan("cross_backend", Selection(profile="ci", ops=("sin",), backends=(
         "torch", "tests.test_catalog:Float32Numpy")))
     assert pairs and all("has no float64" in p.skip for p in pairs)
+
+
+def test_known_discrepancies_are_one_record_with_a_check_kind():
+    from gradcheck.known import SEMANTIC, KnownDiscrepancy, known_behaviour
+    from gradcheck.ops import engine_known
+
+    with pytest.raises(ValueError):
+        KnownDiscrepancy("torch", "a typo in a check name", check="vjpp")
+    assert all(isinstance(row.checks, tuple) and row.checks and row.cause in engine_known.REASONS
+               for table in engine_known.TABLES.values() for row in table)
+    sin = engine_known.known_for_op("sin")
+    assert {(k.backend, k.dtype, k.point, k.check.value) for k in sin} >= {
+        ("mlx", "float32", "random", "rounding"), ("mlx", "float64", "mixed", "reference")}
+    assert all(type(k) is KnownDiscrepancy and k.subject == "sin" for k in sin)
+    probe = known_behaviour("torch", "clip.threshold_validation")
+    assert probe in SEMANTIC and probe.check == "semantic" and probe.evidence

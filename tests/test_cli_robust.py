@@ -4,6 +4,7 @@ signals, two runs into one folder, unusable report directories, closed pipes, ho
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -217,7 +218,7 @@ def test_names_from_the_stream_print_with_visible_escapes(tmp_path, capsys):
     from dataclasses import replace
 
     bad = next(r for r in numpy_results() if not r.ok)
-    evil = replace(bad, name=EVIL, backend="numpy\x1b]0;title\x07", kind="vjp\x1b[2J")
+    evil = replace(bad, name=EVIL, backend="numpy\x1b]0;title\x07")
     lines: list[str] = []
     summary_lines(write_report(StreamData(checks=[evil]), tmp_path / "r"), lines.append)
     text = "\n".join(lines)
@@ -229,6 +230,12 @@ def test_names_from_the_stream_print_with_visible_escapes(tmp_path, capsys):
     assert main(["report", str(stream_file), "-o", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
     assert "malformed JSON" in err and "\\x1b[31m" in err and "\x1b" not in err
+    # a kind that is no CheckKind is an invalid record, its text escaped in the warning
+    record = json.loads(bad.to_json())
+    stream_file.write_text(json.dumps({**record, "kind": "vjp\x1b[2J"}) + "\n")
+    assert main(["report", str(stream_file), "-o", str(tmp_path / "o2")]) == 2  # none left
+    err = capsys.readouterr().err
+    assert "invalid check record" in err and "is not a check kind" in err and "\x1b" not in err
 
 
 def test_backends_listing_escapes_adapter_text(capsys, monkeypatch):

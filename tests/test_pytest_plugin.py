@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import scipy.special  # noqa: F401  (in-process pytester runs must not re-import extensions)
 
-import gradcheck.ops.search  # noqa: F401
-import gradcheck.ops.suite  # noqa: F401
+import gradcheck.plugin.assertions  # noqa: F401
+import gradcheck.plugin.search  # noqa: F401
 from gradcheck.ops import catalog
 from gradcheck.reference.numpy import get_op
 
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SUITE = '''
 import pytest
-from gradcheck.ops.suite import assert_check
+from gradcheck.plugin.assertions import assert_check
 
 @pytest.mark.gradcheck(check="vjp")
 def test_vjp(gradcheck_case):
@@ -149,7 +149,7 @@ def test_a_mutant_fails_with_evidence_and_a_reproducer_that_reproduces(suite, tm
     text = result.stdout.str()
     assert "test_vjp[mutant:Mutant-cpu-float64-sin]" in text
     for needle in ("VJP of output 0 w.r.t. input 0 [failed]", "allowed", "ratio",
-                   "reproduce: python -m gradcheck.ops.runner 'mutant:Mutant-cpu-float64-sin'",
+                   "reproduce: python -m gradcheck.harness.runner 'mutant:Mutant-cpu-float64-sin'",
                    "standalone reproducer:", "inputs = ("):
         assert needle in text, needle
     lines = text.split("standalone reproducer:\n", 1)[1].splitlines()
@@ -166,13 +166,13 @@ def test_the_seed_is_a_function_of_the_test_id(suite):
     first = suite.runpytest("-q", "-s", "-k", "test_seed", "--gradcheck-backend", "numpy")
     second = suite.runpytest("-q", "-s", "-k", "test_seed", "--gradcheck-backend", "numpy")
     seeds = [line for line in first.outlines + second.outlines if line.startswith("SEED")]
-    from gradcheck.ops.runner import stable_seed
+    from gradcheck.harness.runner import stable_seed
 
     assert seeds == [f"SEED {stable_seed('test_seed')}"] * 2
 
 
 def test_known_discrepancies_are_strict_xfails():
-    from gradcheck.ops.cases import Selection, plan
+    from gradcheck.harness.plan import Selection, plan
 
     planned = plan("reference", Selection(profile="ci", backends=("torch",), ops=("tanh",),
                                           devices=("cpu",)))

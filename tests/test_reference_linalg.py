@@ -123,8 +123,8 @@ def test_search_draws_structured_domains_from_the_sampler():
     random box matrix is rarely positive definite; a singular one fooled the search of solve)."""
     from hypothesis import given, settings
 
-    from gradcheck.ops.runner import Case
-    from gradcheck.ops.search import strategy
+    from gradcheck.harness.runner import Case
+    from gradcheck.plugin.search import strategy
 
     @settings(max_examples=10, deadline=None, database=None)
     @given(inputs=strategy(Case("numpy", "cpu", "float64", "cholesky")))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gradcheck import NumpyFunction, Status, check
+from gradcheck.harness.runner import RANDOM, Case, case_inputs, numeric_report
 from gradcheck.ops import catalog
-from gradcheck.ops.runner import RANDOM, Case, case_inputs, numeric_report
 from gradcheck.reference.numpy import get_op
 
 

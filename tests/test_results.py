@@ -112,3 +112,44 @@ def test_subject_names_the_comparison():
 def test_results_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         _result().status = Status.PASSED  # type: ignore[misc]
+
+
+# -- the taxonomy and the typed fields -----------------------------------------------------------
+
+
+def test_kind_is_a_check_kind_that_compares_and_prints_as_its_string():
+    r = _result(kind="vjp_of_vjp")
+    assert r.kind is gradcheck.CheckKind.VJP_OF_VJP
+    assert r.kind == "vjp_of_vjp" and f"{r.kind}" == "vjp_of_vjp" and str(r.kind) == "vjp_of_vjp"
+    assert {"vjp_of_vjp": 1}[r.kind] == 1  # hashes as its string
+    assert json.loads(r.to_json())["kind"] == "vjp_of_vjp"
+    with pytest.raises(ValueError, match="'vjpp' is not a check kind; known: vjp, jvp"):
+        _result(kind="vjpp")
+
+
+def test_every_kind_has_its_info_and_the_suite_lists_come_from_it():
+    from gradcheck import taxonomy
+    from gradcheck.harness import plan
+
+    assert set(taxonomy.INFO) == set(gradcheck.CheckKind)
+    assert [k.value for k in plan.CHECKS] == [
+        "vjp", "jvp", "fwd_rev", "eager_func", "rounding", "vjp_of_vjp", "jvp_of_vjp",
+        "jvp_of_jvp", "reference", "cross_backend", "cross_device", "search"]
+    assert {k for k in gradcheck.CheckKind if taxonomy.info(k).needs_jvp} == {
+        "jvp", "fwd_rev", "jvp_of_vjp", "jvp_of_jvp"}
+    assert taxonomy.SECOND_ORDER[("vjp", "jvp")] is gradcheck.CheckKind.JVP_OF_VJP
+
+
+def test_typed_fields_are_read_from_details_of_older_streams_and_written_to_both():
+    old = json.loads(_result(details={"order": 2, "output_path": "a.b", "bug_class": "x",
+                                      "section": "vjp"}).to_json())
+    for key in ("order", "path", "bug_class", "section"):
+        old.pop(key)  # a line written before these were fields
+    back = CheckResult.from_dict(old)
+    assert (back.order, back.path, back.bug_class, back.section) == (2, "a.b", "x", "vjp")
+    new = json.loads(_result(details={}, order=2, path="p", bug_class="b").to_json())
+    assert (new["order"], new["path"], new["bug_class"]) == (2, "p", "b")
+    assert new["details"] == {"order": 2, "output_path": "p", "bug_class": "b"}
+    assert json.loads(_result(details={}).to_json())["details"] == {}  # defaults: not mirrored
+    assert _result(details={}, output_index=1, path="logits").subject == (
+        "VJP of output logits w.r.t. input 1")

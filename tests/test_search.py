@@ -9,9 +9,9 @@ from hypothesis import given, settings
 
 from gradcheck import NumpyFunction
 from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.ops.cases import Planned
-from gradcheck.ops.runner import Case
-from gradcheck.ops.search import domain_box, search_case, strategy
+from gradcheck.harness.plan import Planned
+from gradcheck.harness.runner import Case
+from gradcheck.plugin.search import domain_box, search_case, strategy
 from gradcheck.pytest_plugin import _register_hypothesis_profiles
 from gradcheck.reference.numpy import get_op
 

@@ -168,9 +168,21 @@ class JaxTraining(TrainingHooks):
             self._jitted[id(loss_fn)] = None  # not jittable: python control flow on values
             return run(self._closed(loss_fn, self._inputs))
 
+    def snapshot(self) -> Any:
+        return dict(self._params), None if self._grads is None else dict(self._grads)
+
+    def restore(self, snap: Any) -> None:
+        params, grads = snap
+        self._params = dict(params)
+        self._grads = None if grads is None else dict(grads)
+
+    def evaluate_eagerly(self, loss_fn, *inputs):
+        return super().evaluate_eagerly(loss_fn, *inputs)  # here under float64 mode
+
     def loss_value(self, loss_fn, *inputs):
         self._inputs = inputs
-        return float(self._eager_fallback(loss_fn, lambda f: f(self._params)))
+        with self.seeded():
+            return float(self._eager_fallback(loss_fn, lambda f: f(self._params)))
 
     def loss_batch(self, loss_fn, name, rows, *inputs):
         """One jitted ``vmap`` over all parameters, rows padded to a power of two (>= 32), so
@@ -196,14 +208,16 @@ class JaxTraining(TrainingHooks):
                 host = np.broadcast_to(np.asarray(p), (size,) + p.shape)
             batched[k] = jnp.asarray(host)
         try:
-            return np.asarray(fn(batched, *inputs), dtype=np.float64)[:n]
+            with self.seeded():
+                return np.asarray(fn(batched, *inputs), dtype=np.float64)[:n]
         except Exception:  # python control flow on values, host callbacks: loop eagerly
             self._batched[key] = None
             return super().loss_batch(loss_fn, name, rows, *inputs)
 
     def backward(self, loss_fn, *inputs, scale=1.0, retain=False):
         self._inputs = inputs
-        value, pullback = self._eager_fallback(loss_fn, lambda f: jax.vjp(f, self._params))
+        with self.seeded():
+            value, pullback = self._eager_fallback(loss_fn, lambda f: jax.vjp(f, self._params))
         seed = np.asarray(scale, dtype=np.dtype(value.dtype))
         self._grads = pullback(seed)[0]  # functional: the kept gradients are replaced
         self._retained = (pullback, seed) if retain else None
@@ -219,6 +233,9 @@ class JaxTraining(TrainingHooks):
         if self._grads is None:
             return {k: None for k in self._params}
         return {k: _np(self._grads[k]) for k in self._params}
+
+    def monitor_argument(self) -> Any:
+        return self._view(self._grads) if self._grads is not None else None
 
     def set_gradients(self, values):
         self._grads = {k: jax.device_put(_host(values[k], p.dtype).reshape(p.shape), self._dev)
@@ -259,7 +276,8 @@ class JaxTraining(TrainingHooks):
         return run
 
     def run_user_step(self, step, *inputs):
-        out = step(self.model, *inputs)
+        with self.seeded():
+            out = step(self.model, *inputs)
         out = out[0] if isinstance(out, tuple) else out
         leaves = jax.tree_util.tree_flatten_with_path(out)[0]
         if self._treedef is None:
@@ -269,7 +287,8 @@ class JaxTraining(TrainingHooks):
 
     def find_cut_points(self, loss_fn, *inputs):
         try:
-            jaxpr = jax.make_jaxpr(self._closed(loss_fn, inputs))(self._params)
+            with self.seeded():
+                jaxpr = jax.make_jaxpr(self._closed(loss_fn, inputs))(self._params)
         except Exception as exc:  # not traceable: a host round trip under tracing, usually
             first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
             return [CutPoint(f"not traceable ({type(exc).__name__}: {first})", "?", True)]

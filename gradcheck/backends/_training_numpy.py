@@ -81,10 +81,12 @@ class NumpyTraining(TrainingHooks):
         return loss_fn
 
     def loss_value(self, loss_fn, *inputs):
-        return float(self._require(loss_fn).value(self.model, *inputs))
+        with self.seeded():
+            return float(self._require(loss_fn).value(self.model, *inputs))
 
     def _fresh(self, loss: NumpyLoss, inputs: tuple, scale: float) -> dict[str, np.ndarray]:
-        g = loss.grad(self.model, *inputs)
+        with self.seeded():
+            g = loss.grad(self.model, *inputs)
         return {k: (scale * np.asarray(g[k], dtype=np.float64)).astype(self._np_dtype)
                 for k in self._params}
 
@@ -92,7 +94,8 @@ class NumpyTraining(TrainingHooks):
         loss = self._require(loss_fn)
         self._grads = self._fresh(loss, inputs, scale)  # functional: replaced, never added
         self._retained = (loss, inputs, scale) if retain else None
-        return float(loss.value(self.model, *inputs))
+        with self.seeded():
+            return float(loss.value(self.model, *inputs))
 
     def backward_again(self) -> None:
         if self._retained is None:
@@ -103,6 +106,9 @@ class NumpyTraining(TrainingHooks):
         if self._grads is None:
             return {k: None for k in self._params}
         return {k: g.copy() for k, g in self._grads.items()}
+
+    def monitor_argument(self) -> Any:
+        return self.gradients()
 
     def set_gradients(self, values):
         self._grads = {k: np.array(values[k], dtype=self._np_dtype) for k in self._params}
@@ -139,6 +145,7 @@ class NumpyTraining(TrainingHooks):
         return run
 
     def run_user_step(self, step, *inputs):
-        out = step(self.model, *inputs)
+        with self.seeded():
+            out = step(self.model, *inputs)
         out = out[0] if isinstance(out, tuple) else out
         self.assign(out)

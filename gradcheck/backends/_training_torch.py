@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -116,12 +117,43 @@ class TorchTraining(TrainingHooks):
                 for k, p in self._params.items()}
 
     # -- gradients -------------------------------------------------------------------------
-    def loss_value(self, loss_fn, *inputs):
+    def snapshot(self) -> Any:
+        """Parameters, ``.grad``, buffers (BatchNorm running statistics, ``num_batches_tracked``)
+        and every submodule's train/eval flag, cloned bitwise."""
+        params = {k: p.detach().clone() for k, p in self._params.items()}
+        grads = {k: None if p.grad is None else p.grad.detach().clone()
+                 for k, p in self._params.items()}
+        module = self._module
+        buffers = {} if module is None else {k: b.detach().clone()
+                                             for k, b in module.named_buffers()}
+        modes = {} if module is None else {k: m.training for k, m in module.named_modules()}
+        return params, grads, buffers, modes
+
+    def restore(self, snap: Any) -> None:
+        params, grads, buffers, modes = snap
         with torch.no_grad():
+            for k, p in self._params.items():
+                p.copy_(params[k])
+                p.grad = None if grads[k] is None else grads[k].clone()
+            if self._module is not None:
+                for k, b in self._module.named_buffers():
+                    if k in buffers:
+                        b.copy_(buffers[k])
+                for k, m in self._module.named_modules():
+                    if k in modes:
+                        m.training = modes[k]
+
+    def evaluate_eagerly(self, loss_fn, *inputs):
+        with torch.no_grad():
+            return super().evaluate_eagerly(loss_fn, *inputs)
+
+    def loss_value(self, loss_fn, *inputs):
+        with torch.no_grad(), self.seeded():
             return float(loss_fn(self.model, *inputs))
 
     def backward(self, loss_fn, *inputs, scale=1.0, retain=False):
-        loss = loss_fn(self.model, *inputs)
+        with self.seeded():
+            loss = loss_fn(self.model, *inputs)
         target = loss if scale == 1.0 else loss * scale
         if not target.requires_grad:  # nothing to differentiate: no parameter reached it
             self._retained = None
@@ -177,18 +209,21 @@ class TorchTraining(TrainingHooks):
         compiled = torch.compile(forward, backend="aot_eager", dynamic=False)
 
         def run(*inputs: Any) -> dict[str, np.ndarray]:
-            grads = torch.autograd.grad(compiled(*inputs), params, allow_unused=True)
+            with self.seeded():
+                out = compiled(*inputs)
+            grads = torch.autograd.grad(out, params, allow_unused=True)
             return {k: np.zeros(tuple(p.shape)) if g is None else _np(g).astype(np.float64)
                     for k, p, g in zip(names, params, grads, strict=True)}
 
         return run
 
     def run_user_step(self, step, *inputs):
-        step(self.model, *inputs)
+        with self.seeded():
+            step(self.model, *inputs)
 
     def find_cut_points(self, loss_fn, *inputs):
         recorder = _CutRecorder(self._params)
-        with recorder:
+        with self.seeded(), recorder:
             loss_fn(self.model, *inputs)
         return recorder.found
 
@@ -211,7 +246,11 @@ class _CutRecorder(TorchFunctionMode):
             host = name in _HOST
             kind = "host round trip" if host else "graph cut"
             self._add(f"{kind}: Tensor.{name}()", host, first)
-        elif needs and not torch.is_grad_enabled() and name not in ("__get__", "__set__"):
+        elif needs and name == "__get__" and getattr(getattr(func, "__self__", None),
+                                                     "__name__", "") == "data":
+            self._add("graph cut: Tensor.data", False, first)
+        elif needs and not torch.is_grad_enabled() and name not in ("__get__", "__set__") \
+                and not _in_custom_function():
             self._add(f"no-grad region: {name} under torch.no_grad()", False, first)
         return func(*args, **(kwargs or {}))
 
@@ -232,10 +271,22 @@ class _CutRecorder(TorchFunctionMode):
         return tuple(k for k, g in zip(names, grads, strict=True) if g is not None)
 
 
+def _in_custom_function() -> bool:
+    """Inside a custom ``autograd.Function.forward`` (grad mode is off there by design: the
+    Function supplies its own backward, so it is not a cut)."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "apply" and frame.f_code.co_filename.endswith(
+                os.path.join("autograd", "function.py")):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _user_frame() -> str:
     """``file:line`` of the innermost frame outside torch and gradcheck."""
     skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(skip) and "contextlib" not in path:

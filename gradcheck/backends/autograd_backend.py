@@ -25,6 +25,8 @@ from autograd.tracer import getval
 
 from .autograd_ops import OPS
 from .base import Accumulation, Backend, Semantics
+from .process_training import ParamRef
+from .training import validate_max_norm
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:
@@ -144,8 +146,6 @@ class AutogradTraining:
         self._grads = {}
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
-        from .process_training import ParamRef
-
         f = OPS[op]
 
         def loss(params: dict[str, Any]) -> Any:
@@ -169,8 +169,6 @@ class AutogradTraining:
         self._grads = {}
 
     def clip_grad_norm(self, max_norm: float) -> float:
-        from .training import validate_max_norm
-
         max_norm = validate_max_norm(max_norm)  # a negative threshold would reverse the step
         total = float(np.sqrt(sum(float(np.sum(g * g)) for g in self._grads.values())))
         if total > max_norm:

@@ -11,9 +11,7 @@ forward mode, and its backward detaches the gradients it builds, so there is no 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .base import Accumulation, Semantics
 from .process import ProcessBackend
@@ -69,42 +67,5 @@ class CandleBackend(ProcessBackend):
 
 # ---- Candle-specific probes: a VarMap model (candle.varmap_model, not part of the protocol) ---
 VARMAP_NAMES = ("fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight")
-_STAGES = ("hidden", "logits")
-_VIAS = ("to_vec1", "to_vec2", "to_scalar")
-
-
-def check_varmap_model(backend: CandleBackend | None = None, *, seed: int = 0,
-                       roundtrip: tuple[str, str] | None = None, detach: str | None = None,
-                       declared: Sequence[str] = ()) -> Any:
-    """Measure gradient extraction by ``VarMap`` name, the GradStore's global norm and gradient
-    flow on a two-layer ``candle_nn`` model built by the child (``candle.varmap_model``):
-    ``fc1 = linear(3, 3)``, ``fc2 = linear(3, 3)`` registered through ``VarBuilder::pp``, loss
-    ``mse(fc2(tanh(fc1(x))), y)``.  A generic probe cannot express this (the protocol has no
-    model registry), so this is Candle-specific and not run by ``check_semantics("candle")``.
-
-    ``roundtrip=(stage, via)`` puts a host round trip (``via`` in to_vec1/to_vec2/to_scalar, then
-    ``Tensor::new``) at ``stage`` ("hidden" after tanh(fc1), "logits" after fc2); ``detach=stage``
-    puts ``Tensor::detach`` there; ``declared`` names the stages where a cut is intended.
-
-    Results: ``varmap.names`` (the extracted gradients' names are the VarMap's registered names,
-    one to one), ``varmap.grad.<name>`` (each extracted gradient vs the central-FD gradient of
-    the loss w.r.t. that variable, the child evaluating the loss at perturbed values), ``flow.
-    <name>`` (a gradient arrives where FD says the loss depends; a blocked one says at which
-    stage and how it was cut), ``grad_norm`` (the norm the child computes from the GradStore vs
-    the float64 norm of the returned gradients, loss-magnitude proxies named).
-    """
-    from .process_model import ModelSpec, check_named_model, validate_declared
-
-    spec = ModelSpec("candle.varmap_model", VARMAP_NAMES, _STAGES, "varmap", "VarMap name",
-                     "the GradStore")
-    validate_declared(spec, declared)
-    if roundtrip is not None and (roundtrip[0] not in _STAGES or roundtrip[1] not in _VIAS):
-        raise ValueError(f"roundtrip={roundtrip!r}: (stage in {_STAGES}, via in {_VIAS})")
-    own = backend is None
-    be = CandleBackend() if backend is None else backend
-    cut = {"roundtrip": None if roundtrip is None else {"stage": roundtrip[0],
-                                                        "via": roundtrip[1]},
-           "detach": detach}
-    return check_named_model(be, spec, cut, seed=seed, own=own, declared=declared, reproducer=(
-        f"gradcheck.backends.candle_backend.check_varmap_model(seed={seed}, "
-        f"roundtrip={roundtrip!r}, detach={detach!r}, declared={tuple(declared)!r})"))
+CANDLE_STAGES = ("hidden", "logits")
+CANDLE_VIAS = ("to_vec1", "to_vec2", "to_scalar")

@@ -10,9 +10,7 @@ mode is its symbolic ``gorgonia.Grad`` run by a ``TapeMachine``; it has no forwa
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .base import Accumulation, Semantics
 from .process import ProcessBackend
@@ -69,41 +67,3 @@ class GorgoniaBackend(ProcessBackend):
 MODEL_NAMES = ("fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight")
 MODEL_STAGES = ("hidden", "logits")
 MODEL_VIAS = ("constant", "input")
-
-
-def check_model_flow(backend: GorgoniaBackend | None = None, *, seed: int = 0,
-                     roundtrip: tuple[str, str] | None = None,
-                     declared: Sequence[str] = ()) -> Any:
-    """Measure gradient extraction by learnable name, the global norm and gradient flow on a
-    two-layer model written in Gorgonia by the child (``gorgonia.model``): learnables
-    ``fc1.weight`` (3, 3), ``fc1.bias`` (3), ``fc2.weight`` (3, 3), ``fc2.bias`` (3), loss
-    ``mean((tanh(x W1 + b1) W2 + b2 - y)^2)``, gradients read from the learnables' dual values
-    after ``gorgonia.Grad`` and a ``TapeMachine`` run with ``BindDualValues``.  Not run by
-    ``check_semantics("gorgonia")`` (the protocol has no model registry).
-
-    ``roundtrip=(stage, via)`` runs the graph up to ``stage`` ("hidden" after tanh(fc1),
-    "logits" after fc2), copies the node's value into a Go slice and feeds it back as a new
-    ``via`` node ("constant": ``gorgonia.NewConstant``; "input": a new input node).  Gorgonia's
-    ``Grad`` then refuses the learnables upstream (a ``SymDiffError``); the child leaves them
-    out, as a user would have to, and they hold no gradient.  ``declared`` names the stages
-    where a cut is intended.
-
-    Results, as Candle's ``check_varmap_model``: ``model.names``, ``model.grad.<name>``,
-    ``flow.<name>`` (a blocked one names the stage and how it was cut), ``grad_norm``.
-    """
-    from .process_model import ModelSpec, check_named_model, validate_declared
-
-    spec = ModelSpec("gorgonia.model", MODEL_NAMES, MODEL_STAGES, "model",
-                     "learnable node name", "the learnables' dual-value store")
-    validate_declared(spec, declared)
-    if roundtrip is not None and (roundtrip[0] not in MODEL_STAGES
-                                  or roundtrip[1] not in MODEL_VIAS):
-        raise ValueError(f"roundtrip={roundtrip!r}: (stage in {MODEL_STAGES}, "
-                         f"via in {MODEL_VIAS})")
-    own = backend is None
-    be = GorgoniaBackend() if backend is None else backend
-    cut = {"roundtrip": None if roundtrip is None else {"stage": roundtrip[0],
-                                                        "via": roundtrip[1]}}
-    return check_named_model(be, spec, cut, seed=seed, own=own, declared=declared, reproducer=(
-        f"gradcheck.backends.gorgonia_backend.check_model_flow(seed={seed}, "
-        f"roundtrip={roundtrip!r}, declared={tuple(declared)!r})"))

@@ -163,8 +163,8 @@ class JaxBackend(Backend):
         return jnp
 
     def op(self, name: str) -> Callable | None:
-        """Catalog op ``name`` written for JAX (``gradcheck.reference.jax``)."""
-        from gradcheck.reference.jax import get_op
+        """Catalog op ``name`` written for JAX (``gradcheck.backends.jax_ops``)."""
+        from .jax_ops import get_op
 
         return get_op(name)
 

@@ -25,6 +25,7 @@ import mlx.optimizers as optim
 import numpy as np
 
 from .base import Accumulation, Backend, Semantics
+from .process_training import ParamRef
 from .training import ClipSemantics
 
 _DTYPES = {"float64": mx.float64, "float32": mx.float32, "float16": mx.float16,
@@ -188,9 +189,10 @@ class MlxTraining:
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
         from .mlx_ops import get_op
-        from .process_training import ParamRef
 
         f = get_op(op)
+        if f is None:
+            raise ValueError(f"op {op!r} is not an MLX catalog op")
 
         def loss(params: dict[str, mx.array]) -> mx.array:
             vals = [(mx.stop_gradient(params[a.name]) if a.stop else params[a.name])
@@ -205,7 +207,7 @@ class MlxTraining:
             value, grads = mx.value_and_grad(loss)(dict(self._params))
             mx.eval(value, grads)
         self._grads = dict(grads)
-        return float(value.item())
+        return float(value.item())  # type: ignore[arg-type]  # a real scalar
 
     def grads(self) -> dict[str, np.ndarray | None]:
         return {k: (_numpy(self._grads[k]) if k in self._grads else None) for k in self._params}
@@ -221,7 +223,7 @@ class MlxTraining:
             clipped, norm = optim.clip_grad_norm(self._grads, max_norm)
             mx.eval(clipped, norm)
         self._grads = dict(clipped)
-        return float(norm.item()) if isinstance(norm, mx.array) else float(norm)
+        return float(norm.item()) if isinstance(norm, mx.array) else float(norm)  # type: ignore[arg-type]
 
     def step(self, lr: float) -> None:
         with mx.stream(mx.cpu):

@@ -8,40 +8,15 @@ checks a manual backward pass, and how ``reference/numpy`` rules are themselves 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..ops.catalog import IMPLEMENTATIONS, package_op
+from ..rules import NumpyFunction
 from .base import Accumulation, Backend, Semantics
 
-
-@dataclass(frozen=True)
-class NumpyFunction:
-    """A NumPy function with hand-derived derivatives.
-
-    ``forward(*args)`` returns an array or a tuple of arrays.
-    ``vjp(args, cotangents)`` returns one gradient per argument (None for non-differentiable
-    ones); ``cotangents`` has one array per output.
-    ``jvp(args, tangents)`` (optional) returns one output tangent per output; ``tangents`` has one
-    array per argument (zeros for arguments not being differentiated).
-
-    Order 2: ``vjp`` may itself be a :class:`NumpyFunction` whose ``forward(*args, *cotangents)``
-    returns the gradients and whose own ``vjp``/``jvp`` are the hand-derived second-order rules
-    (the VJP as a function of the arguments and the cotangents).
-    """
-
-    forward: Callable[..., Any]
-    vjp: Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], Sequence[Any]]
-    jvp: Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], Sequence[Any]] | None = None
-    name: str = ""
-
-    def __call__(self, *args: Any) -> Any:
-        return self.forward(*args)
-
-    @property
-    def __name__(self) -> str:  # so reproducers can name it
-        return self.name or getattr(self.forward, "__name__", "numpy_function")
+__all__ = ["NumpyBackend", "NumpyFunction"]
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:
@@ -71,10 +46,9 @@ class NumpyBackend(Backend):
         return value if isinstance(value, np.ndarray) else None
 
     def op(self, name: str) -> Callable | None:
-        """The hand-derived reference of catalog op ``name`` (``gradcheck.reference.numpy``)."""
-        from gradcheck.reference.numpy import get_op
-
-        return get_op(name)
+        """The hand-derived reference of catalog op ``name`` (``gradcheck.reference.numpy``,
+        found through the catalog's implementations like every backend's op table)."""
+        return package_op(IMPLEMENTATIONS["numpy"], name)
 
     def _require(self, fn: Callable) -> NumpyFunction:
         if not isinstance(fn, NumpyFunction):

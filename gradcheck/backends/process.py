@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .base import Backend
+from .process_training import ProcessTraining
 from .protocol_ops import PROTOCOL_OPS
 from .wire import (
     PROTOCOL_VERSION,
@@ -299,10 +300,10 @@ class ProcessBackend(Backend):
             if list(hello.get(key, [])) != want:
                 return (f"the child declares {key}={hello.get(key)!r} but the adapter declares "
                         f"{want!r}")
-        for cap, want in (("jvp", self.supports_jvp), ("order2", self.supports_order2)):
-            if bool(caps.get(cap)) != want:
+        for cap, wanted in (("jvp", self.supports_jvp), ("order2", self.supports_order2)):
+            if bool(caps.get(cap)) != wanted:
                 return (f"the child declares capability {cap}={caps.get(cap)!r} but the adapter "
-                        f"declares {want!r}")
+                        f"declares {wanted!r}")
         sem = hello.get("semantics", {})
         if sem.get("accumulation") != self.semantics.accumulation.value:
             return (f"the child declares accumulation {sem.get('accumulation')!r} but the adapter "
@@ -425,8 +426,6 @@ class ProcessBackend(Backend):
         return self._transformed(fn, "jvp", diff, n_args)
 
     def training(self, device: str, dtype: str) -> Any:
-        from .process_training import ProcessTraining
-
         caps = self.hello().get("capabilities", {})
         if not caps.get("training"):
             raise NotImplementedError(f"backend {self.name!r}: the child declares no training "

@@ -74,7 +74,7 @@ class ProcessTraining:
         loss value."""
         wire_args = [{"param": a.name, "stop": a.stop} if isinstance(a, ParamRef)
                      else {"array": encode_array(a, self.dtype)} for a in args]
-        loss = {"op": op, "args": wire_args}
+        loss: dict[str, Any] = {"op": op, "args": wire_args}
         if weights is not None:
             loss["weights"] = encode_array(weights, self.dtype)
         res = self._req("train.backward", loss=loss)

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from .base import Accumulation, Backend, Semantics
+from .process_training import ParamRef
 from .tensorflow_ops import OPS
 
 _ZERO = tf.UnconnectedGradients.ZERO
@@ -136,8 +137,6 @@ class TensorflowTraining:
         self._grads = {}
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
-        from .process_training import ParamRef
-
         f = OPS[op]
         with tf.GradientTape() as tape:
             vals = [(tf.stop_gradient(self._vars[a.name]) if a.stop else self._vars[a.name])

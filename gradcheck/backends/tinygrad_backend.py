@@ -34,6 +34,7 @@ from tinygrad import Tensor, TinyJit, dtypes
 from tinygrad.helpers import Context
 
 from .base import Accumulation, Backend, Semantics
+from .process_training import ParamRef
 from .training import validate_max_norm
 
 _DTYPES = {"float64": dtypes.float64, "float32": dtypes.float32, "float16": dtypes.float16}
@@ -140,7 +141,7 @@ class TinygradBackend(Backend):
         if size < 4:
             return super().evaluate_batch(fn, args, batched, device)
 
-        def row(i: int) -> list[np.ndarray]:
+        def row(i: int) -> list[Any]:  # tinygrad Tensors
             return [_native(a[i] if b else a).realize()
                     for a, b in zip(args, batched, strict=True)]
 
@@ -202,14 +203,16 @@ class TinygradTraining:
                             for k, v in params.items()}
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
-        from .process_training import ParamRef
         from .tinygrad_ops import get_op
 
         with _ctx():
             vals = [(self._params[a.name].detach() if a.stop else self._params[a.name])
                     if isinstance(a, ParamRef) else _native(np.asarray(a, dtype=self._np))
                     for a in args]
-            y = get_op(op)(*vals)
+            f = get_op(op)
+            if f is None:
+                raise ValueError(f"op {op!r} is not a tinygrad catalog op")
+            y = f(*vals)
             if weights is not None:
                 y = y * _native(np.asarray(weights, dtype=self._np))
             loss = y.sum()

@@ -307,7 +307,7 @@ class TorchBackend(Backend):
             args, cts = list(xs[:n_args]), xs[n_args:]
             h = self._partial(fn, args, diff)
             try:
-                _, pullback = torch.func.vjp(h, *[args[k] for k in diff])
+                _, pullback = torch.func.vjp(h, *[args[k] for k in diff])  # type: ignore[misc]
             except RuntimeError as exc:
                 if "setup_context" not in str(exc):
                     raise
@@ -321,7 +321,8 @@ class TorchBackend(Backend):
             args, tans = list(xs[:n_args]), xs[n_args:]
             h = self._partial(fn, args, diff)
             try:
-                _, out_t = torch.func.jvp(h, tuple(args[k] for k in diff), tuple(tans))
+                _, out_t = torch.func.jvp(  # type: ignore[misc]  # no has_aux: a pair
+                    h, tuple(args[k] for k in diff), tuple(tans))
             except RuntimeError as exc:
                 _raise_if_unsupported(exc, "forward mode")
                 raise

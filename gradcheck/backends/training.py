@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -110,6 +111,33 @@ class TrainingHooks(ABC):
         #: turns it on (one loss, evaluated many times); the probes leave it off (many one-off
         #: losses, whose primitives eager mode compiles once and caches).
         self.compile_losses = False
+        #: when set, every evaluation of a user's loss, step or monitor runs under
+        #: :func:`~gradcheck.backends._seeding.controlled_rng` with this seed (the audit sets it)
+        self.rng_seed: int | None = None
+
+    def seeded(self, offset: int = 0) -> Any:
+        """The RNG context of one evaluation: identical seeds each time (:attr:`rng_seed`), or
+        nothing where no seed is set."""
+        if self.rng_seed is None:
+            return nullcontext()
+        from ._seeding import controlled_rng
+
+        return controlled_rng(self.rng_seed + offset)
+
+    def snapshot(self) -> Any:
+        """Everything an audit may change on the adopted model, to put back bitwise with
+        :meth:`restore`: parameter values and stored gradients here; engines with buffers or
+        modes (torch) add them."""
+        return {k: v.copy() for k, v in self.parameter_values().items()}, self.gradients()
+
+    def restore(self, snap: Any) -> None:
+        """Put back a :meth:`snapshot`."""
+        values, grads = snap
+        self.assign(values)
+        self.zero_grad()
+        if any(g is not None for g in grads.values()):
+            self.set_gradients({k: np.zeros(np.shape(values[k])) if g is None else g
+                                for k, g in grads.items()})
 
     @property
     def name(self) -> str:
@@ -232,6 +260,19 @@ class TrainingHooks(ABC):
     @abstractmethod
     def sgd_step(self, lr: float) -> None:
         """Plain SGD with the stored gradients: ``p -= lr * g``."""
+
+    def evaluate_eagerly(self, loss_fn: Callable, *inputs: Any) -> Any:
+        """``loss_fn(model, *inputs)`` called directly (no compilation, no gradient recording),
+        under :meth:`seeded`: the audit records intent markers' concrete values this way."""
+        with self.seeded():
+            fn = getattr(loss_fn, "value", loss_fn)  # NumpyLoss: its value function
+            return fn(self.model, *inputs)
+
+    def monitor_argument(self) -> Any:
+        """What a monitor written for a training loop reads after a backward: the model (torch:
+        its ``.grad``) or, for functional engines, the stored gradients in the model's
+        structure."""
+        return self.model
 
     # -- stop points, runners, user steps --------------------------------------------------
     def stop_gradient(self, x: Any) -> Any:

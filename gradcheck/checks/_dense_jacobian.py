@@ -165,6 +165,7 @@ def _stencil(f_batch: Callable, x: np.ndarray, f0: np.ndarray, h: float, moved: 
         if len(extra):  # the first call carried the noise points
             noise = np.max(fd._noise_from(V[:len(extra)], f0), axis=0)
             V, extra = V[len(extra):], np.empty((0, n))
+        assert noise is not None  # given, or measured by the first call
         a0 = np.maximum(fd.EPS64 * np.abs(f0), fd._NOISE_BOUND * noise)
         with np.errstate(all="ignore"):
             out.append(_combine(V.reshape(cols.size, len(_NODES), -1), f0, a0, noise, h,

@@ -18,6 +18,9 @@ import numpy as np
 
 from .. import tolerance
 from ..backends.base import Backend, widest_dtype
+from ..known import SEMANTIC as KNOWN_BEHAVIOURS  # noqa: F401  (re-exported)
+from ..known import KnownDiscrepancy as KnownBehaviour  # noqa: F401  (re-exported)
+from ..known import known_behaviour
 from ..results import CheckKind, CheckResult, Status
 
 
@@ -48,67 +51,15 @@ class BugClass(str, enum.Enum):
     UNUSED_PARAMETER = "parameter without gradient or effect"
     LOSS_PROXY_NORM = "loss-proxy gradient norm"
     WRONG_NAME = "gradient extracted under a name other than the registered one"
-
-
-@dataclass(frozen=True)
-class KnownBehaviour:
-    """A real, investigated backend behaviour that fails a probe; the suite makes it a strict
-    xfail.  ``probe`` is a probe name; ``evidence`` says how it was established."""
-
-    backend: str
-    probe: str
-    reason: str
-    evidence: str
-
-
-KNOWN_BEHAVIOURS: tuple[KnownBehaviour, ...] = (
-    KnownBehaviour(
-        "torch", "clip.threshold_validation",
-        "torch.nn.utils.clip_grad_norm_ does not validate max_norm: the coefficient "
-        "max_norm / (norm + 1e-6) is clamped only from above, so max_norm=-1 multiplies every "
-        "gradient by a negative number (reverses it) and max_norm=nan turns it into NaN",
-        "torch 2.13.0 CPU: grads (3, 4), max_norm=-1.0 -> (-0.6, -0.8), returned norm 5.0; "
-        "max_norm=nan -> (nan, nan); see torch/nn/utils/clip_grad.py _clip_grads_with_norm_"),
-    KnownBehaviour(
-        "tensorflow", "clip.threshold_validation",
-        "tf.clip_by_global_norm does not validate clip_norm: its scale clip_norm * "
-        "min(1 / norm, 1 / clip_norm) is exactly 1 for a negative clip_norm, so the gradients "
-        "pass unclipped without a word, and clip_norm=nan turns them into NaN",
-        "tensorflow 2.21.0 CPU: clip_by_global_norm([(3, 4)], -1.0) -> (3, 4), norm 5.0; "
-        "clip_norm=nan -> (nan, nan)"),
-    KnownBehaviour(
-        "mlx", "clip.threshold_validation",
-        "mlx.optimizers.clip_grad_norm rejects max_norm < 0 but not NaN: 'nan < 0' is False, "
-        "so the scale min(nan / (norm + 1e-6), 1) is NaN and every gradient becomes NaN",
-        "mlx 0.32.4 CPU: clip_grad_norm({'w': [3, 4]}, -1.0) -> ValueError; "
-        "clip_grad_norm({'w': [3, 4]}, nan) -> ({'w': [nan, nan]}, 5.0); see "
-        "mlx/optimizers/optimizers.py clip_grad_norm"),
-    *(KnownBehaviour(
-        "mlx", probe,
-        "not a semantic fault: the op-protocol probe loss is sum(a * sin(w)) and MLX 0.32 CPU "
-        "evaluates float64 sin/cos in float32 precision, so the stored gradient a * cos(w) is "
-        "off by ~3e-7 relative (the measured factor is 1, as declared); see the MLX float64 "
-        "entries of docs/known-discrepancies.md",
-        "mlx 0.32.4 CPU: mx.cos(float64 x) vs numpy.cos: max relative error 3.3e-7 on normal "
-        "samples; the probe reports 'measured 1 x expected'")
-      for probe in ("accumulation.first_backward", "accumulation.rescale_backward_again")),
-    KnownBehaviour(
-        "tinygrad", "accumulation.rescale_backward_again",
-        "not an accumulation fault (the measured 5x is the declared one): tinygrad.nn.optim "
-        "stores the learning rate as a float32 tensor ('at least float32 precision') also for "
-        "float64 parameters, so the SGD step is float32(lr) x g: lr=0.1 is off by 1.5e-8 "
-        "relative, far above float64 rounding",
-        "tinygrad 0.14.0 CPU: w = 1.0 (float64), w.grad = 1.0, SGD([w], lr=0.1).step() -> "
-        "1 - w = 0.10000000149011612 = float32(0.1); see tinygrad/nn/optim.py Optimizer.__init__"),
-)
-
-
-def known_behaviour(backend: str, probe: str) -> KnownBehaviour | None:
-    """The known behaviour covering ``probe`` on ``backend``, if any."""
-    for k in KNOWN_BEHAVIOURS:
-        if k.backend == backend and k.probe == probe:
-            return k
-    return None
+    NONDETERMINISTIC = "nondeterministic under a controlled RNG"
+    UNDECLARED_PARTIAL_STOP = "partial stop or surrogate gradient not declared"
+    DECLARED_STOP_MISSING = "declared stop that does not happen"
+    LOSS_SCALE_NOT_REMOVED = "loss scale not removed from the step"
+    MICRO_BATCHES_SUMMED = "micro-batch gradients summed, not averaged"
+    TWO_UPDATES = "two optimizer updates in one step"
+    STALE_STATE = "step uses state captured at an earlier step"
+    TIE_BROKEN = "declared tie not kept"
+    TARGET_UPDATE_MISMATCH = "target update differs from the declared one"
 
 
 @dataclass
@@ -213,6 +164,10 @@ class Assessment:
         verdict = "agrees" if self.ok else "DISAGREES"
         factor = "" if self.factor is None else f"; measured {self.factor:.6g} x expected"
         note = f" ({self.note})" if self.note else ""
+        if not (np.isfinite(self.actual) and np.isfinite(self.expected)):
+            return (f"{what} {verdict}: element {self.label} is non-finite (actual "
+                    f"{self.actual:.10g} vs expected {self.expected:.10g}): a non-finite value "
+                    f"never agrees, whatever the tolerance{note}")
         return (f"{what} {verdict}: worst element {self.label}: actual {self.actual:.10g} vs "
                 f"expected {self.expected:.10g}, |diff| {self.discrepancy:.3g}, allowed "
                 f"{self.allowed:.3g} [{self.source}]{factor}{note}")

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends._training_ops import OpLoss
+
 SHAPES: dict[str, tuple[int, ...]] = {"layer.weight": (3, 2), "layer.bias": (2,), "head": (4,)}
 OP_SHAPES: dict[str, tuple[int, ...]] = {"w": (12,)}
 
@@ -76,8 +78,6 @@ class StandardProblem:
         """Create the parameters on ``hooks``; return ``(loss_fn, inputs)`` for it."""
         hooks.create_parameters(self.params)
         if self.op_form:
-            from ..backends._training_ops import OpLoss
-
             return OpLoss("sin", ("w",), self.consts["a:w"]), ()
         consts = {k: hooks.to_native(v) for k, v in self.consts.items()}
         loss = hooks.make_loss(_forward, grad=lambda p, c: self.grad(p, c))

@@ -90,7 +90,8 @@ def colour_columns(pattern: np.ndarray, max_colours: int) -> np.ndarray | None:
         r = rows[bounds[c]:bounds[c + 1]]
         if r.size == 0:
             continue
-        taken = used[r, :top + 1].any(axis=0)  # colours 0..top: the used ones and a new one
+        # colours 0..top: the used ones and a new one
+        taken = np.asarray(used[r, :top + 1].any(axis=0))
         k = int(np.argmin(taken))  # the first colour free in all of c's rows
         if taken[k] or k >= max_colours:
             return None
@@ -119,7 +120,7 @@ def _fd_along(f_batch: Callable, x: np.ndarray, D: np.ndarray, h0: float, f0: np
     return np.concatenate(vals), np.concatenate(errs), np.concatenate(dirs), evals
 
 
-def _allowed(err: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _allowed(err: np.ndarray, a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
     """The localization's allowance for comparing ``a`` and ``b`` (FD error ``err``)."""
     return tolerance.FD_SAFETY * err + tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (
         np.abs(a) + np.abs(b))
@@ -223,7 +224,8 @@ def fd_jacobian(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *
 
         est = _dense_jacobian.stencil_jacobian(f_batch, x, f0, table=table, seed=seed)
         return FDJacobian(est.value[sl], est.error[sl], n, est.evaluations, est.how)
-    pb = _Problem(f_batch, x, J_ad, np.nonzero(pattern), h0, f0, levels, sl,
+    rows, cols = np.nonzero(pattern)
+    pb = _Problem(f_batch, x, J_ad, (rows, cols), h0, f0, levels, sl,
                   np.random.default_rng(seed), np.zeros((m, n)), np.zeros((m, n)))
     G = int(colours.max()) + 1
     order = np.argsort(colours, kind="stable")

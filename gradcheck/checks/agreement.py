@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -80,9 +82,10 @@ def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.nd
             else np.asarray(a) for a in inputs]
     if diff is None:
         diff = [k for k, a in enumerate(args) if np.issubdtype(a.dtype, np.floating)]
-    base = dict(kind=kind, backend=actual.backend.name, device=actual.device, dtype="float64",
-                name=name, seed=seed, shapes=tuple(a.shape for a in args),
-                reproducer=reproducer, test_id=test_id)
+    base: dict[str, Any] = dict(
+        kind=kind, backend=actual.backend.name, device=actual.device, dtype="float64",
+        name=name, seed=seed, shapes=tuple(a.shape for a in args), reproducer=reproducer,
+        test_id=test_id)
     try:
         outs = expected.backend.evaluate(expected.fn, args, expected.device)
         rng = np.random.default_rng(seed)
@@ -100,8 +103,8 @@ def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.nd
     for pos, j in enumerate(diff):
         results.append(_judge(base, actual, expected, j, [g[pos] for g in ga],
                               [g[pos] for g in gb], [u[pos] for u in us],
-                              [m[pos] for m in out_mag], lambda pos=pos: noise.of(pos),
-                              lambda pos=pos: cond.of(pos)))
+                              [m[pos] for m in out_mag], partial(noise.of, pos),
+                              partial(cond.of, pos)))
     return results
 
 

@@ -5,7 +5,7 @@ live in per-family modules of three packages, each exporting ``OPS: dict[str, Ca
 
 * ``gradcheck.reference.numpy.<family>``: :class:`gradcheck.NumpyFunction` (forward +
   hand-derived VJP/JVP),
-* ``gradcheck.reference.jax.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
+* ``gradcheck.backends.jax_ops.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
 * ``gradcheck.backends.torch_ops.<family>``: the op written for PyTorch (likewise
   ``mlx_ops`` and ``tinygrad_ops`` for MLX and tinygrad).
 
@@ -21,6 +21,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from ..errors import InvalidArgument
+from .engine_known import attach
 from .spec import OpSpec
 
 FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special", "linalg", "shape", "nn")
@@ -28,7 +29,7 @@ FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special", "linalg"
 # Backend name -> package holding its per-family op modules.
 IMPLEMENTATIONS: dict[str, str] = {
     "numpy": "gradcheck.reference.numpy",
-    "jax": "gradcheck.reference.jax",
+    "jax": "gradcheck.backends.jax_ops",
     "torch": "gradcheck.backends.torch_ops",
     "mlx": "gradcheck.backends.mlx_ops",
     "tinygrad": "gradcheck.backends.tinygrad_ops",
@@ -37,8 +38,6 @@ IMPLEMENTATIONS: dict[str, str] = {
 
 @cache
 def _family_specs(family: str) -> tuple[OpSpec, ...]:
-    from .engine_known import attach
-
     module = importlib.import_module(f"{__package__}.{family}")
     specs = attach(tuple(module.SPECS))  # entries of the engines kept in engine_known
     for s in specs:
@@ -133,10 +132,3 @@ def missing_reason(backend: str, name: str) -> str:
             if reason:
                 return f"backend {backend!r} lacks op {name!r}: {reason}"
     return f"backend {backend!r} has no implementation of op {name!r}"
-
-
-def backend_op(backend: Any, name: str) -> Callable | None:
-    """``backend.op(name)`` for a backend name or adapter (imports the adapter lazily)."""
-    from ..backends.registry import get_backend
-
-    return get_backend(backend).op(name)

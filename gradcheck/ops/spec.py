@@ -7,7 +7,7 @@ apply, and which discrepancies of real backends are known (``known``), as data.
 
 Implementations live elsewhere, keyed by ``name``:
 * ``reference/numpy``: forward + hand-derived VJP/JVP (a :class:`gradcheck.NumpyFunction`),
-* ``reference/jax``: the op written for JAX (also what the ``jax`` backend runs),
+* ``gradcheck/backends/jax_ops``: the op written for JAX (also what the ``jax`` backend runs),
 * ``gradcheck/backends/torch_ops/``: the op written for PyTorch.
 A backend that lacks an op is skipped for it with a reason.
 """
@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..known import KnownDiscrepancy
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
 
@@ -37,30 +39,6 @@ class SpecialPoint:
     args: tuple[np.ndarray, ...]
     expect: str = "passed"
     fd: bool = True
-
-
-@dataclass(frozen=True)
-class KnownDiscrepancy:
-    """A real, investigated backend discrepancy: the matching suite test is a strict xfail.
-
-    ``check`` is a :class:`gradcheck.CheckKind` value (``"vjp"``, ``"jvp"``, ...) or ``"*"``;
-    ``point`` is a special-point name or ``"*"`` (random samples too).
-    """
-
-    backend: str
-    reason: str
-    link: str = ""
-    dtype: str = "*"
-    check: str = "*"
-    point: str = "*"
-
-    def matches(self, backend: str, dtype: str, check: str, point: str) -> bool:
-        return (
-            self.backend == backend
-            and self.dtype in ("*", dtype)
-            and self.check in ("*", check)
-            and self.point in ("*", point)
-        )
 
 
 @dataclass(frozen=True)

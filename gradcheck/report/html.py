@@ -48,7 +48,7 @@ def embed_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _hash_link(**params: str) -> str:
+def _hash_link(**params: str | int) -> str:
     return "#" + "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())
 
 
@@ -207,7 +207,7 @@ def _problems(data: StreamData) -> str:
 def _environment(data: StreamData) -> str:
     envs: dict[str, dict[str, Any]] = {}
     backends: dict[str, dict[str, Any]] = {}
-    roles = Counter()
+    roles: Counter[str] = Counter()
     for run in data.runs.values():
         env = {k: v for k, v in run.environment.items() if k not in ("role", "pid", "started")}
         if env:

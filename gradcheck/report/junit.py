@@ -86,7 +86,7 @@ def render(data: StreamData) -> bytes:
     groups: dict[tuple[str, str, str], list[CheckResult]] = defaultdict(list)
     for r in data.checks:
         groups[(r.backend, r.device, r.dtype)].append(r)
-    totals = defaultdict(int)
+    totals: defaultdict[str, int] = defaultdict(int)
     for (backend, device, dtype), results in sorted(groups.items()):
         suite = ET.SubElement(root, "testsuite", name=_clean(f"gradcheck {backend} {device} "
                                                              f"{dtype}"))

@@ -15,14 +15,15 @@ from typing import Any
 
 from ..results import CheckResult, Status, shown, shown_element
 from ..stream import StreamData
+from ..taxonomy import CheckGroup, kinds
 
 #: order of severity, worst first (also the sort order of the table); ``known`` is a failed check
 #: whose failure is a recorded known discrepancy (catalog data or a documented backend behaviour)
 SEVERITY = ("error", "failed", "known", "inconclusive", "skipped", "passed")
 KNOWN = "known"
 #: kinds shown in the semantic-probe table and in flow maps rather than in the op matrix
-SEMANTIC_KINDS = ("semantic", "grad_norm")
-FLOW_KINDS = ("flow",)
+SEMANTIC_KINDS = kinds(CheckGroup.SEMANTIC)
+FLOW_KINDS = kinds(CheckGroup.FLOW)
 COLUMNS = ("id", "status", "kind", "name", "backend", "device", "dtype", "test", "ratio",
            "discrepancy", "allowed", "actual", "expected", "seed", "duration", "message",
            "reproducer", "subject", "shapes")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from gradcheck import NumpyFunction
+from gradcheck.rules import NumpyFunction
 
 Arrays = Sequence[np.ndarray]
 
@@ -24,7 +25,7 @@ def floating(a: np.ndarray) -> bool:
 
 
 def linear_op(name: str, forward: Callable[..., np.ndarray],
-              adjoint: Callable[[Arrays, np.ndarray], Sequence[np.ndarray | None]]
+              adjoint: Callable[[Arrays, Any], Sequence[np.ndarray | None]]
               ) -> NumpyFunction:
     """A function linear in its floating arguments jointly (integer/bool ones are parameters):
     the JVP is the forward applied to the tangents, the VJP is the hand-written ``adjoint``."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gradcheck.backends.numpy_backend import NumpyFunction
+from gradcheck.rules import NumpyFunction
 
 Partial = Callable[..., np.ndarray]
 

@@ -151,7 +151,8 @@ def _by_name(report):
 
 
 def test_varmap_gradients_extracted_by_name_match_fd(candle):
-    from gradcheck.backends.candle_backend import VARMAP_NAMES, check_varmap_model
+    from gradcheck.backends.candle_backend import VARMAP_NAMES
+    from gradcheck.checks.model_flow import check_varmap_model
 
     report = check_varmap_model(candle)
     assert report.passed, [r.message for r in report.failures]
@@ -176,7 +177,7 @@ def test_varmap_gradients_extracted_by_name_match_fd(candle):
     ("norm_proxy", {"grad_norm"}, "loss-proxy gradient norm"),
 ])
 def test_varmap_and_norm_mutants_are_caught(mutant, failing, bug):
-    from gradcheck.backends.candle_backend import check_varmap_model
+    from gradcheck.checks.model_flow import check_varmap_model
 
     be = CandleBackend(env={"GRADCHECK_CANDLE_MUTANT": mutant})
     try:
@@ -191,7 +192,7 @@ def test_varmap_and_norm_mutants_are_caught(mutant, failing, bug):
 
 @pytest.mark.parametrize("via", ["to_vec1", "to_vec2", "to_scalar"])
 def test_host_round_trip_is_a_blocked_flow_finding_that_says_where(candle, via):
-    from gradcheck.backends.candle_backend import check_varmap_model
+    from gradcheck.checks.model_flow import check_varmap_model
 
     report = check_varmap_model(candle, roundtrip=("hidden", via))
     assert {r.name for r in report.failures} == {"flow.fc1.weight", "flow.fc1.bias"}
@@ -209,7 +210,7 @@ def test_host_round_trip_is_a_blocked_flow_finding_that_says_where(candle, via):
 
 
 def test_detach_declared_passes_undeclared_is_flagged(candle):
-    from gradcheck.backends.candle_backend import check_varmap_model
+    from gradcheck.checks.model_flow import check_varmap_model
 
     flagged = check_varmap_model(candle, detach="hidden")
     assert {r.name for r in flagged.failures} == {"flow.fc1.weight", "flow.fc1.bias"}

@@ -11,7 +11,7 @@ from adapter_checks import ORDER2_KINDS, assert_op_passes, assert_training_probe
 
 import gradcheck
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
-from gradcheck.conformance import Probe
+from gradcheck.harness.conformance import Probe
 from gradcheck.testing import format_conformance, run_conformance
 
 mx = pytest.importorskip("mlx.core", reason="mlx is not installed (pip install 'mlx[cpu]')")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import mlx.core as mx
 
-OPS = {
+OPS: dict[str, Callable[..., Any]] = {
     "add": mx.add,
     "sub": mx.subtract,
     "mul": mx.multiply,

@@ -23,21 +23,24 @@ from functools import cache
 
 import numpy as np
 
+from .. import taxonomy
 from ..backends.base import Backend
 from ..backends.registry import get_backend, installed_backends
-from . import catalog
+from ..ops import catalog
+from ..ops.spec import OpSpec
+from ..rules import NumpyFunction
+from ..taxonomy import INFO, CheckKind, DtypeRule
 from .runner import RANDOM, Case, case_inputs
-from .spec import OpSpec
 
 PROFILES = ("quick", "ci", "thorough")
 DTYPES = ("float64", "float32")
 GPU_NAMES = {"torch": "cuda", "jax": "gpu"}  # device each built-in backend calls its GPU
 
-FIRST_ORDER = ("vjp", "jvp", "fwd_rev", "eager_func", "rounding")
-ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
-AGREEMENT = ("reference", "cross_backend", "cross_device")
-CHECKS = FIRST_ORDER + ORDER2 + AGREEMENT + ("search",)
-_FD_BASED = ("vjp", "jvp", "fwd_rev", "eager_func", "rounding", "search") + ORDER2
+#: the kinds the suites plan (:mod:`gradcheck.taxonomy` says what each one is)
+FIRST_ORDER = taxonomy.FIRST_ORDER
+ORDER2 = taxonomy.SECOND_ORDER_KINDS
+AGREEMENT = taxonomy.AGREEMENT
+CHECKS = taxonomy.SUITE_CHECKS
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class Planned:
     """One planned suite case: run it, skip it (``skip``), or expect it to fail (``xfail``)."""
 
     case: Case
-    check: str
+    check: CheckKind
     order: int = 1
     skip: str = ""
     xfail: str = ""
@@ -76,13 +79,17 @@ def _op_selected(name: str, patterns: tuple[str, ...] | None) -> bool:
                if any(c in p for c in "*?[") else p in name for p in patterns)
 
 
+def _extended(check: CheckKind) -> bool:
+    """Order 2 and the search: not in ``quick``, only the ``QUICK`` ops in ``ci``."""
+    return INFO[check].order == 2 or check is CheckKind.SEARCH
+
+
 def selected_specs(sel: Selection, check: str = "vjp") -> list[OpSpec]:
     """Catalog ops of the profile and the filter: ``quick`` runs each family's ``QUICK`` list;
     ``ci`` runs every op, but order 2 and the search only on the ``QUICK`` list (every op in
     ``thorough``)."""
     specs = catalog.all_specs()
-    narrow = sel.profile == "quick" or (sel.profile == "ci" and (check in ORDER2
-                                                                  or check == "search"))
+    narrow = sel.profile == "quick" or (sel.profile == "ci" and _extended(CheckKind(check)))
     if narrow and not sel.ops:
         quick = set(catalog.quick_names())
         specs = tuple(s for s in specs if s.name in quick)
@@ -110,14 +117,16 @@ def _devices(backend: str, sel: Selection) -> list[tuple[str, str]]:
              f"(discovered: {', '.join(found)})") for d in wanted]
 
 
-def _points(spec: OpSpec, check: str, profile: str, dtype: str) -> list[str]:
+def _points(spec: OpSpec, check: CheckKind, profile: str, dtype: str) -> list[str]:
     pts = [RANDOM]
-    if check == "search" or (profile != "thorough" and (check in ORDER2 or dtype != "float64")):
+    kind = INFO[check]
+    if not kind.special_points or (profile != "thorough" and (kind.order == 2
+                                                              or dtype != "float64")):
         return pts  # special points: float64 (the rule); every dtype and order in thorough
     for sp in spec.special:
-        if sp.expect != "passed" and check not in ("vjp", "jvp"):
+        if sp.expect != "passed" and not kind.judges_kinks:
             continue  # kinks: only the FD checks, which must say "inconclusive"
-        if not sp.fd and check in _FD_BASED:
+        if not sp.fd and kind.fd_based:
             continue
         if dtype != "float64" and not representable(spec, sp.name, dtype):
             continue
@@ -139,7 +148,7 @@ def _representable(op: str, point: str, dtype: str) -> bool:
     case = Case("numpy", "cpu", "float64", op, point)
     arrays = [a for a in case_inputs(case) if np.issubdtype(a.dtype, np.floating)]
     ref = get_backend("numpy").op(op)
-    if ref is not None:
+    if isinstance(ref, NumpyFunction):
         with np.errstate(all="ignore"):
             outs = [np.asarray(o, dtype=np.float64)
                     for o in _tuple(ref.forward(*case_inputs(case)))]
@@ -154,48 +163,52 @@ def _representable(op: str, point: str, dtype: str) -> bool:
     return True
 
 
-def _tuple(x):
+def _tuple(x: object) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def _supports(backend: str, check: str) -> str:
+def _supports(backend: str, check: CheckKind) -> str:
     """Empty if ``backend`` can run ``check``, else the skip reason."""
     be = get_backend(backend)
-    if check in ("jvp", "fwd_rev", "jvp_of_jvp", "jvp_of_vjp") and not be.supports_jvp:
+    kind = INFO[check]
+    if kind.needs_jvp and not be.supports_jvp:
         return f"backend {backend!r} declares no forward mode"
-    if check in ORDER2 and not be.supports_order2:
+    if kind.order == 2 and not be.supports_order2:
         return f"backend {backend!r} declares no order-2 support"
-    if check == "eager_func" and type(be).alternative_vjps is Backend.alternative_vjps:
+    if kind.needs_alternative_path and type(be).alternative_vjps is Backend.alternative_vjps:
         return f"backend {backend!r} has a single reverse-mode path"
     return ""
 
 
-def _dtypes(check: str, sel: Selection, backend: str) -> list[str]:
+def _dtypes(check: CheckKind, sel: Selection, backend: str) -> list[str]:
     dts = list(sel.dtypes or DTYPES)
-    if check in AGREEMENT:
+    rule = INFO[check].dtype_rule
+    if rule is DtypeRule.FLOAT64:
         return [d for d in dts if d == "float64"]
-    if check == "rounding":
+    if rule is DtypeRule.LOW_PRECISION:
         return [d for d in dts if d != "float64"]
-    if check in ORDER2 or check == "search":
+    if rule is DtypeRule.FLOAT64_UNLESS_THOROUGH:
         return dts if sel.profile == "thorough" else [d for d in dts if d == "float64"]
     return dts
 
 
 def plan(check: str, sel: Selection) -> list[Planned]:
-    """Every case of ``check`` for the selection, in a stable order."""
+    """Every case of ``check`` (a :class:`CheckKind` of the suites) for the selection, in a
+    stable order."""
     if check not in CHECKS:
-        raise ValueError(f"check={check!r} is not one of {CHECKS}")
-    if check in ORDER2 + ("search",) and sel.profile == "quick":
+        raise ValueError(f"check={check!r} is not one of {tuple(k.value for k in CHECKS)}")
+    check = CheckKind(check)
+    if _extended(check) and sel.profile == "quick":
         return []  # quick: first order only (ci and thorough add order 2 and the search)
-    if check == "cross_backend":
+    if check is CheckKind.CROSS_BACKEND:
         return _plan_pairs(sel)
     out = []
     for backend in backend_names(sel):
-        if check == "reference" and backend == "numpy":
+        if check is CheckKind.REFERENCE and backend == "numpy":
             continue
         unsupported = _supports(backend, check)
         for device, no_device in _devices(backend, sel):
-            if check == "cross_device" and device == "cpu":
+            if check is CheckKind.CROSS_DEVICE and device == "cpu":
                 continue
             for dtype in _dtypes(check, sel, backend):
                 no_dtype = "" if dtype in get_backend(backend).dtypes else \
@@ -206,8 +219,9 @@ def plan(check: str, sel: Selection) -> list[Planned]:
     return out
 
 
-def _planned(check, sel, backend, device, dtype, spec, skip) -> list[Planned]:
-    if check in ORDER2 and not spec.order2:
+def _planned(check: CheckKind, sel: Selection, backend: str, device: str, dtype: str,
+             spec: OpSpec, skip: str) -> list[Planned]:
+    if INFO[check].order == 2 and not spec.order2:
         return []
     if dtype not in spec.dtypes:
         return []
@@ -217,8 +231,7 @@ def _planned(check, sel, backend, device, dtype, spec, skip) -> list[Planned]:
     for pt in _points(spec, check, sel.profile, dtype):
         case = Case(backend, device, dtype, spec.name, pt)
         known = spec.known_for(backend, dtype, check, pt)
-        xfail = f"{known.reason} ({known.link})" if known and known.link else (
-            known.reason if known else "")
+        xfail = known.shown if known else ""
         out.append(Planned(case, check, order_for(case, sel), skip or missing, xfail))
     return out
 
@@ -233,7 +246,7 @@ def order_for(case: Case, sel: Selection) -> int:
         return 2
     if sel.profile == "quick":
         return 1
-    order2_ops = {s.name for s in selected_specs(sel, ORDER2[0])}
+    order2_ops = {s.name for s in selected_specs(sel, CheckKind.VJP_OF_VJP)}
     return 2 if case.point == RANDOM and case.dtype == "float64" and case.op in order2_ops else 1
 
 
@@ -242,16 +255,16 @@ def _plan_pairs(sel: Selection) -> list[Planned]:
     out = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            for dtype in _dtypes("cross_backend", sel, a):
+            for dtype in _dtypes(CheckKind.CROSS_BACKEND, sel, a):
                 no_dtype = next((f"backend {x!r} has no {dtype}" for x in (a, b)
                                  if dtype not in get_backend(x).dtypes), "")
                 for spec in selected_specs(sel):
                     missing = next((catalog.missing_reason(x, spec.name) for x in (a, b)
                                     if get_backend(x).op(spec.name) is None), no_dtype)
-                    for pt in _points(spec, "cross_backend", sel.profile, dtype):
+                    for pt in _points(spec, CheckKind.CROSS_BACKEND, sel.profile, dtype):
                         case = Case(f"{a}+{b}", "cpu", dtype, spec.name, pt)
                         known = (spec.known_for(a, dtype, "cross_backend", pt)
                                  or spec.known_for(b, dtype, "cross_backend", pt))
-                        out.append(Planned(case, "cross_backend", 1, missing,
+                        out.append(Planned(case, CheckKind.CROSS_BACKEND, 1, missing,
                                            known.reason if known else ""))
     return out

@@ -33,13 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from . import tolerance
-from .backends.base import Accumulation, Backend, Semantics
-from .backends.protocol_ops import PROTOCOL_OPS
-from .backends.registry import get_backend
-from .results import CheckResult, Report, Status
+from .. import tolerance
+from ..api import check
+from ..backends.base import Accumulation, Backend, Semantics
+from ..backends.protocol_ops import PROTOCOL_OPS
+from ..backends.registry import get_backend
+from ..results import CheckResult, Report, Status
+from ..taxonomy import CheckKind
 
-KIND = "conformance"
+KIND = CheckKind.CONFORMANCE
 DEFAULT_PROBE_OPS = ("sin", "mul", "sum", "matmul")
 FORWARD_GAMMA = 64.0
 SECTIONS = ("identity", "declarations", "evaluate", "batch", "vjp", "jvp", "order2",
@@ -71,7 +73,7 @@ class _Run:
         self.results.append(CheckResult(
             kind=KIND, status=status, backend=str(self.name), device=device, dtype=dtype,
             name=f"{section}: {check}" if check else section, message=message,
-            details={"section": section, **details}))
+            section=section, details={"section": section, **details}))
 
 
 def _describe(exc: BaseException) -> str:
@@ -160,7 +162,7 @@ def _declarations(run: _Run) -> list[str]:
         run.add("declarations", Status.PASSED if isinstance(value, bool) else Status.FAILED,
                 f"{cap}={value!r}" + ("" if isinstance(value, bool) else ": must be a bool"),
                 check=cap)
-    return list(dtypes) if ok else []
+    return list(dtypes) if ok and isinstance(dtypes, (tuple, list)) else []
 
 
 def _close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> tuple[bool, float, float]:
@@ -334,7 +336,6 @@ class _ProbeContext:
 
 
 def _numeric(ctx: _ProbeContext) -> None:
-    from .api import check  # late: api imports the registry and checks
 
     modes = ("rev", "fwd") if ctx.be.supports_jvp else ("rev",)
     order = 2 if ctx.be.supports_order2 and ctx.be.supports_order2_for(ctx.probe.fn) else 1
@@ -346,6 +347,7 @@ def _numeric(ctx: _ProbeContext) -> None:
         return
     for r in report.results:
         ctx.run.results.append(replace(r, name=f"numeric: {ctx.probe.name}: {r.subject}",
+                                       section="numeric",
                                        details={**r.details, "section": "numeric"}))
 
 
@@ -421,7 +423,7 @@ def run_conformance(backend: str | Backend, *, probes: Sequence[Probe] | None = 
 
 def section_of(result: CheckResult) -> str:
     """The conformance section a result belongs to."""
-    return str(result.details.get("section", "numeric"))
+    return result.section or "numeric"
 
 
 def iter_sections(report: Report) -> Iterator[tuple[str, list[CheckResult]]]:

@@ -22,17 +22,22 @@ from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
+from hypothesis import assume, given, seed, settings, target
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from .. import stream
 from ..api import format_failure
 from ..backends.registry import get_backend
+from ..harness.plan import Planned
+from ..harness.runner import Case, case_inputs, numeric_report
+from ..ops import catalog
 from ..results import CheckResult, Report, Status
-from . import catalog
-from .cases import Planned
-from .runner import Case, case_inputs, numeric_report
+from ..rules import NumpyFunction
+from ..taxonomy import CheckKind
 
 _BOX_SAMPLES = 32
-_TARGETED = ("vjp", "jvp")
+_TARGETED = (CheckKind.VJP, CheckKind.JVP)
 
 
 @lru_cache(maxsize=512)
@@ -42,7 +47,7 @@ def domain_box(op: str) -> tuple[tuple[float, float, float] | None, ...]:
     spec = catalog.get_spec(op)
     rng = np.random.default_rng(0)
     draws = [spec.sample(rng) for _ in range(_BOX_SAMPLES)]
-    out: list[tuple[float, float] | None] = []
+    out: list[tuple[float, float, float] | None] = []
     for k in range(spec.arity):
         arrays = [np.asarray(d[k]) for d in draws]
         if not np.issubdtype(arrays[0].dtype, np.floating):
@@ -55,32 +60,32 @@ def domain_box(op: str) -> tuple[tuple[float, float, float] | None, ...]:
     return tuple(out)
 
 
-def strategy(case: Case):
+def strategy(case: Case) -> st.SearchStrategy[tuple[np.ndarray, ...]]:
     """A Hypothesis strategy of input tuples for ``case`` (shapes of its seeded sample)."""
-    from hypothesis import strategies as st
-    from hypothesis.extra import numpy as hnp
-
     spec = catalog.get_spec(case.op)
     if not spec.box_domain:  # structured inputs: Hypothesis chooses among the sampler's draws
         return st.integers(0, 2**32 - 1).map(
             lambda s: tuple(np.asarray(a) for a in spec.sample(np.random.default_rng(s))))
     base = case_inputs(Case(case.backend, case.device, case.dtype, case.op))
-    parts = []
+    parts: list[st.SearchStrategy[np.ndarray]] = []
     for a, box in zip(base, domain_box(case.op), strict=True):
         if box is None:
             parts.append(st.just(a))
         else:
             lo, hi, gap = box
-            kw = dict(allow_nan=False, allow_infinity=False, allow_subnormal=False, width=64)
-            elems = (st.floats(lo, -gap, **kw) | st.floats(gap, hi, **kw)) if gap \
-                else st.floats(lo, hi, **kw)
+            elems = (_floats(lo, -gap) | _floats(gap, hi)) if gap else _floats(lo, hi)
             parts.append(hnp.arrays(np.float64, a.shape, elements=elems))
     return st.tuples(*parts)
 
 
+def _floats(lo: float, hi: float) -> st.SearchStrategy[float]:
+    return st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False,
+                     width=64)
+
+
 def _in_domain(op: str, inputs: tuple[np.ndarray, ...]) -> bool:
     ref = get_backend("numpy").op(op)
-    if ref is None:
+    if not isinstance(ref, NumpyFunction):
         return True
     try:
         with np.errstate(all="ignore"):
@@ -98,8 +103,6 @@ def search_case(planned: Planned, profile: str) -> None:
     the largest ratio seen and the number of examples) or, when it finds a discrepancy, as the
     failing checks of the falsifying example followed by a failed ``search`` result."""
     __tracebackhide__ = True
-    from hypothesis import assume, given, seed, settings, target
-
     case = planned.case
     seen = _Progress()
 
@@ -142,7 +145,7 @@ class _Progress:
         case = planned.case
         known = {"known": planned.xfail} if planned.xfail else {}
         summary = CheckResult(
-            kind="search", status=Status.FAILED if failed else Status.PASSED,
+            kind=CheckKind.SEARCH, status=Status.FAILED if failed else Status.PASSED,
             backend=case.backend, device=case.device, dtype=case.dtype, name=case.op,
             discrepancy_ratio=self.worst if self.examples else None, seed=case.seed,
             message=(f"Hypothesis search over the op's domain: {self.examples} examples, "

@@ -12,17 +12,20 @@ rounding) pay for it once.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
+from ..api import format_failure
 from ..backends.registry import get_backend
 from ..checks.agreement import Side, compare_vjps
 from ..checks.numeric import CheckConfig, run_numeric_checks
 from ..errors import InvalidArgument
+from ..ops import catalog
 from ..results import CheckResult, Report
-from . import catalog
+from ..taxonomy import CheckKind
 
 RANDOM = "random"
 PROBES = 3
@@ -60,7 +63,8 @@ class Case:
         parts = head.split("-", 3)
         if len(parts) != 4:
             raise InvalidArgument(f"case id {case_id!r} is not backend-device-dtype-op[@point]")
-        return cls(*parts, point=point or RANDOM)
+        backend, device, dtype, op = parts
+        return cls(backend, device, dtype, op, point=point or RANDOM)
 
 
 def case_inputs(case: Case) -> tuple[np.ndarray, ...]:
@@ -116,7 +120,7 @@ def _numeric(case: Case, order: int, inputs: tuple[np.ndarray, ...]) -> Report:
 @lru_cache(maxsize=4096)
 def reference_results(case: Case) -> tuple[CheckResult, ...]:
     """``case.backend``'s VJP against the hand-derived NumPy reference (float64)."""
-    return _agreement("reference", case, Side(get_backend(case.backend),
+    return _agreement(CheckKind.REFERENCE, case, Side(get_backend(case.backend),
                                               op_function(case.backend, case.op), case.device),
                       Side(get_backend("numpy"), op_function("numpy", case.op)))
 
@@ -125,7 +129,7 @@ def reference_results(case: Case) -> tuple[CheckResult, ...]:
 def cross_backend_results(case: Case) -> tuple[CheckResult, ...]:
     """``case.backend == "a+b"``: backend a's VJP against backend b's on identical inputs."""
     a, _, b = case.backend.partition("+")
-    return _agreement("cross_backend", case,
+    return _agreement(CheckKind.CROSS_BACKEND, case,
                       Side(get_backend(a), op_function(a, case.op), case.device),
                       Side(get_backend(b), op_function(b, case.op), case.device))
 
@@ -135,10 +139,12 @@ def cross_device_results(case: Case, baseline: str = "cpu") -> tuple[CheckResult
     """``case.device``'s VJP against the same backend's VJP on ``baseline``."""
     be = get_backend(case.backend)
     fn = op_function(case.backend, case.op)
-    return _agreement("cross_device", case, Side(be, fn, case.device), Side(be, fn, baseline))
+    return _agreement(CheckKind.CROSS_DEVICE, case, Side(be, fn, case.device),
+                      Side(be, fn, baseline))
 
 
-def _agreement(kind: str, case: Case, actual: Side, expected: Side) -> tuple[CheckResult, ...]:
+def _agreement(kind: CheckKind, case: Case, actual: Side, expected: Side
+               ) -> tuple[CheckResult, ...]:
     spec = catalog.get_spec(case.op)
     return tuple(compare_vjps(kind, actual, expected, case_inputs(case), diff=spec.diff_args,
                               seed=case.seed, probes=PROBES, name=case.op,
@@ -147,7 +153,7 @@ def _agreement(kind: str, case: Case, actual: Side, expected: Side) -> tuple[Che
 
 def one_line(case: Case) -> str:
     """The shortest reproducer: re-run the case from its id."""
-    return f"python -m gradcheck.ops.runner {case.id!r}"
+    return f"python -m gradcheck.harness.runner {case.id!r}"
 
 
 def reproducer(case: Case, kind: str, order: int = 1) -> str:
@@ -166,9 +172,10 @@ def reproducer(case: Case, kind: str, order: int = 1) -> str:
         f"backend = gradcheck.get_backend({case.backend.partition('+')[0]!r})",
         f"fn = backend.op({case.op!r})",
     ]
-    if kind in ("reference", "cross_backend", "cross_device"):
-        lines += [f"from gradcheck.ops.runner import Case, {_AGREEMENT[kind]}",
-                  f"results = {_AGREEMENT[kind]}(Case.parse({case.id!r}))",
+    agreement = AGREEMENT_RUNS.get(CheckKind(kind))
+    if agreement is not None:
+        lines += [f"from gradcheck.harness.runner import Case, {agreement.__name__}",
+                  f"results = {agreement.__name__}(Case.parse({case.id!r}))",
                   "for r in results:", "    print(r.status.value, r.message)"]
     else:
         lines += [f"cfg = CheckConfig(order={order}, seed={case.seed}, probes={PROBES}, "
@@ -180,8 +187,10 @@ def reproducer(case: Case, kind: str, order: int = 1) -> str:
     return "\n".join(lines)
 
 
-_AGREEMENT = {"reference": "reference_results", "cross_backend": "cross_backend_results",
-              "cross_device": "cross_device_results"}
+#: the function that runs each exact-agreement kind for a case
+AGREEMENT_RUNS: dict[CheckKind, Callable[[Case], tuple[CheckResult, ...]]] = {
+    CheckKind.REFERENCE: reference_results, CheckKind.CROSS_BACKEND: cross_backend_results,
+    CheckKind.CROSS_DEVICE: cross_device_results}
 
 
 def reproduce(case_id: str, order: int = 1) -> Report:
@@ -196,13 +205,12 @@ def reproduce(case_id: str, order: int = 1) -> Report:
 
 
 def _main(argv: list[str]) -> int:
-    """``python -m gradcheck.ops.runner [--order 2] CASE_ID...``: print every check's verdict;
+    """``python -m gradcheck.harness.runner [--order 2] CASE_ID...``: print every check's verdict;
     exit status 1 if any failed."""
     import argparse
 
-    from ..api import format_failure
 
-    parser = argparse.ArgumentParser(prog="python -m gradcheck.ops.runner")
+    parser = argparse.ArgumentParser(prog="python -m gradcheck.harness.runner")
     parser.add_argument("--order", type=int, default=1, choices=(1, 2))
     parser.add_argument("case_ids", nargs="+", metavar="CASE_ID")
     ns = parser.parse_args(argv)

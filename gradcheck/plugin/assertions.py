@@ -16,29 +16,26 @@ import pytest
 
 from .. import stream
 from ..api import format_failure
+from ..harness import runner
+from ..harness.plan import Planned
 from ..results import CheckKind, CheckResult, Report, Status
-from . import runner
-from .cases import ORDER2, Planned
+from ..taxonomy import INFO
 
 
 def results_for(planned: Planned) -> list[CheckResult]:
     """Every result of the run ``planned`` reads its verdict from."""
     case = planned.case
-    if planned.check == "reference":
-        return list(runner.reference_results(case))
-    if planned.check == "cross_backend":
-        return list(runner.cross_backend_results(case))
-    if planned.check == "cross_device":
-        return list(runner.cross_device_results(case))
+    agreement = runner.AGREEMENT_RUNS.get(planned.check)
+    if agreement is not None:
+        return list(agreement(case))
     return list(runner.numeric_report(case, planned.order).results)
 
 
 def relevant(planned: Planned, results: list[CheckResult]) -> list[CheckResult]:
     """The results of the planned kind (and any failure to call the op at all)."""
-    order = 2 if planned.check in ORDER2 else 1
+    order = INFO[planned.check].order
     return [r for r in results
-            if r.kind in (planned.check, CheckKind.CALL.value)
-            and r.details.get("order", 1) == order]
+            if r.kind in (planned.check, CheckKind.CALL) and r.order == order]
 
 
 def assert_check(planned: Planned) -> None:
@@ -74,7 +71,7 @@ def record(planned: Planned, results: list[CheckResult]) -> list[CheckResult]:
 
 def _missing(planned: Planned) -> CheckResult:
     return CheckResult(kind=planned.check, status=Status.ERROR, backend=planned.case.backend,
-                       message=f"the run produced no {planned.check!r} result")
+                       message=f"the run produced no {planned.check.value!r} result")
 
 
 def failure_message(planned: Planned, wrong: list[CheckResult], expected: str) -> str:
@@ -90,6 +87,6 @@ def failure_message(planned: Planned, wrong: list[CheckResult], expected: str) -
         if r.ok:
             lines.append(f"* {r.subject} [{r.status.value}]: {r.message}")
     order = f" --order {planned.order}" if planned.order != 1 else ""
-    lines += ["", f"reproduce: python -m gradcheck.ops.runner{order} {case.id!r}",
+    lines += ["", f"reproduce: python -m gradcheck.harness.runner{order} {case.id!r}",
               "standalone reproducer:", runner.reproducer(case, planned.check, planned.order)]
     return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""Declared optimizers: what one step of SGD (momentum, Nesterov, weight decay) or Adam/AdamW
+should do from a given state, in float64, written from the published update rules.
+
+The audit's training-step check predicts each step from the parameters and the true (clipped)
+gradient at that step and the optimizer state it keeps itself, then compares with what the
+user's step did.  A declaration is engine-neutral (``SGD(lr=0.1, momentum=0.9)``, ``Adam(...)``;
+``lr`` may be a schedule ``step -> lr``); a ``torch.optim`` optimizer found in (or given with) the
+user's step is read instead: its class, each parameter group's hyper-parameters *as they are
+before each step* (so an LR scheduler's warm-up is followed) and its state at the start (momentum
+buffers, Adam moments and step counts).
+
+Update rules (``g`` the gradient after clipping, ``t`` the 1-based step count):
+
+* SGD: ``g += wd p``; with momentum ``b = g`` (first step) else ``b = mu b + (1 - dampening) g``;
+  ``d = g + mu b`` (Nesterov) or ``b``; ``p -= lr d``.
+* Adam: ``g += wd p`` (AdamW: ``p *= 1 - lr wd``); ``m = b1 m + (1 - b1) g``,
+  ``v = b2 v + (1 - b2) g^2``; ``p -= lr / (1 - b1^t) x m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SGD", "Adam", "AdamW", "OptimizerModel", "from_torch"]
+
+Schedule = float | Callable[[int], float]
+
+
+def _lr(lr: Schedule, t: int) -> float:
+    return float(lr(t)) if callable(lr) else float(lr)
+
+
+@dataclass(frozen=True)
+class SGD:
+    """Declared SGD: ``lr`` (a number or a schedule ``step index -> lr``), ``momentum``,
+    ``dampening``, ``nesterov``, ``weight_decay`` (as ``torch.optim.SGD`` defines them)."""
+
+    lr: Schedule
+    momentum: float = 0.0
+    dampening: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+
+    def hyper(self, name: str, t: int) -> dict[str, Any]:
+        return {"kind": "sgd", "lr": _lr(self.lr, t), "momentum": self.momentum,
+                "dampening": self.dampening, "nesterov": self.nesterov,
+                "weight_decay": self.weight_decay}
+
+    def describe(self) -> str:
+        lr = "schedule" if callable(self.lr) else f"{self.lr:g}"
+        extra = "".join(f", {k}={v:g}" for k, v in (("momentum", self.momentum),
+                                                      ("weight_decay", self.weight_decay)) if v)
+        return f"SGD(lr={lr}{extra}{', nesterov' if self.nesterov else ''})"
+
+    def initial_state(self, names: tuple[str, ...]) -> dict[str, dict]:
+        return {k: {} for k in names}
+
+
+@dataclass(frozen=True)
+class Adam:
+    """Declared Adam (``decoupled=True``: AdamW) with ``torch.optim.Adam``'s definitions."""
+
+    lr: Schedule = 1e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    decoupled: bool = False
+
+    def hyper(self, name: str, t: int) -> dict[str, Any]:
+        return {"kind": "adam", "lr": _lr(self.lr, t), "betas": self.betas, "eps": self.eps,
+                "weight_decay": self.weight_decay, "decoupled": self.decoupled}
+
+    def describe(self) -> str:
+        lr = "schedule" if callable(self.lr) else f"{self.lr:g}"
+        return (f"{'AdamW' if self.decoupled else 'Adam'}(lr={lr}, betas={self.betas}, "
+                f"eps={self.eps:g}, weight_decay={self.weight_decay:g})")
+
+    def initial_state(self, names: tuple[str, ...]) -> dict[str, dict]:
+        return {k: {} for k in names}
+
+
+def AdamW(lr: Schedule = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+          weight_decay: float = 1e-2) -> Adam:
+    """Declared AdamW (decoupled weight decay)."""
+    return Adam(lr, betas, eps, weight_decay, decoupled=True)
+
+
+OptimizerModel = Any  # SGD | Adam | _TorchOptimizer: hyper(name, t), describe(), initial_state
+
+
+def update(h: Mapping[str, Any], p: np.ndarray, g: np.ndarray, st: dict
+           ) -> tuple[np.ndarray, dict, np.ndarray]:
+    """One step of the rule ``h`` on one parameter: (new value, new state, magnitude of the
+    terms, for the error model)."""
+    lr, wd = h["lr"], h["weight_decay"]
+    if h["kind"] == "sgd":
+        d = g + wd * p if wd else g
+        mu = h["momentum"]
+        if mu:
+            b = d.copy() if "momentum_buffer" not in st else (
+                mu * st["momentum_buffer"] + (1.0 - h["dampening"]) * d)
+            st = {"momentum_buffer": b}
+            d = d + mu * b if h["nesterov"] else b
+        new = p - lr * d
+        return new, st, np.abs(p) + np.abs(new) + lr * (np.abs(d) + np.abs(g))
+    b1, b2 = h["betas"]
+    t = st.get("step", 0) + 1
+    m, v = st.get("exp_avg", np.zeros_like(p)), st.get("exp_avg_sq", np.zeros_like(p))
+    base = p * (1.0 - lr * wd) if (wd and h["decoupled"]) else p
+    d = g + wd * p if (wd and not h["decoupled"]) else g
+    m = b1 * m + (1.0 - b1) * d
+    v = b2 * v + (1.0 - b2) * d * d
+    denom = np.sqrt(v) / np.sqrt(1.0 - b2 ** t) + h["eps"]
+    delta = lr / (1.0 - b1 ** t) * m / denom
+    new = base - delta
+    return new, {"step": t, "exp_avg": m, "exp_avg_sq": v}, (
+        np.abs(p) + np.abs(new) + 4.0 * np.abs(delta))
+
+
+class _TorchOptimizer:
+    """A ``torch.optim`` optimizer read as a declaration (hyper-parameters live, state once)."""
+
+    _KINDS = {"SGD": "sgd", "Adam": "adam", "AdamW": "adam"}
+
+    def __init__(self, opt: Any, params: Mapping[str, Any]) -> None:
+        kind = type(opt).__name__
+        if kind not in self._KINDS:
+            raise NotImplementedError(f"optimizer {kind} is not modelled (SGD, Adam, AdamW are)")
+        self.opt, self.kind = opt, kind
+        self._params = dict(params)
+        by_id = {id(p): k for k, p in params.items()}
+        self.group: dict[str, dict] = {}
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                if id(p) in by_id:
+                    self.group[by_id[id(p)]] = grp
+        self.names = tuple(self.group)
+        for grp in opt.param_groups:
+            for flag in ("amsgrad", "maximize"):
+                if grp.get(flag):
+                    raise NotImplementedError(f"{kind}({flag}=True) is not modelled")
+
+    def hyper(self, name: str, t: int) -> dict[str, Any] | None:
+        grp = self.group.get(name)
+        if grp is None:
+            return None  # not in the optimizer: the step must leave it alone
+        if self.kind == "SGD":
+            return {"kind": "sgd", "lr": float(grp["lr"]), "momentum": grp["momentum"],
+                    "dampening": grp["dampening"], "nesterov": grp["nesterov"],
+                    "weight_decay": grp["weight_decay"]}
+        return {"kind": "adam", "lr": float(grp["lr"]), "betas": tuple(grp["betas"]),
+                "eps": grp["eps"], "weight_decay": grp["weight_decay"],
+                "decoupled": self.kind == "AdamW"}
+
+    def describe(self) -> str:
+        g = self.opt.param_groups[0]
+        keys = ("lr", "momentum", "betas", "weight_decay", "nesterov")
+        shown = ", ".join(f"{k}={g[k]}" for k in keys if k in g and g[k])
+        return f"torch.optim.{self.kind}({shown})"
+
+    def initial_state(self, names: tuple[str, ...]) -> dict[str, dict]:
+        out: dict[str, dict] = {k: {} for k in names}
+        for k in names:
+            st = self.opt.state.get(self._params[k]) if k in self._params else None
+            if st:
+                out[k] = {n: (int(v) if n == "step" else
+                              np.asarray(v.detach().cpu().double().numpy()))
+                          for n, v in st.items() if v is not None}
+        return out
+
+
+def from_torch(opt: Any, params: Mapping[str, Any]) -> _TorchOptimizer:
+    """The model of a ``torch.optim`` optimizer over the named ``params``."""
+    return _TorchOptimizer(opt, params)
