@@ -11,7 +11,7 @@ every partial derivative replaced by its absolute value, i.e. the sum over paths
 ``|product of partials|``, the sum of absolute terms the rounding of reverse mode scales with.
 The same pass with signed partials is an exact second oracle (:func:`reference_gradient`): FD
 error estimates undercover now and then, so a backend is blamed only when it disagrees with
-both oracles (DESIGN.md section 5).
+both oracles (docs/error-model.md, section 3).
 """
 
 from __future__ import annotations

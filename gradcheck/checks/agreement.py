@@ -2,7 +2,7 @@
 
 Used for ``reference`` (a backend vs the hand-derived NumPy reference), ``cross_backend``
 (e.g. torch vs jax) and ``cross_device`` (CPU vs GPU).  No finite differences are involved, so
-the allowed error is the rounding bound alone (DESIGN.md section 2)::
+the allowed error is the rounding bound alone (docs/error-model.md, sections 3 and 5b)::
 
     allowed = gamma * eps(float64) * (sum_j |g_a,j| |u_j| + sum_j |g_b,j| |u_j|
                                       + sum_i |v_i| |(J_b u)_i|)
