@@ -130,7 +130,8 @@ def _rms(a: np.ndarray) -> float:
     if a.dtype == np.float64 and a.ndim == 1:
         # one pass (a BLAS dot) where the sum of squares neither overflows nor underflows:
         # the same value as the scaled formula below up to rounding
-        ss = float(a @ a)
+        with np.errstate(all="ignore"):
+            ss = float(a @ a)
         if 1e-250 < ss < 1e250:
             return float(np.sqrt(ss / a.size))
     scale = float(np.max(np.abs(a)))

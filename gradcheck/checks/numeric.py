@@ -755,9 +755,22 @@ def _abs_rows(rows: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [seen.setdefault(id(r), np.abs(r).ravel()) for r in rows]
 
 
+def _abs_dot(a: np.ndarray, b_abs: np.ndarray, work: list[np.ndarray]) -> float:
+    """``|a| . b_abs``, ``|a|`` written into a work array reused across calls of one shape."""
+    a = a.ravel()
+    if not work or work[0].shape != a.shape or work[0].dtype != a.dtype:
+        work[:] = [np.empty_like(a)]
+    return np.abs(a, out=work[0]) @ b_abs
+
+
 def _ad_scalars(kind, source, pr, i, j):
     s, mag = [], []
-    au = _abs_rows(pr.u[j]) if kind is CheckKind.VJP else None
+    work: list[np.ndarray] = []
+    if kind is CheckKind.VJP:
+        au = _abs_rows(pr.u[j])
+    else:  # the screen's probes share one JVP: |J u| once
+        rows = [source[(j, p)] for p in range(len(pr.v[i]))]
+        at = _abs_rows([t[i] for t in rows if not isinstance(t, Exception)])
     for p in range(len(pr.v[i])):
         if kind is CheckKind.VJP:
             g = source[(i, p)]
@@ -766,7 +779,7 @@ def _ad_scalars(kind, source, pr, i, j):
             gj = g[list(pr.u).index(j)].ravel()
             u = pr.u[j][p].ravel()
             s.append(gj @ u)
-            mag.append(np.abs(gj) @ au[p])
+            mag.append(_abs_dot(gj, au[p], work))
         else:
             t = source[(j, p)]
             if isinstance(t, Exception):
@@ -774,7 +787,7 @@ def _ad_scalars(kind, source, pr, i, j):
             ti = t[i].ravel()
             v = pr.v[i][p].ravel()
             s.append(v @ ti)
-            mag.append(np.abs(v) @ np.abs(ti))
+            mag.append(_abs_dot(v, at[p], work))
     return np.array(s), np.array(mag)
 
 
@@ -802,13 +815,14 @@ def _compare_alternatives(ctx, where, alt, pr, i, j, s_rev, mag_fd) -> None:
             return
         names = list(a or {})
     au = _abs_rows(pr.u[j])
+    work: list[np.ndarray] = []
     for name in names:
         s, mag = [], []
         for p in range(len(pr.v[i])):
             gj = alt[(i, p)][name][list(pr.u).index(j)].ravel()
             u = pr.u[j][p].ravel()
             s.append(gj @ u)
-            mag.append(np.abs(gj) @ au[p])
+            mag.append(_abs_dot(gj, au[p], work))
         terms = np.array(mag) + mag_fd
         _emit(ctx, CheckKind.EAGER_FUNC, where, np.array(s), s_rev, np.zeros_like(s_rev),
               terms, ctx.rule_dtype, (), pr, None, label=name,
