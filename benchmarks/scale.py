@@ -176,6 +176,14 @@ def sizes_table(sizes: list[int], reps: int, mutant_max_n: int) -> None:
                   f"{w['cpu'] / ref['warm']['cpu']:5.2f} {w['peak_gb']:7.2f} "
                   f"{w['peak_gb'] / ref['warm']['peak_gb']:5.2f} {w['added_gb']:6.2f} "
                   f"{'ok' if w['passed'] else 'FAILED':>7s} {caught[tool]:>8s}")
+        d = rows["default"]["warm"]
+        if n == 10**6 and "error" not in d and "error" not in ref["warm"]:
+            cpu, wall = d["cpu"] / ref["warm"]["cpu"], d["seconds"] / ref["warm"]["seconds"]
+            mem = d["peak_gb"] / ref["warm"]["peak_gb"]
+            met = max(cpu, wall) <= 3 and mem <= 2
+            print(f"{'':9s} target at 1e6 (default within 3x the time and 2x the memory of "
+                  f"torch fast): CPU {cpu:.2f}x, wall {wall:.2f}x, peak {mem:.2f}x: "
+                  f"{'met' if met else 'not met'} (load average now {os.getloadavg()[0]:.1f})")
         sys.stdout.flush()
 
 

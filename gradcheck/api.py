@@ -173,7 +173,8 @@ def check(
     :class:`NumpyFunction`'s ``vjp``/``jvp`` receive them too); the reproducer shows them.
 
     Every float64 check screens first: the comparisons with finite differences are judged
-    against a cheap estimate (8 evaluations per probe, projected before extrapolating, streamed
+    against a cheap estimate (8 evaluations per input along one tangent that the probes share,
+    projected on each probe's cotangent before extrapolating, streamed
     in bounded batches), which passes only where it converged below ``1e-11`` of the compared
     terms and every comparison agrees; anything else (a disagreement, a suspected kink, an
     unresolved allowance) runs the full oracle, whose results are returned (with

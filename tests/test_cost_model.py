@@ -77,9 +77,10 @@ _VMAP_CHECK = 1
 
 def _expected(probes: int, *, cross: bool) -> dict[str, int]:
     """docs/cost-model.md, one input and one output: 2 evaluations at the point (the second
-    measures determinism), 2 x SCREEN_LEVELS per probe for the screen's table; one VJP and
-    one JVP per probe; in the default one more reverse path per probe (eager vs functional)."""
-    out = {"f": 2 + 2 * fd.SCREEN_LEVELS * probes + _VMAP_CHECK, "vjp": probes, "jvp": probes}
+    measures determinism), 2 x SCREEN_LEVELS for the screen's table along the one tangent the
+    probes share; one VJP per probe (cotangent), one JVP; in the default one more reverse path
+    per probe (eager vs functional)."""
+    out = {"f": 2 + 2 * fd.SCREEN_LEVELS + _VMAP_CHECK, "vjp": probes, "jvp": 1}
     if cross:
         out["alt"] = probes
     return out

@@ -66,24 +66,24 @@ def test_projected_check_cost_does_not_depend_on_n():
         assert report.passed, report.summary()
         seen.add((c.forward, c.vjp, c.jvp))
     # the default check screens first (docs/cost-model.md): 2 evaluations at the point (the
-    # second measures determinism) + 3 probes x 2 signs x 4 levels of the projected table; one
-    # VJP and one JVP per probe (the numpy adapter has no second reverse path); the full
-    # oracle's 3 x (6 noise points + 2 x 7 levels) run only where the screen cannot vouch
-    assert seen == {(2 + 3 * 2 * fd.SCREEN_LEVELS, 3, 3)}
+    # second measures determinism) + 2 signs x 4 levels of the projected table along the one
+    # tangent the 3 probes share; one VJP per probe, one JVP (the numpy adapter has no second
+    # reverse path); the full oracle's 3 x (6 noise points + 2 x 7 levels) run only where the
+    # screen cannot vouch
+    assert seen == {(2 + 2 * fd.SCREEN_LEVELS, 3, 1)}
 
 
 def test_fast_screen_cost_does_not_depend_on_n():
     """The screen (``fast=True``): 2 evaluations at the point (the second measures determinism)
-    + 2 x 4 levels per probe, one VJP
-    and one JVP per probe, and nothing else when it passes (no noise points, no second reverse
-    path)."""
+    + 2 x 4 levels along the tangent the probes share, one VJP per probe and one JVP, and
+    nothing else when it passes (no noise points, no second reverse path)."""
     seen = set()
     for n in (64, 1000, 5000):
         c, report = _counts(n, fast=True)
         assert report.passed, report.summary()
         assert {r.details.get("fast_screen") for r in report} == {"passed"}
         seen.add((c.forward, c.vjp, c.jvp))
-    assert seen == {(2 + 3 * 2 * fd.SCREEN_LEVELS, 3, 3)}
+    assert seen == {(2 + 2 * fd.SCREEN_LEVELS, 3, 1)}
 
 
 def _localization_costs(dense: bool) -> dict[int, tuple[int, int]]:

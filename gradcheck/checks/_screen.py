@@ -5,9 +5,14 @@ What it compares is what the full check compares, ``<J^T v, u>`` (reverse mode) 
 ``<v, J u>`` (forward mode) against finite differences, for the same seeded probes; what it
 saves is the oracle's robustness machinery:
 
-* the central differences are projected on ``v`` before extrapolating
+* the probes share one tangent: probe ``p`` is ``(v_p, u)`` with ``P`` seeded cotangents and
+  one seeded tangent ``u`` per input, so one finite-difference directional derivative ``J u``
+  serves every cotangent (``<J^T v_p, u>`` and ``<v_p, J u>`` against ``v_p . (J u)_FD``) and
+  one JVP ``J u`` serves every forward comparison (``docs/error-model.md`` 2b: what that
+  costs in detection, and what it does not);
+* the central differences are projected on every ``v_p`` before extrapolating
   (:func:`gradcheck.fd.projected_derivatives`): one Richardson table per compared scalar, 8
-  evaluations per probe direction instead of 20, no noise measurement, no retries, and one
+  evaluations in all instead of 20 per probe, no noise measurement, no retries, and one
   cheap kink test instead of two one-sided tables per output element;
 * only the backend's primary reverse path runs (no eager-vs-functional comparison), and no
   forward-vs-reverse comparison.
@@ -23,7 +28,8 @@ the answer (with ``details["fast_screen"]`` saying why it ran):
 
 The floor is what the screen can guarantee: when it passes, a relative error in
 ``<v, J u>`` larger than about ``10 * SCREEN_FLOOR * terms / |<v, J u>|`` would have failed it.
-The full check's own FD error is typically another 10-100 times smaller.
+The full check's own FD error is typically another 10-100 times smaller, and it draws ``P``
+independent tangents.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ from .numeric import (
     _probe_ratios,
     _probes,
     _reverse,
+    _rows,
+    _stacked,
     _terms,
 )
 
@@ -75,29 +83,38 @@ def screen(ctx: _Ctx) -> str | None:
     no finite differences: forward vs reverse and eager vs functional (their verdict, a pass
     or a failure, is recorded as in the full check; only the comparisons with the oracle
     decide whether the screen hands over)."""
-    pr = _probes(ctx)
+    pr = _probes(ctx, tangents=1)  # P cotangents, one tangent per input (module docstring)
     slices = _out_slices(ctx)
     f0 = _f0(ctx)
     P = ctx.cfg.probes
-    # the projections: probe p's cotangent on output i's slice, zeros elsewhere (every input)
-    W = np.zeros((P, len(ctx.float_outs), f0.size))
-    for r, i in enumerate(ctx.float_outs):
-        for p in range(P):
-            W[p, r, slices[i]] = pr.v[i][p].ravel()
+    R = len(ctx.float_outs)
+    # the projections: probe p's cotangent on output i's slice, zeros elsewhere (every input),
+    # all P R of them on the one direction
+    if R == 1:  # the cotangents themselves (one array, no copy)
+        W = _stacked([v.ravel() for v in pr.v[ctx.float_outs[0]]]).reshape(1, P, f0.size)
+    else:
+        W = np.zeros((1, P * R, f0.size))
+        for r, i in enumerate(ctx.float_outs):
+            for p in range(P):
+                W[0, p * R + r, slices[i]] = pr.v[i][p].ravel()
     est: dict[int, fd.ProjectedEstimate] = {}
     for j in ctx.diff:
         try:
-            est[j] = fd.projected_derivatives(
+            one = fd.projected_derivatives(
                 _batch_fn(ctx, j), ctx.args64[j].ravel(),
-                np.stack([u.ravel() for u in pr.u[j]]), W, f0=f0)
+                _stacked([u.ravel() for u in pr.u[j]]), W, f0=f0)
         except Exception as exc:
             return f"evaluating the function for finite differences raised: {exc!r:.200}"
-        pr.u[j] = [d.reshape(ctx.args64[j].shape) for d in est[j].directions]
+        est[j] = _per_probe(one, P, R)
+        pr.u[j] = _rows(one.directions.reshape((1,) + ctx.args64[j].shape))
     sources: dict[CheckKind, Any] = {}
-    if "rev" in ctx.cfg.modes:
-        sources[CheckKind.VJP] = _reverse(ctx, pr, ctx.args64, np.float64, False)
     if "fwd" in ctx.cfg.modes and ctx.backend.supports_jvp:
-        sources[CheckKind.JVP] = _forward(ctx, pr)
+        # one JVP per input (J u), projected on every cotangent
+        jvps = _forward(ctx, pr)
+        sources[CheckKind.JVP] = {(j, p): jvps[(j, 0)] for j in ctx.diff for p in range(P)}
+    pr.u = {j: pr.u[j] * P for j in ctx.diff}  # probe p is (v_p, u): the same array P times
+    if "rev" in ctx.cfg.modes:
+        sources = {CheckKind.VJP: _reverse(ctx, pr, ctx.args64, np.float64, False), **sources}
     cross = not ctx.cfg.fast
     alt = (_reverse(ctx, pr, ctx.args64, np.float64, True)
            if cross and CheckKind.VJP in sources else {})
@@ -149,6 +166,21 @@ def screen(ctx: _Ctx) -> str | None:
             _compare_alternatives(ctx, where, alt, pr, i, j, ad[CheckKind.VJP][0],
                                   est[j].magnitude[:, r])
     return None
+
+
+def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimate:
+    """The estimate along one direction projected on ``P R`` cotangents, as ``P`` probes
+    (``(P, R)`` scalars, ``(P, K, R)`` table) that share the direction."""
+    K = one.steps.shape[1]
+
+    def pr(a: np.ndarray) -> np.ndarray:
+        return a.reshape(P, R)
+
+    return replace(one, value=pr(one.value), error=pr(one.error), magnitude=pr(one.magnitude),
+                   jump=pr(one.jump), jump_bound=pr(one.jump_bound),
+                   steps=np.broadcast_to(one.steps, (P, K)),
+                   table=one.table.reshape(K, P, R).transpose(1, 0, 2),
+                   directions=np.broadcast_to(one.directions, (P,) + one.directions.shape[1:]))
 
 
 def _judge(ctx: _Ctx, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,

@@ -254,6 +254,14 @@ def _prepare(base: _Ctx, inputs) -> _Ctx | None:
     return ctx
 
 
+def _equal(a: np.ndarray, b: np.ndarray, *, equal_nan: bool) -> bool:
+    """``np.array_equal(a, b, equal_nan=...)`` (same shape), one pass where no element
+    differs (``array_equal`` with ``equal_nan`` indexes out the NaNs first: several copies)."""
+    if bool(np.all(a == b)):
+        return True
+    return bool(np.array_equal(a, b, equal_nan=equal_nan))
+
+
 def _pure(base: _Ctx, before: list[np.ndarray], after: list[np.ndarray]) -> bool:
     """Whether the first evaluation left every input as it was (the arrays handed to the
     adapter; an adapter whose native tensors share their memory, as torch's ``as_tensor`` does
@@ -261,7 +269,7 @@ def _pure(base: _Ctx, before: list[np.ndarray], after: list[np.ndarray]) -> bool
     modified input where not."""
     changed = []
     for k, (a, b) in enumerate(zip(before, after, strict=True)):
-        if a.shape == b.shape and np.array_equal(a, b, equal_nan=_is_float(a)):
+        if a.shape == b.shape and _equal(a, b, equal_nan=_is_float(a)):
             continue
         with np.errstate(all="ignore"):
             size = (float(np.nanmax(np.abs(b.astype(np.float64) - a.astype(np.float64))))
@@ -285,7 +293,7 @@ def _deterministic(base: _Ctx, evaluate: Callable[[], Any], outs64: Sequence[Any
     worst, where = 0.0, None
     for i, (a, b) in enumerate(zip(outs64, again, strict=True)):
         a, b = np.asarray(a), np.asarray(b)
-        if not _is_float(a) or (a.shape == b.shape and np.array_equal(a, b, equal_nan=True)):
+        if not _is_float(a) or (a.shape == b.shape and _equal(a, b, equal_nan=True)):
             continue  # (the common case: bit-identical, one pass)
         a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
         if a64.shape != b64.shape:
@@ -398,16 +406,42 @@ class _Probes:
     u: dict[int, list[np.ndarray]]  # input index -> P tangents
 
 
-def _probes(ctx: _Ctx) -> _Probes:
+def _probes(ctx: _Ctx, tangents: int | None = None) -> _Probes:
+    """``P`` (``probes``) seeded cotangents per output and ``tangents`` (default ``P``)
+    tangents per input."""
     rng = np.random.default_rng(ctx.cfg.seed)
     P = ctx.cfg.probes
+    T = P if tangents is None else tangents
     low = _np_dtype(ctx.dtype)
     # cotangents exactly representable in the dtype under test, so that the low-precision and
     # the float64 VJP of the rounding check see the same v
-    v = {i: [_representable(rng.standard_normal(np.shape(ctx.outs64[i])), low)
-             for _ in range(P)] for i in ctx.float_outs}
-    u = {j: [rng.standard_normal(ctx.args64[j].shape) for _ in range(P)] for j in ctx.diff}
+    # drawn P at a time (the same numbers as P draws in turn), so that each probe is a row of
+    # one array and the batched calls need no stacked copy (_stacked)
+    v = {i: _rows(_representable(rng.standard_normal((P,) + np.shape(ctx.outs64[i])), low))
+         for i in ctx.float_outs}
+    u = {j: _rows(rng.standard_normal((T,) + ctx.args64[j].shape)) for j in ctx.diff}
     return _Probes(v, u)
+
+
+def _rows(a: np.ndarray) -> list[np.ndarray]:
+    """The rows of ``a`` as arrays (views; 0-d arrays, not scalars, for a 1-d ``a``)."""
+    return [a[p, ...] for p in range(len(a))]
+
+
+def _stacked(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.stack(rows)``, without the copy where the rows already are the consecutive rows of
+    one C-contiguous float array (the probes, :func:`_probes`; the screen's rounded
+    directions): then a view of that array."""
+    first = np.asarray(rows[0])
+    base = first.base
+    if (isinstance(base, np.ndarray) and base.flags.c_contiguous and base.dtype == first.dtype
+            and base.size == first.size * len(rows)
+            and all(isinstance(r, np.ndarray) and r.shape == first.shape and r.base is base
+                    and r.flags.c_contiguous
+                    and r.ctypes.data == base.ctypes.data + k * first.nbytes
+                    for k, r in enumerate(rows))):
+        return base.reshape((len(rows),) + first.shape)
+    return np.stack(rows)
 
 
 def _representable(v: np.ndarray, low: Any) -> np.ndarray:
@@ -427,8 +461,12 @@ def _out_slices(ctx: _Ctx) -> dict[int, slice]:
 def _f0(ctx: _Ctx) -> np.ndarray:
     """``f(x)`` as the FD oracle sees it (float outputs, flattened, concatenated): already
     evaluated by :func:`_prepare`, so the oracle does not evaluate it again."""
-    return np.concatenate([np.asarray(ctx.outs64[i], dtype=np.float64).ravel()
-                           for i in ctx.float_outs])
+    parts = [np.asarray(ctx.outs64[i], dtype=np.float64).ravel() for i in ctx.float_outs]
+    if len(parts) == 1:  # a read-only view, not a copy
+        out = parts[0].view()
+        out.flags.writeable = False
+        return out
+    return np.concatenate(parts)
 
 
 def _batch_fn(ctx: _Ctx, j: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -489,8 +527,10 @@ def _checked_grads(ctx: _Ctx, grads: Sequence[Any], want: Sequence[np.ndarray], 
 def _batched_cotangents(ctx: _Ctx, i: int, vs: Sequence[np.ndarray], dtype: Any
                         ) -> list[np.ndarray]:
     """The rows ``vs`` for output ``i`` (zeros for the others), stacked: one batched call."""
-    rows = [_cotangents(ctx, i, v, dtype) for v in vs]
-    return [np.stack([r[k] for r in rows]) for k in range(len(ctx.outs64))]
+    P = len(vs)
+    return [(_stacked(vs) if np.dtype(dtype) == np.float64
+             else np.stack([np.asarray(v, dtype=dtype) for v in vs])) if k == i
+            else np.zeros((P,) + np.shape(o), dtype=dtype) for k, o in enumerate(ctx.outs64)]
 
 
 def _unstack(grads: Sequence[Any], rows: int, what: str) -> list[list[np.ndarray]]:
@@ -538,8 +578,8 @@ def _forward(ctx: _Ctx, pr: _Probes) -> dict[tuple[int, int], Any]:
     out: dict[tuple[int, int], Any] = {}
     want = [np.asarray(o) for o in ctx.outs64]
     for j in ctx.diff:
-        P = ctx.cfg.probes
-        tans = [np.stack(pr.u[j]) if k == j else np.zeros((P,) + ctx.args64[k].shape)
+        P = len(pr.u[j])
+        tans = [_stacked(pr.u[j]) if k == j else np.zeros((P,) + ctx.args64[k].shape)
                 for k in ctx.diff]
         try:
             t = ctx.backend.jvp_batch(ctx.fn, ctx.args64, ctx.diff, tans, ctx.device)
@@ -708,8 +748,29 @@ def _probe_ratios(ctx: _Ctx, actual, expected, fd_err, magnitude, round_dtype, *
     return ratios, allows
 
 
+def _abs_rows(rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``|r|`` flattened for each row, computed once per distinct array (the screen's probes
+    share one tangent: the same array in every row)."""
+    seen: dict[int, np.ndarray] = {}
+    return [seen.setdefault(id(r), np.abs(r).ravel()) for r in rows]
+
+
+def _abs_dot(a: np.ndarray, b_abs: np.ndarray, work: list[np.ndarray]) -> float:
+    """``|a| . b_abs``, ``|a|`` written into a work array reused across calls of one shape."""
+    a = a.ravel()
+    if not work or work[0].shape != a.shape or work[0].dtype != a.dtype:
+        work[:] = [np.empty_like(a)]
+    return np.abs(a, out=work[0]) @ b_abs
+
+
 def _ad_scalars(kind, source, pr, i, j):
     s, mag = [], []
+    work: list[np.ndarray] = []
+    if kind is CheckKind.VJP:
+        au = _abs_rows(pr.u[j])
+    else:  # the screen's probes share one JVP: |J u| once
+        rows = [source[(j, p)] for p in range(len(pr.v[i]))]
+        at = _abs_rows([t[i] for t in rows if not isinstance(t, Exception)])
     for p in range(len(pr.v[i])):
         if kind is CheckKind.VJP:
             g = source[(i, p)]
@@ -718,7 +779,7 @@ def _ad_scalars(kind, source, pr, i, j):
             gj = g[list(pr.u).index(j)].ravel()
             u = pr.u[j][p].ravel()
             s.append(gj @ u)
-            mag.append(np.abs(gj) @ np.abs(u))
+            mag.append(_abs_dot(gj, au[p], work))
         else:
             t = source[(j, p)]
             if isinstance(t, Exception):
@@ -726,7 +787,7 @@ def _ad_scalars(kind, source, pr, i, j):
             ti = t[i].ravel()
             v = pr.v[i][p].ravel()
             s.append(v @ ti)
-            mag.append(np.abs(v) @ np.abs(ti))
+            mag.append(_abs_dot(v, at[p], work))
     return np.array(s), np.array(mag)
 
 
@@ -753,13 +814,15 @@ def _compare_alternatives(ctx, where, alt, pr, i, j, s_rev, mag_fd) -> None:
                        message=f"alternative reverse path raised: {_describe_exc(a)}")
             return
         names = list(a or {})
+    au = _abs_rows(pr.u[j])
+    work: list[np.ndarray] = []
     for name in names:
         s, mag = [], []
         for p in range(len(pr.v[i])):
             gj = alt[(i, p)][name][list(pr.u).index(j)].ravel()
             u = pr.u[j][p].ravel()
             s.append(gj @ u)
-            mag.append(np.abs(gj) @ np.abs(u))
+            mag.append(_abs_dot(gj, au[p], work))
         terms = np.array(mag) + mag_fd
         _emit(ctx, CheckKind.EAGER_FUNC, where, np.array(s), s_rev, np.zeros_like(s_rev),
               terms, ctx.rule_dtype, (), pr, None, label=name,
