@@ -11,7 +11,7 @@ and, between the two AD values, the forward-vs-reverse check (rounding bound onl
 does not depend on the input size.  When a projected check fails the block ``J_ij`` is
 localized with the full Jacobian and the worst elements are reported.
 
-A low-precision dtype is checked in two parts (docs/error-model.md, section 4): the *rule* in float64 at
+A low-precision dtype is checked in two parts (docs/error-model.md s.4): the *rule* in float64 at
 the point rounded to that dtype (tight), and the *rounding* of the dtype's VJP against the
 backend's own float64 VJP (norm-wise, with measured noise: :mod:`gradcheck.checks.rounding`).
 """
