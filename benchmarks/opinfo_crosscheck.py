@@ -161,22 +161,9 @@ def _op_name(op) -> str:
 
 def _torch_skips_fn_grad(op) -> bool:
     """Does PyTorch's own suite skip or xfail ``test_fn_grad`` for this op on CPU float64?"""
-    import torch
+    from gradcheck.sweep._torch import skipped_grad_tests
 
-    for d in list(op.skips) + list(op.decorators):
-        if getattr(d, "test_name", None) not in ("test_fn_grad", None):
-            continue
-        if getattr(d, "test_name", None) is None and getattr(d, "cls_name", None) is None:
-            continue  # a decorator for every test (precision overrides etc.)
-        if d.device_type not in (None, "cpu"):
-            continue
-        if d.dtypes is not None and torch.float64 not in d.dtypes:
-            continue
-        if getattr(d, "cls_name", None) not in (None, "TestBwdGradients", "TestGradients"):
-            continue
-        if d.test_name == "test_fn_grad":
-            return True
-    return False
+    return bool(skipped_grad_tests(op, ("test_fn_grad",)))
 
 
 def _leaves(sample) -> list:

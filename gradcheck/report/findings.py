@@ -43,6 +43,8 @@ def _evidence_text(ev: dict) -> str:
     if "vjp" in eng:
         parts.append(f"{eng['op']}: VJP {number(eng['vjp'], 10)} (vs AD "
                      f"{number(eng.get('vs_ad'))}, vs FD {number(eng.get('vs_fd'))})")
+    if ev.get("upstream_skips"):
+        parts.append("the backend's own suite skips/xfails " + ", ".join(ev["upstream_skips"]))
     return "; ".join(parts) or json.dumps(ev, default=str)[:300]
 
 

@@ -120,6 +120,28 @@ def _pick(info: Any) -> tuple[Any, list[Any]] | None:
     return None if best is None else (best[1], best[2])
 
 
+_GRAD_TESTS = ("test_fn_grad", "test_fn_gradgrad", "test_fn_fwgrad_bwgrad", "test_forward_mode_AD")
+
+
+def skipped_grad_tests(info: Any, tests: Sequence[str] = _GRAD_TESTS) -> tuple[str, ...]:
+    """The gradient tests PyTorch's own suite skips or xfails for this op on CPU float64
+    (OpInfo's ``skips`` and ``decorators`` naming a test of TestBwdGradients/TestFwdGradients)."""
+    import torch
+
+    found = []
+    for d in list(info.skips) + list(info.decorators):
+        test = getattr(d, "test_name", None)
+        if test not in tests or d.device_type not in (None, "cpu"):
+            continue
+        if d.dtypes is not None and torch.float64 not in d.dtypes:
+            continue
+        if getattr(d, "cls_name", None) not in (None, "TestBwdGradients", "TestFwdGradients",
+                                                "TestGradients"):
+            continue
+        found.append(test)
+    return tuple(sorted(set(found)))
+
+
 def _build(info: Any, name: str, dtypes: tuple[str, ...]) -> Op | str:
     picked = _pick(info)
     if picked is None:
@@ -141,7 +163,7 @@ def _build(info: Any, name: str, dtypes: tuple[str, ...]) -> Op | str:
     return Op(name, "torch", fn, template, dtypes, fwd=bool(info.supports_forward_ad),
               order2=bool(info.supports_gradgrad),
               family=family_of(name, template, [tuple(o.shape) for o in outs]), leaf=leaf,
-              call=_call_text(sample))
+              call=_call_text(sample), upstream_skips=skipped_grad_tests(info))
 
 
 def _call_text(sample: Any) -> str:

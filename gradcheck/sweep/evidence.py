@@ -67,6 +67,25 @@ def scaled_fd(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.ndarray
     return a, b, bool(da <= 10 * RESOLVED and db <= 10 * RESOLVED and relative(a, b) <= RESOLVED)
 
 
+def one_sided(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.ndarray],
+              vs: Sequence[np.ndarray]) -> dict[str, float]:
+    """Forward and backward differences at a small step (``2^-20``: their gap, relative, is a
+    kink or a jump where it is large: central differences of ``|x|`` at 0 agree at every step
+    on the mean slope), and a central difference at a tiny step (``2^-30``: it sees the local
+    slope of a staircase whose large steps see its mean)."""
+
+    def along(t: float) -> float:
+        outs = forward([a + t * u for a, u in zip(arrays, us, strict=True)])
+        return float(sum(np.sum(v * o) for v, o in zip(vs, outs, strict=True)))
+
+    h, tiny = 2.0 ** -20, 2.0 ** -30
+    f0 = along(0.0)
+    ahead, behind = (along(h) - f0) / h, (f0 - along(-h)) / h
+    return {"forward_difference": ahead, "backward_difference": behind,
+            "one_sided_gap": relative(ahead, behind),
+            "fine_central": (along(tiny) - along(-tiny)) / (2 * tiny)}
+
+
 def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
               ) -> tuple[Fn, Callable[[Sequence[np.ndarray]], list[np.ndarray]],
                          list[np.ndarray], list[np.ndarray]]:
@@ -116,11 +135,13 @@ def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
             ad = float(sum(np.sum(np.asarray(g, dtype=np.float64) * u)
                            for g, u in zip(grads, us, strict=True)))
             fd_a, fd_b, resolved = scaled_fd(forward, arrays, us, vs)
+            sides = one_sided(forward, arrays, us, vs)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     return {"order": order, "ad": ad, "fd_pow2": fd_a, "fd_pow3": fd_b,
             "fd_families_agree": resolved,
-            "ad_vs_fd": min(relative(ad, fd_a), relative(ad, fd_b))}
+            "ad_vs_fd": min(relative(ad, fd_a), relative(ad, fd_b)), **sides,
+            "ad_vs_fine": relative(ad, sides["fine_central"])}
 
 
 # -- mpmath ------------------------------------------------------------------------------------

@@ -46,6 +46,8 @@ class Op:
     leaf: str = ""
     #: kwargs bound into ``fn`` written out for the reproducer (``dim=1``)
     call: str = ""
+    #: the gradient tests the backend's own suite skips or xfails for this op (OpInfo)
+    upstream_skips: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

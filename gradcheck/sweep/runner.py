@@ -122,7 +122,10 @@ def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype
             details["known"] = entry.reason
             if entry.upstream:
                 details["upstream"] = entry.upstream
-        out.append(dataclasses.replace(r, name=op.name, test_id=tid, details=details))
+        # gradcheck's own reproducer cannot import the sweep's functions (closures over an
+        # OpInfo sample): the triage writes one for each finding instead
+        out.append(dataclasses.replace(r, name=op.name, test_id=tid, details=details,
+                                       reproducer=""))
     return out
 
 

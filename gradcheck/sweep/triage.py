@@ -32,6 +32,12 @@ from .inventory import Op
 from .points import Point, seed_of
 
 CLASSES = ("confirmed", "crash", "low_precision", "unresolved", "false_alarm")
+#: one-sided differences farther apart than this (relative) mark a kink or a jump on the
+#: direction: the FD vote abstains (smooth ops: h |f''| / |f'| at h = 2^-20, below 1e-5)
+KINK = 1e-3
+#: AD off the coarse FD by more than STAIRS but within FINE of the tiny-step central
+#: difference: a staircase the coarse steps average over; the FD vote abstains
+STAIRS, FINE = 1e-3, 1e-5
 _ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
 
 
@@ -66,6 +72,8 @@ def _collect(op: Op, point: Point, dtype: str, order: int) -> dict[str, Any]:
                            ("engines", evidence.engines_evidence(op, point.arrays, seed))):
             if value:
                 ev[key] = value
+    if op.upstream_skips:
+        ev["upstream_skips"] = list(op.upstream_skips)
     eng = ev.get("engines", {})
     fd = ev["fd"]
     if "vjp" in eng and "ad" in fd:
@@ -80,7 +88,11 @@ def _agrees(ev: dict[str, Any]) -> bool | None:
     votes: list[bool] = []
     fd = ev.get("fd", {})
     if fd.get("fd_families_agree") and math.isfinite(fd.get("ad_vs_fd", math.nan)):
-        votes.append(fd["ad_vs_fd"] <= AGREE)
+        kink = fd.get("one_sided_gap", 0.0) > KINK
+        # a staircase: the coarse steps see its mean slope, a tiny step the local one (= AD)
+        stairs = fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE
+        if not (kink or stairs):
+            votes.append(fd["ad_vs_fd"] <= AGREE)
     elif fd.get("fd_families_agree"):  # the AD value is not finite where FD converged
         votes.append(False)
     mp = ev.get("mpmath", {})
@@ -142,9 +154,11 @@ def triage(op: Op, point: Point, dtype: str, order: int,
             ev = _collect(op, point, dtype, order)
         cls = classify(r, ev, results)
         key = "|".join((op.backend, op.name, kind_family(r.kind), cls, symptom(r)))
+        script = reproducer.script(op, point, dtype, order, r)
         info = {"class": cls, "symptom": symptom(r), "key": key, "evidence": ev,
-                "reproducer": reproducer.script(op, point, dtype, order, r)}
-        out.append(dataclasses.replace(r, details={**r.details, "triage": info}))
+                "reproducer": script}
+        out.append(dataclasses.replace(r, details={**r.details, "triage": info},
+                                       reproducer=script))
     return out
 
 
@@ -162,6 +176,11 @@ class Finding:
     dtypes: tuple[str, ...]
     points: tuple[str, ...]
     worst: CheckResult
+
+    @property
+    def known_upstream(self) -> bool:
+        """The backend's own suite skips or xfails a gradient test of this op."""
+        return bool(self.evidence.get("upstream_skips"))
 
     @property
     def evidence(self) -> dict[str, Any]:
