@@ -207,6 +207,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import cli as sweep_cli
 
     backends = args.backend or ["torch", "jax"]
+    for name in backends:
+        if name not in sweep_cli.BACKENDS:
+            raise UsageError(f"--backend {name!r}: the sweep reads the inventories of "
+                             f"{', '.join(sweep_cli.BACKENDS)}")
     _validate_backends(backends)
     try:
         jobs = sweep_cli.jobs(args.jobs)

@@ -11,6 +11,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from gradcheck.cli import main
+from gradcheck.report import write_report
 from gradcheck.stream import read_streams
 from gradcheck.sweep import Op, SweepConfig, findings, inventory, sweep
 from gradcheck.sweep.inventory import ELEMENTWISE
@@ -127,6 +129,10 @@ def test_mutants_are_found_and_triaged_twins_are_not(tmp_path):
         twin = [r for r in data.checks if r.name == name]
         assert twin and all(r.ok for r in twin), [r.message for r in twin if not r.ok]
         assert name not in found
+    html = write_report(data, tmp_path / "report").html.read_text()
+    section = html.split('id="findings"', 1)[1].split("</section>", 1)[0]
+    assert "mutant.torch_sin" in section and "mutant.jax_softsign" in section
+    assert "twin." not in section and "confirmed" in section
 
 
 def test_op_glob_selects_by_qualified_name():
@@ -168,3 +174,12 @@ def test_two_jobs_merge_into_one_stream(tmp_path):
         return Counter((r.name, r.kind, r.test_id, r.status.value, r.dtype) for r in data.checks)
 
     assert key(one) == key(two) and len(one.checks) > 20
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert main(["sweep", "--backend", "numpy", "--report-dir", str(tmp_path)]) == 2
+    assert main(["sweep", "--backend", "jax", "--op", "no_such_op_anywhere", "--report-dir",
+                 str(tmp_path)]) == 2
+    assert main(["sweep", "--backend", "jax", "-j", "0", "--report-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "reads the inventories of" in err and "matches no op" in err and "-j/--jobs" in err

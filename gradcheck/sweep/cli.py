@@ -13,6 +13,9 @@ from ..stream import StreamData
 from .runner import NothingSelected, SweepConfig, SweepOutcome, sweep
 from .triage import findings
 
+#: the backends whose inventory the sweep can read
+BACKENDS = ("torch", "jax", "autograd", "mlx", "tinygrad")
+
 
 def jobs(text: str) -> int:
     """``-j``: a positive number or ``auto`` (the CPUs this process may use)."""
