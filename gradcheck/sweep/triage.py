@@ -10,7 +10,10 @@ Classes (``details["triage"]["class"]``):
 * ``crash``: the op, its derivative or the check raised at the point (an ``error`` result);
 * ``low_precision``: a rounding finding in float32/16 whose float64 rule the evidence
   confirms (the low-precision kernel, not the rule);
-* ``unresolved``: the evidence itself does not decide (FD families disagree, no reference).
+* ``rounding_level``: the compared values agree to 1e-8 relative, or two AD paths missed a
+  pure rounding bound by at most 10x: a question for the error model, not a derivative bug;
+* ``unresolved``: the evidence itself does not decide (FD families disagree, no reference,
+  a kink or tie on the direction, the sources contradict each other).
 
 The symptom (``nonfinite``, ``zero``, ``sign``, ``value``, ``raised``) and the class make the
 de-duplication key with the op and the check kind's family: :func:`findings` groups results
@@ -31,7 +34,10 @@ from .evidence import AGREE, relative
 from .inventory import Op
 from .points import Point, seed_of
 
-CLASSES = ("confirmed", "crash", "low_precision", "unresolved", "false_alarm")
+CLASSES = ("confirmed", "crash", "low_precision", "rounding_level", "unresolved",
+           "false_alarm")
+#: a comparison of two AD paths off its rounding bound by at most this: rounding_level
+ROUNDING_RATIO = 10.0
 #: one-sided differences farther apart than this (relative) mark a kink or a jump on the
 #: direction: the FD vote abstains (smooth ops: h |f''| / |f'| at h = 2^-20, below 1e-5)
 KINK = 1e-3
@@ -87,11 +93,11 @@ def _agrees(ev: dict[str, Any]) -> bool | None:
     (True), wrong (False), or cannot tell (None, also where the evidence contradicts itself)."""
     votes: list[bool] = []
     fd = ev.get("fd", {})
+    if fd.get("one_sided_gap", 0.0) > KINK:
+        return None  # a kink, tie or jump on the direction: no derivative to be right about
     if fd.get("fd_families_agree") and math.isfinite(fd.get("ad_vs_fd", math.nan)):
-        kink = fd.get("one_sided_gap", 0.0) > KINK
         # a staircase: the coarse steps see its mean slope, a tiny step the local one (= AD)
-        stairs = fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE
-        if not (kink or stairs):
+        if not (fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE):
             votes.append(fd["ad_vs_fd"] <= AGREE)
     elif fd.get("fd_families_agree"):  # the AD value is not finite where FD converged
         votes.append(False)
@@ -115,11 +121,25 @@ _BASE = {"vjp": "vjp", "jvp": "vjp", "fwd_rev": "vjp", "eager_func": "vjp", "rou
          "vjp_of_vjp": "vjp_of_vjp", "jvp_of_vjp": "vjp_of_vjp", "jvp_of_jvp": "vjp_of_vjp"}
 
 
+def _rounding_level(r: CheckResult) -> bool:
+    """The two compared values agree to :data:`AGREE` relative, or a comparison of two AD
+    paths (or dtypes) missed a pure rounding bound by at most :data:`ROUNDING_RATIO`: the
+    error model's bound, not a derivative, is in question."""
+    a, e = r.actual, r.expected
+    if a is None or e is None or not (math.isfinite(a) and math.isfinite(e)):
+        return False
+    ratio = r.discrepancy_ratio
+    return relative(a, e) <= AGREE or (r.kind in ("fwd_rev", "eager_func") and ratio is not None
+                                       and math.isfinite(ratio) and ratio <= ROUNDING_RATIO)
+
+
 def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]) -> str:
     """The class of failing result ``r`` from the evidence and the other results of the same
     check call (a passing VJP beside a failing JVP says which side is wrong)."""
     if r.status is Status.ERROR or r.kind == "call":
         return "crash"
+    if _rounding_level(r):
+        return "rounding_level"
     right = _agrees(ev)
     base = _BASE.get(r.kind)
     if r.kind == base:  # the reverse mode itself was judged wrong by the oracle
@@ -210,3 +230,24 @@ def findings(checks: Iterable[CheckResult]) -> list[Finding]:
                                          for r in rs})), worst))
     rank = {c: k for k, c in enumerate(CLASSES)}
     return sorted(out, key=lambda f: (rank.get(f.cls, len(rank)), f.backend, f.op, f.key))
+
+
+def reclassified(checks: Sequence[CheckResult]) -> list[CheckResult]:
+    """``checks`` with every triaged result classified again from its stored evidence and the
+    other results of its check call (same ``test_id``) by the current rules: a stream written
+    before a rule changed is summarised as a new one would be, without re-running anything."""
+    calls: dict[str, list[CheckResult]] = {}
+    for r in checks:
+        calls.setdefault(r.test_id, []).append(r)
+    out = []
+    for r in checks:
+        info = r.details.get("triage")
+        if not isinstance(info, dict) or "evidence" not in info:
+            out.append(r)
+            continue
+        cls = classify(r, info["evidence"], calls[r.test_id])
+        backend, op, family = (info.get("key", "").split("|") + ["", "", ""])[:3]
+        key = "|".join((backend or r.backend, op or r.name, kind_family(r.kind), cls, symptom(r)))
+        out.append(dataclasses.replace(r, details={**r.details, "triage": {
+            **info, "class": cls, "key": key}}))
+    return out
