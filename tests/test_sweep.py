@@ -183,3 +183,12 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert main(["sweep", "--backend", "jax", "-j", "0", "--report-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "reads the inventories of" in err and "matches no op" in err and "-j/--jobs" in err
+
+
+def test_known_findings_are_data_matched_by_op_kind_and_point():
+    from gradcheck.sweep import known
+
+    entry = known.lookup("torch", "torch.linalg.det", "vjp", "float64", "ties")
+    assert entry is not None and "singular" in entry.reason
+    assert known.lookup("torch", "torch.linalg.det", "vjp", "float64", "unit") is None
+    assert known.lookup("jax", "torch.linalg.det", "vjp", "float64", "ties") is None

@@ -36,7 +36,7 @@ def run(backends: Sequence[str], ops: Sequence[str], dtypes: Sequence[str] | Non
     """Run the sweep; None where the selection matches no op (nothing was written)."""
     cfg = SweepConfig(tuple(backends), tuple(ops), tuple(dtypes) if dtypes else None, profile)
     try:
-        return sweep(cfg, report_dir, jobs=n_jobs)
+        return sweep(cfg, report_dir, jobs=n_jobs, isolate=True)
     except NothingSelected:
         return None
 

@@ -15,7 +15,6 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -174,18 +173,22 @@ def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
 
 
 def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
-            path: str | None = None, ops: Sequence[Op] | None = None) -> int:
+            path: str | None = None, ops: Sequence[Op] | None = None,
+            progress: str | None = None) -> int:
     """Check the named ops of ``backend`` (in this process), recording into ``path`` when
-    given (else into the active stream); returns the number of results."""
+    given (else into the active stream); ``progress`` is a file that holds the name of the op
+    being checked (what a parent reads when this process dies).  Returns the result count."""
     if ops is None:
         wanted = set(names)
         inv = inventory(backend, list(names))
-        ops = [o for o in inv.ops if o.name in wanted]
+        ops = sorted((o for o in inv.ops if o.name in wanted), key=lambda o: names.index(o.name))
     count = 0
     warnings.simplefilter("ignore")  # the ops' own deprecation warnings, once per op
     context = stream.using(path, role="sweep-worker") if path else _nothing()
     with context:
         for op in ops:
+            if progress:
+                Path(progress).write_text(op.name)
             count += len(check_op(op, cfg))
     return count
 
@@ -198,10 +201,62 @@ class _nothing:
         return None
 
 
-def _worker(args: tuple[str, list[str], SweepConfig, str]) -> int:
-    backend, names, cfg, path = args
+def _worker(backend: str, names: list[str], cfg: SweepConfig, path: str, progress: str) -> None:
     warnings.simplefilter("ignore")
-    return run_ops(backend, names, cfg, path)
+    run_ops(backend, names, cfg, path, progress=progress)
+
+
+def crash_result(backend: str, name: str, exitcode: int | None) -> CheckResult:
+    """The ``error`` result of an op during whose checks the worker process died (a native
+    crash of the engine: a signal, ``abort()``, heap corruption)."""
+    how = (f"signal {-exitcode}" if exitcode is not None and exitcode < 0
+           else f"exit status {exitcode}")
+    message = (f"the worker process died ({how}) while checking this op: a crash of the engine "
+               "at one of its points; its results before the crash are in the stream (the "
+               "worker's run has no end record), the ops after it were checked by a new worker")
+    key = "|".join((backend, name, "call", "crash", "raised"))
+    return CheckResult(kind="call", status=Status.ERROR, backend=backend, name=name,
+                       message=message, test_id=f"sweep:{backend}-{name}@crash",
+                       details={"sweep": {"point": "crash", "exitcode": exitcode},
+                                "triage": {"class": "crash", "symptom": "raised", "key": key,
+                                           "evidence": {}, "reproducer": ""}})
+
+
+def _run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path,
+                  jobs: int) -> list[Path]:
+    """Run the shards in at most ``jobs`` spawned processes; a process that dies is replaced
+    by one for the ops after the one it died on (recorded as a crash).  Returns the stream
+    files written."""
+    ctx = get_context("spawn")
+    queue = list(tasks)
+    running: list[tuple[Any, str, list[str], Path]] = []
+    parts: list[Path] = []
+    while queue or running:
+        while queue and len(running) < jobs:
+            backend, names = queue.pop(0)
+            part = out / f"results.sweep{len(parts)}.jsonl"
+            progress = part.with_suffix(".progress")
+            for f in (part, progress):
+                f.unlink(missing_ok=True)
+            proc = ctx.Process(target=_worker, args=(backend, names, cfg, str(part),
+                                                     str(progress)))
+            proc.start()
+            parts.append(part)
+            running.append((proc, backend, names, progress))
+        for entry in list(running):
+            proc, backend, names, progress = entry
+            proc.join(timeout=0.2)
+            if proc.exitcode is None:
+                continue
+            running.remove(entry)
+            current = progress.read_text() if progress.exists() else ""
+            progress.unlink(missing_ok=True)
+            if proc.exitcode != 0 and current in names:
+                stream.record(crash_result(backend, current, proc.exitcode))
+                rest = names[names.index(current) + 1:]
+                if rest:
+                    queue.append((backend, rest))
+    return parts
 
 
 def merge(target: Path, parts: Sequence[Path]) -> None:
@@ -226,9 +281,11 @@ class SweepOutcome:
 
 
 def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
-          extra_ops: Sequence[Op] = ()) -> SweepOutcome:
+          extra_ops: Sequence[Op] = (), isolate: bool = False) -> SweepOutcome:
     """Run the sweep and write ``report_dir/results.jsonl`` (replaced); ``extra_ops`` are
-    checked in this process as if the inventory had them (tests inject mutants this way)."""
+    checked in this process as if the inventory had them (tests inject mutants this way).
+    With ``jobs > 1`` or ``isolate`` the inventory's ops run in worker processes, so that a
+    native crash of the engine is recorded (:func:`crash_result`) instead of ending the run."""
     start = time.perf_counter()
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -240,7 +297,8 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
         raise NothingSelected(f"no op of {', '.join(cfg.backends)} matches {cfg.ops}")
     target = out / STREAM
     target.unlink(missing_ok=True)
-    tasks: list[tuple[str, list[str], SweepConfig, str]] = []
+    tasks: list[tuple[str, list[str]]] = []
+    parts: list[Path] = []
     with stream.using(target, role="sweep"):
         for inv in inventories:
             stream.record_many(left_out_results(inv))
@@ -249,15 +307,11 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
         for inv in inventories:
             names = [o.name for o in inv.ops]
             n = max(1, min(jobs, len(names)))
-            if n == 1:
+            if n == 1 and not isolate:
                 run_ops(inv.backend, names, cfg, None, ops=list(inv.ops))
                 continue
-            for k in range(n):
-                part = out / f"results.sweep{len(tasks)}.jsonl"
-                part.unlink(missing_ok=True)
-                tasks.append((inv.backend, names[k::n], cfg, str(part)))
+            tasks += [(inv.backend, names[k::n]) for k in range(n)]
         if tasks:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-                list(pool.map(_worker, tasks))
-    merge(target, [Path(t[3]) for t in tasks])
+            parts = _run_parallel(tasks, cfg, out, jobs)
+    merge(target, parts)
     return SweepOutcome(target, inventories, time.perf_counter() - start)
