@@ -83,7 +83,28 @@ def one_sided(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.ndarray
     ahead, behind = (along(h) - f0) / h, (f0 - along(-h)) / h
     return {"forward_difference": ahead, "backward_difference": behind,
             "one_sided_gap": relative(ahead, behind),
-            "fine_central": (along(tiny) - along(-tiny)) / (2 * tiny)}
+            "fine_central": (along(tiny) - along(-tiny)) / (2 * tiny),
+            "linearity_gap": _linearity_gap(forward, arrays, us, vs, h)}
+
+
+def _linearity_gap(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.ndarray],
+                   vs: Sequence[np.ndarray], h: float) -> float:
+    """How far the directional derivative is from linear in the direction: ``D(u) + D(w)`` vs
+    ``D(u + w)`` for a second direction ``w`` (relative).  A differentiable function gives
+    ~h^2; a point where it is not differentiable (ties of median/sort/max at a repeated value,
+    where each ray is linear but the rays do not fit one gradient) gives O(1)."""
+    rng = np.random.default_rng(12345)
+    ws = [rng.normal(size=u.shape) * np.abs(u).mean() for u in us]
+
+    def central(ds: Sequence[np.ndarray]) -> float:
+        def at(t: float) -> float:
+            outs = forward([a + t * d for a, d in zip(arrays, ds, strict=True)])
+            return float(sum(np.sum(v * o) for v, o in zip(vs, outs, strict=True)))
+
+        return (at(h) - at(-h)) / (2 * h)
+
+    both = [u + w for u, w in zip(us, ws, strict=True)]
+    return relative(central(us) + central(ws), central(both))
 
 
 def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int

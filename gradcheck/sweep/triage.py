@@ -93,8 +93,10 @@ def _agrees(ev: dict[str, Any]) -> bool | None:
     (True), wrong (False), or cannot tell (None, also where the evidence contradicts itself)."""
     votes: list[bool] = []
     fd = ev.get("fd", {})
-    if fd.get("one_sided_gap", 0.0) > KINK:
-        return None  # a kink, tie or jump on the direction: no derivative to be right about
+    if fd.get("one_sided_gap", 0.0) > KINK or fd.get("linearity_gap", 0.0) > KINK:
+        # a kink, tie or jump on the direction, or directional derivatives that no gradient
+        # fits (ties of median, sort, max): no derivative to be right about
+        return None
     if fd.get("fd_families_agree") and math.isfinite(fd.get("ad_vs_fd", math.nan)):
         # a staircase: the coarse steps see its mean slope, a tiny step the local one (= AD)
         if not (fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE):
