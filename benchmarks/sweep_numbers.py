@@ -4,7 +4,7 @@
     python benchmarks/sweep_numbers.py out/results.jsonl [--findings]
 
 Ops swept and left out per backend, points per op, checks by status, findings by class and
-check family (reclassified from the stored evidence by the current triage rules), how many
+check family (classified from the stored evidence by the current triage rules), how many
 sit on ops whose own test suite skips or xfails a gradient test, and the findings list.
 """
 
@@ -19,14 +19,14 @@ from _common import setup
 def main() -> None:
     setup()
     from gradcheck.stream import read_streams
-    from gradcheck.sweep.triage import findings, reclassified
+    from gradcheck.sweep.triage import findings
 
     ap = argparse.ArgumentParser()
     ap.add_argument("streams", nargs="+")
     ap.add_argument("--findings", action="store_true", help="list every finding")
     args = ap.parse_args()
     data = read_streams(args.streams)
-    checks = reclassified(data.checks)
+    checks = data.checks
     left = Counter(r.backend for r in checks if "left_out" in r.details.get("sweep", {}))
     swept: dict[str, set[str]] = defaultdict(set)
     points: dict[str, set[tuple[str, str]]] = defaultdict(set)

@@ -214,9 +214,10 @@ class Finding:
 
 
 def findings(checks: Iterable[CheckResult]) -> list[Finding]:
-    """The triaged results grouped by key, most severe class first, then by count."""
+    """The triaged results grouped by key, most severe class first, then by count (classified
+    by the current rules from the stored evidence: :func:`reclassified`)."""
     groups: dict[str, list[CheckResult]] = {}
-    for r in checks:
+    for r in reclassified(list(checks)):
         info = r.details.get("triage") if isinstance(r.details, dict) else None
         if isinstance(info, dict) and isinstance(info.get("key"), str) and not r.known:
             groups.setdefault(info["key"], []).append(r)
