@@ -192,3 +192,29 @@ def test_known_findings_are_data_matched_by_op_kind_and_point():
     assert entry is not None and "singular" in entry.reason
     assert known.lookup("torch", "torch.linalg.det", "vjp", "float64", "unit") is None
     assert known.lookup("jax", "torch.linalg.det", "vjp", "float64", "ties") is None
+
+
+def _dying_worker(backend, names, cfg, path, progress):
+    """A worker that dies of a signal on the op named "dies" (as a native crash would)."""
+    import os
+    from pathlib import Path
+
+    for name in names:
+        Path(progress).write_text(name)
+        if name == "dies":
+            os.abort()
+    Path(path).write_text("")
+
+
+def test_a_worker_that_dies_is_recorded_and_replaced(tmp_path):
+    from gradcheck import stream
+    from gradcheck.sweep.runner import run_parallel
+
+    with stream.using(tmp_path / "main.jsonl"):
+        parts = run_parallel([("jax", ["fine", "dies", "after"])], QUICK, tmp_path, 1,
+                             target=_dying_worker)
+    crashes = [r for r in read_streams([tmp_path / "main.jsonl"]).checks]
+    assert [(r.name, r.status.value, r.details["triage"]["class"]) for r in crashes] == [
+        ("dies", "error", "crash")]
+    assert "signal 6" in crashes[0].message
+    assert len(parts) == 2 and parts[1].exists()  # a second worker took "after"

@@ -222,11 +222,12 @@ def crash_result(backend: str, name: str, exitcode: int | None) -> CheckResult:
                                            "evidence": {}, "reproducer": ""}})
 
 
-def _run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path,
-                  jobs: int) -> list[Path]:
-    """Run the shards in at most ``jobs`` spawned processes; a process that dies is replaced
-    by one for the ops after the one it died on (recorded as a crash).  Returns the stream
-    files written."""
+def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path,
+                 jobs: int, target: Any = None) -> list[Path]:
+    """Run the shards ``(backend, op names)`` in at most ``jobs`` spawned processes running
+    ``target(backend, names, cfg, stream_path, progress_path)`` (default: check the ops); a
+    process that dies is replaced by one for the ops after the one its progress file names,
+    which is recorded as a crash in the active stream.  Returns the stream files written."""
     ctx = get_context("spawn")
     queue = list(tasks)
     running: list[tuple[Any, str, list[str], Path]] = []
@@ -238,7 +239,7 @@ def _run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Pat
             progress = part.with_suffix(".progress")
             for f in (part, progress):
                 f.unlink(missing_ok=True)
-            proc = ctx.Process(target=_worker, args=(backend, names, cfg, str(part),
+            proc = ctx.Process(target=target or _worker, args=(backend, names, cfg, str(part),
                                                      str(progress)))
             proc.start()
             parts.append(part)
@@ -312,6 +313,6 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
                 continue
             tasks += [(inv.backend, names[k::n]) for k in range(n)]
         if tasks:
-            parts = _run_parallel(tasks, cfg, out, jobs)
+            parts = run_parallel(tasks, cfg, out, jobs)
     merge(target, parts)
     return SweepOutcome(target, inventories, time.perf_counter() - start)
