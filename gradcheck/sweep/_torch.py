@@ -32,7 +32,7 @@ SAMPLES_LOOKED_AT = 12
 def qualified_name(op: Any) -> str:
     import torch
 
-    base = op.name
+    base = op.name.removeprefix("torch.")
     if base.startswith(_NAMESPACES):
         name = f"torch.{base}"
     elif hasattr(torch, base):
@@ -159,6 +159,11 @@ def _build(info: Any, name: str, dtypes: tuple[str, ...]) -> Op | str:
     outs = out if isinstance(out, tuple) else (out,)
     if not outs or not all(o.is_floating_point() for o in outs):
         return "no floating output to differentiate"
+    again = fn(*[torch.from_numpy(a.copy()) for a in template])
+    again = again if isinstance(again, tuple) else (again,)
+    if any(a.shape != b.shape or not torch.allclose(a, b, rtol=0, atol=0, equal_nan=True)
+           for a, b in zip(outs, again, strict=False)):
+        return "nondeterministic forward (two calls at the sample differ: random sampling)"
     leaf = info.name.rsplit(".", 1)[-1]
     return Op(name, "torch", fn, template, dtypes, fwd=bool(info.supports_forward_ad),
               order2=bool(info.supports_gradgrad),
