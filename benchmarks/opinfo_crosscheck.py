@@ -161,80 +161,26 @@ def _op_name(op) -> str:
 
 def _torch_skips_fn_grad(op) -> bool:
     """Does PyTorch's own suite skip or xfail ``test_fn_grad`` for this op on CPU float64?"""
-    import torch
+    from gradcheck.sweep._torch import skipped_grad_tests
 
-    for d in list(op.skips) + list(op.decorators):
-        if getattr(d, "test_name", None) not in ("test_fn_grad", None):
-            continue
-        if getattr(d, "test_name", None) is None and getattr(d, "cls_name", None) is None:
-            continue  # a decorator for every test (precision overrides etc.)
-        if d.device_type not in (None, "cpu"):
-            continue
-        if d.dtypes is not None and torch.float64 not in d.dtypes:
-            continue
-        if getattr(d, "cls_name", None) not in (None, "TestBwdGradients", "TestGradients"):
-            continue
-        if d.test_name == "test_fn_grad":
-            return True
-    return False
+    return bool(skipped_grad_tests(op, ("test_fn_grad",)))
 
 
 def _leaves(sample) -> list:
     """The tensors requiring grad, in input (or tensor-list input), args, kwargs order."""
-    import torch
+    from gradcheck.sweep._torch import leaves_of
 
-    inp = sample.input if isinstance(sample.input, (list, tuple)) else [sample.input]
-    pool = list(inp) + list(sample.args) + list(sample.kwargs.values())
-    return [t for t in pool if isinstance(t, torch.Tensor) and t.requires_grad]
+    return leaves_of(sample)
 
 
 def _function(op, sample):
-    """``fn(*diff_tensors)`` rebuilding the sample around them; complex outputs as real."""
-    import torch
-    from torch.utils import _pytree
+    """``fn(*diff_tensors)`` rebuilding the sample around them; complex outputs as real (the
+    sweep's torch inventory builds its ops the same way: :func:`gradcheck.sweep._torch.function`;
+    like torch.autograd.gradcheck it compares only the outputs torch differentiates)."""
+    from gradcheck.sweep._torch import function
 
     leaves = _leaves(sample)
-    ids = {id(t): k for k, t in enumerate(leaves)}
-
-    def swap(v, xs):
-        if isinstance(v, torch.Tensor) and id(v) in ids:
-            return xs[ids[id(v)]]
-        if isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) for e in v):
-            return type(v)(swap(e, xs) for e in v)
-        return v
-
-    variant = op.get_op()
-
-    def outputs(xs):
-        out = op.gradcheck_wrapper(variant, swap(sample.input, xs),
-                                   *[swap(a, xs) for a in sample.args],
-                                   **{k: swap(v, xs) for k, v in sample.kwargs.items()})
-        if sample.output_process_fn_grad is not None:
-            out = sample.output_process_fn_grad(out)
-        return [o for o in _pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
-
-    # Like torch.autograd.gradcheck, compare only the outputs torch differentiates: a floating
-    # output that does not require grad although its inputs do is one torch declares
-    # non-differentiable (native_layer_norm's mean and rstd); both tools skip it.
-    try:
-        with torch.enable_grad():
-            probe = outputs(leaves)
-        keep = [not (o.is_floating_point() or o.is_complex()) or o.requires_grad for o in probe]
-        if not any(k and (o.is_floating_point() or o.is_complex())
-                   for k, o in zip(keep, probe, strict=True)):
-            keep = [True] * len(probe)
-    except Exception:  # the op raises: both tools will report it
-        keep = None
-
-    def fn(*xs):
-        flat = outputs(xs)
-        if keep is not None and len(keep) == len(flat):
-            flat = [o for o, k in zip(flat, keep, strict=True) if k]
-        flat = [torch.view_as_real(o.resolve_conj()) if o.is_complex() else o for o in flat]
-        return tuple(flat) if len(flat) != 1 else flat[0]
-
-    fn.__name__ = _op_name(op)
-    return fn, leaves
+    return function(op, sample, leaves, _op_name(op)), leaves
 
 
 def _torch_verdict(fn, leaves, op, fast: bool) -> tuple[str, str]:

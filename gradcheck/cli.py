@@ -1,4 +1,4 @@
-"""The ``gradcheck`` command line: ``run``, ``report``, ``backends``, ``ops``.
+"""The ``gradcheck`` command line: ``run``, ``sweep``, ``report``, ``backends``, ``ops``.
 
 The texts users see (``--help``) are :data:`DESCRIPTION` and :data:`EPILOG`; the commands and
 exit codes are documented in docs/report.md.
@@ -201,6 +201,33 @@ def _interrupted(args: argparse.Namespace, report_dir: Path, outcome) -> int:
     return INTERRUPTED[outcome.signal]
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from ._pytest_report import summary_lines
+    from .report import write_report
+    from .sweep import cli as sweep_cli
+
+    backends = args.backend or ["torch", "jax"]
+    for name in backends:
+        if name not in sweep_cli.BACKENDS:
+            raise UsageError(f"--backend {name!r}: the sweep reads the inventories of "
+                             f"{', '.join(sweep_cli.BACKENDS)}")
+    _validate_backends(backends)
+    try:
+        jobs = sweep_cli.jobs(args.jobs)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    report_dir = writable_dir(args.report_dir, "--report-dir")
+    outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs, report_dir)
+    if outcome is None:
+        raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
+                         "inventory; see docs/sweep.md")
+    files = write_report([outcome.stream], report_dir, title="gradcheck sweep")
+    for line in sweep_cli.summary(outcome, files.data):
+        print(terminal_safe(line))
+    summary_lines(files, print)
+    return OK if files.data.passed else DISCREPANCIES
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from ._pytest_report import summary_lines
     from .report import write_report
@@ -322,6 +349,30 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                      help="extra pytest arguments, after -- (default: none)")
     run.set_defaults(func=_cmd_run)
+    sw = sub.add_parser(
+        "sweep", help="check every differentiable op a backend exposes at generated edge points",
+        formatter_class=raw,
+        description="Sweep a backend's whole differentiable API (torch: OpInfo's op_db; jax: its\n"
+                    "public namespaces) at edge points generated per op, triage what fails, and\n"
+                    "write REPORT_DIR/results.jsonl, index.html and junit.xml (docs/sweep.md).",
+        epilog=EPILOG)
+    sw.add_argument("--backend", action="append",
+                    help="torch, jax, autograd, mlx or tinygrad (repeatable; default: torch "
+                         "and jax)")
+    sw.add_argument("--op", action="append",
+                    help="only ops whose qualified name matches this glob or contains this "
+                         "text, e.g. 'torch.nn.functional.*' (repeatable; default: every op)")
+    sw.add_argument("--dtype", action="append",
+                    help="dtype, e.g. float16 (repeatable; default: the profile's, where the "
+                         "op declares it)")
+    sw.add_argument("--profile", choices=("quick", "default", "thorough"), default="default",
+                    help="points, dtypes and orders per op (default: default)")
+    sw.add_argument("-j", "--jobs", metavar="N", default="1",
+                    help="worker processes: a number or 'auto' (default: 1)")
+    sw.add_argument("--report-dir", default="reports/sweep",
+                    help="directory for results.jsonl, index.html, junit.xml (default: "
+                         "reports/sweep)")
+    sw.set_defaults(func=_cmd_sweep)
     rep = sub.add_parser(
         "report", help="build a report from result streams (merge shards)", formatter_class=raw,
         description="Build one report (index.html, junit.xml) from result streams: merge CI\n"

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from ..results import shorten
 from ..stream import StreamData
-from . import model
+from . import findings, model
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -262,7 +262,8 @@ def render(data: StreamData, *, title: str = "gradcheck report") -> str:
         f"{n} {s}" for s, n in counts.items() if n)
     generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     sources = ", ".join(data.sources)
-    sections = "".join([_problems(data), _summary(data), _failures(data), _matrix(data),
+    sweep = findings.findings_section(data, _section, esc, lambda i: _hash_link(check=i))
+    sections = "".join([_problems(data), _summary(data), sweep, _failures(data), _matrix(data),
                         _semantics(data), _flow(data), _table_shell(), _environment(data)])
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -1,0 +1,61 @@
+"""What ``gradcheck sweep`` does between parsing its options and writing the report (the
+argument parser is in :mod:`gradcheck.cli`): run the sweep, then summarise inventories and
+findings for the terminal."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..stream import StreamData
+from .runner import NothingSelected, SweepConfig, SweepOutcome, sweep
+from .triage import findings
+
+#: the backends whose inventory the sweep can read
+BACKENDS = ("torch", "jax", "autograd", "mlx", "tinygrad")
+
+
+def jobs(text: str) -> int:
+    """``-j``: a positive number or ``auto`` (the CPUs this process may use)."""
+    if text == "auto":
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else os.cpu_count() or 1)
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"-j/--jobs {text!r}: pass a positive number or 'auto'")
+    return n
+
+
+def run(backends: Sequence[str], ops: Sequence[str], dtypes: Sequence[str] | None,
+        profile: str, n_jobs: int, report_dir: Path) -> SweepOutcome | None:
+    """Run the sweep; None where the selection matches no op (nothing was written)."""
+    cfg = SweepConfig(tuple(backends), tuple(ops), tuple(dtypes) if dtypes else None, profile)
+    try:
+        return sweep(cfg, report_dir, jobs=n_jobs, isolate=True)
+    except NothingSelected:
+        return None
+
+
+def summary(outcome: SweepOutcome, data: StreamData) -> list[str]:
+    """Lines for the terminal: ops swept and left out per backend, findings by class."""
+    lines = [f"gradcheck sweep: {outcome.seconds:.1f} s"]
+    for inv in outcome.inventories:
+        lines.append(f"  {inv.backend}: {len(inv.ops)} ops swept, {len(inv.left_out)} names "
+                     "left out (reasons in the report)")
+    found = findings(data.checks)
+    by_class = Counter(f.cls for f in found)
+    lines.append(f"  findings (de-duplicated by op, check family, class and symptom): "
+                 f"{len(found)}" + (" (" + ", ".join(f"{n} {c}" for c, n in
+                                                      by_class.most_common()) + ")"
+                                    if found else ""))
+    for f in found[:15]:
+        lines.append(f"    {f.cls:13} {f.op} [{f.kind_family}, {f.symptom}] x{f.count} "
+                     f"dtypes {','.join(f.dtypes)} points {','.join(f.points)}")
+    if len(found) > 15:
+        lines.append(f"    ... {len(found) - 15} more in the report's findings section")
+    return lines

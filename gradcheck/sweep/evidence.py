@@ -1,0 +1,353 @@
+"""Independent evidence for triage, computed at the point of a finding:
+
+* ``fd``: the directional derivative ``<v, J u>`` by central differences in float64 with the
+  direction scaled per element (``u_i * max(|x_i|, 2^-20)``, so 1e-300 and 1e300 inputs are
+  resolved), at two step families (``2^-k`` and ``3^-k``, Richardson-extrapolated), against the
+  backend's own float64 reverse mode ``<J^T v, u>`` along the same direction;
+* ``mpmath``: for one-input elementwise special functions with an mpmath counterpart, the
+  derivative at 30 digits per element, against the float64 reverse-mode gradient;
+* ``reference``: the same op by NumPy/SciPy (forward) and its scaled FD, where one exists;
+* ``engines``: the same op in another installed engine (torch <-> jax by leaf name).
+
+Each returns a plain dict (JSON-ready) with the compared numbers; none decides a verdict of
+the oracle, they classify a finding (:mod:`.triage`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .inventory import ELEMENTWISE, Op
+
+Fn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+#: relative agreement that counts as "the same derivative" in the triage (far above float64
+#: rounding of a well-conditioned derivative, 100x below a 1e-6 relative rule error)
+AGREE = 1e-8
+#: how close the two step families (and each family's last two levels) must be to count as
+#: resolved (measured on smooth ops: 1e-11 to 1e-12)
+RESOLVED = 1e-9
+
+
+def relative(a: float, b: float) -> float:
+    scale = max(abs(a), abs(b))
+    return 0.0 if a == b else (abs(a - b) / scale if scale else float("inf"))
+
+
+def _direction(arrays: Sequence[np.ndarray], seed: int) -> tuple[list[np.ndarray], ...]:
+    rng = np.random.default_rng(seed)
+    us = [rng.normal(size=a.shape) * np.maximum(np.abs(a), 2.0 ** -20) for a in arrays]
+    return tuple(us)  # type: ignore[return-value]
+
+
+def _richardson(f: Callable[[float], float], steps: Sequence[float]) -> tuple[float, float]:
+    """Central differences at ``steps`` (decreasing by a constant ratio), Richardson-
+    extrapolated in h^2 (one level): the estimate and the relative change of the last two
+    extrapolated values (how far from converged)."""
+    d = [(f(h) - f(-h)) / (2 * h) for h in steps]
+    r = (steps[0] / steps[1]) ** 2
+    ext = [(r * d[k + 1] - d[k]) / (r - 1) for k in range(len(d) - 1)]
+    return float(ext[-1]), relative(ext[-1], ext[-2])
+
+
+def scaled_fd(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.ndarray],
+              vs: Sequence[np.ndarray]) -> tuple[float, float, bool]:
+    """``<v, J u>`` at two step families and whether both converged and agree."""
+
+    def along(t: float) -> float:
+        outs = forward([a + t * u for a, u in zip(arrays, us, strict=True)])
+        return float(sum(np.sum(v * o) for v, o in zip(vs, outs, strict=True)))
+
+    a, da = _richardson(along, [2.0 ** -k for k in (12, 13, 14, 15)])
+    b, db = _richardson(along, [3.0 ** -k for k in (8, 9, 10, 11)])
+    return a, b, bool(da <= 10 * RESOLVED and db <= 10 * RESOLVED and relative(a, b) <= RESOLVED)
+
+
+def one_sided(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.ndarray],
+              vs: Sequence[np.ndarray]) -> dict[str, float]:
+    """Forward and backward differences at a small step (``2^-20``: their gap, relative, is a
+    kink or a jump where it is large: central differences of ``|x|`` at 0 agree at every step
+    on the mean slope), and a central difference at a tiny step (``2^-30``: it sees the local
+    slope of a staircase whose large steps see its mean)."""
+
+    def along(t: float) -> float:
+        outs = forward([a + t * u for a, u in zip(arrays, us, strict=True)])
+        return float(sum(np.sum(v * o) for v, o in zip(vs, outs, strict=True)))
+
+    h, tiny = 2.0 ** -20, 2.0 ** -30
+    f0 = along(0.0)
+    ahead, behind = (along(h) - f0) / h, (f0 - along(-h)) / h
+    return {"forward_difference": ahead, "backward_difference": behind,
+            "one_sided_gap": relative(ahead, behind),
+            "fine_central": (along(tiny) - along(-tiny)) / (2 * tiny),
+            "linearity_gap": _linearity_gap(forward, arrays, us, vs, h)}
+
+
+def _linearity_gap(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.ndarray],
+                   vs: Sequence[np.ndarray], h: float) -> float:
+    """How far the directional derivative is from linear in the direction: ``D(u) + D(w)`` vs
+    ``D(u + w)`` for a second direction ``w`` (relative).  A differentiable function gives
+    ~h^2; a point where it is not differentiable (ties of median/sort/max at a repeated value,
+    where each ray is linear but the rays do not fit one gradient) gives O(1)."""
+    rng = np.random.default_rng(12345)
+    ws = [rng.normal(size=u.shape) * np.abs(u).mean() for u in us]
+
+    def central(ds: Sequence[np.ndarray]) -> float:
+        def at(t: float) -> float:
+            outs = forward([a + t * d for a, d in zip(arrays, ds, strict=True)])
+            return float(sum(np.sum(v * o) for v, o in zip(vs, outs, strict=True)))
+
+        return (at(h) - at(-h)) / (2 * h)
+
+    both = [u + w for u, w in zip(us, ws, strict=True)]
+    return relative(central(us) + central(ws), central(both))
+
+
+def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
+              ) -> tuple[Fn, Callable[[Sequence[np.ndarray]], list[np.ndarray]],
+                         list[np.ndarray], list[np.ndarray]]:
+    """The function whose derivative is judged (the op at order 1, ``<J^T v, w>`` at order 2)
+    as a forward, its reverse mode, and the cotangents and direction."""
+    from ..backends.registry import get_backend
+
+    backend = get_backend(op.backend)
+    n = len(arrays)
+    outs = [np.asarray(o, dtype=np.float64) for o in backend.evaluate(op.fn, arrays, "cpu")]
+    rng = np.random.default_rng(seed + 1)
+    vs = [rng.normal(size=o.shape) for o in outs]
+    us = list(_direction(arrays, seed))
+    if order == 1:
+        def forward(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+            return [np.asarray(o, dtype=np.float64)
+                    for o in backend.evaluate(op.fn, list(xs), "cpu")]
+
+        def reverse(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+            return backend.vjp(op.fn, list(xs), list(range(n)), vs, "cpu")
+
+        return forward, reverse, vs, us
+    g = backend.vjp_function(op.fn, list(range(n)), n)
+    ws = [rng.normal(size=a.shape) for a in arrays]
+
+    def forward2(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(o, dtype=np.float64)
+                for o in backend.evaluate(g, [*xs, *vs], "cpu")]
+
+    def reverse2(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return backend.vjp(g, [*xs, *vs], list(range(n)), ws, "cpu")
+
+    return forward2, reverse2, ws, us
+
+
+def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
+                ) -> dict[str, Any]:
+    """The scaled FD at two step families vs the backend's float64 reverse mode along one
+    direction: of the op (order 1) or of its VJP ``<J^T v, w>`` (order 2, reverse over
+    reverse)."""
+    arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            forward, reverse, vs, us = _vjp_pair(op, arrays, seed, order)
+            grads = reverse(arrays)
+            ad = float(sum(np.sum(np.asarray(g, dtype=np.float64) * u)
+                           for g, u in zip(grads, us, strict=True)))
+            fd_a, fd_b, resolved = scaled_fd(forward, arrays, us, vs)
+            sides = one_sided(forward, arrays, us, vs)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    return {"order": order, "ad": ad, "fd_pow2": fd_a, "fd_pow3": fd_b,
+            "fd_families_agree": resolved,
+            "ad_vs_fd": min(relative(ad, fd_a), relative(ad, fd_b)), **sides,
+            "ad_vs_fine": relative(ad, sides["fine_central"])}
+
+
+# -- mpmath ------------------------------------------------------------------------------------
+
+_MPMATH: dict[str, Callable[[Any, Any], Any]] = {
+    "sin": lambda m, x: m.sin(x), "cos": lambda m, x: m.cos(x), "tan": lambda m, x: m.tan(x),
+    "exp": lambda m, x: m.exp(x), "expm1": lambda m, x: m.expm1(x),
+    "exp2": lambda m, x: m.power(2, x), "log": lambda m, x: m.log(x),
+    "log1p": lambda m, x: m.log1p(x), "log2": lambda m, x: m.log(x, 2),
+    "log10": lambda m, x: m.log10(x), "sqrt": lambda m, x: m.sqrt(x),
+    "rsqrt": lambda m, x: 1 / m.sqrt(x), "cbrt": lambda m, x: m.cbrt(x),
+    "sinh": lambda m, x: m.sinh(x), "cosh": lambda m, x: m.cosh(x),
+    "tanh": lambda m, x: m.tanh(x), "asinh": lambda m, x: m.asinh(x),
+    "arcsinh": lambda m, x: m.asinh(x), "acosh": lambda m, x: m.acosh(x),
+    "arccosh": lambda m, x: m.acosh(x), "atanh": lambda m, x: m.atanh(x),
+    "arctanh": lambda m, x: m.atanh(x), "asin": lambda m, x: m.asin(x),
+    "arcsin": lambda m, x: m.asin(x), "acos": lambda m, x: m.acos(x),
+    "arccos": lambda m, x: m.acos(x), "atan": lambda m, x: m.atan(x),
+    "arctan": lambda m, x: m.atan(x), "erf": lambda m, x: m.erf(x),
+    "erfc": lambda m, x: m.erfc(x), "erfcx": lambda m, x: m.exp(x * x) * m.erfc(x),
+    "erfinv": lambda m, x: m.erfinv(x), "erf_inv": lambda m, x: m.erfinv(x),
+    "lgamma": lambda m, x: m.log(abs(m.gamma(x))), "gammaln": lambda m, x: m.log(
+        abs(m.gamma(x))), "digamma": lambda m, x: m.digamma(x),
+    "gamma": lambda m, x: m.gamma(x), "sigmoid": lambda m, x: 1 / (1 + m.exp(-x)),
+    "expit": lambda m, x: 1 / (1 + m.exp(-x)), "logistic": lambda m, x: 1 / (1 + m.exp(-x)),
+    "logit": lambda m, x: m.log(x / (1 - x)), "softplus": lambda m, x: m.log1p(m.exp(x)),
+    "silu": lambda m, x: x / (1 + m.exp(-x)), "mish": lambda m, x: x * m.tanh(
+        m.log1p(m.exp(x))), "log_sigmoid": lambda m, x: -m.log1p(m.exp(-x)),
+    "logsigmoid": lambda m, x: -m.log1p(m.exp(-x)), "sinc": lambda m, x: m.sincpi(x),
+    "ndtr": lambda m, x: m.ncdf(x), "log_ndtr": lambda m, x: m.log(m.ncdf(x)),
+    "ndtri": lambda m, x: -m.sqrt(2) * m.erfcinv(2 * x), "i0": lambda m, x: m.besseli(0, x),
+    "i0e": lambda m, x: m.exp(-abs(x)) * m.besseli(0, x), "i1": lambda m, x: m.besseli(1, x),
+    "i1e": lambda m, x: m.exp(-abs(x)) * m.besseli(1, x),
+    "bessel_i0e": lambda m, x: m.exp(-abs(x)) * m.besseli(0, x),
+    "bessel_i1e": lambda m, x: m.exp(-abs(x)) * m.besseli(1, x),
+    "dawsn": lambda m, x: m.sqrt(m.pi) / 2 * m.exp(-x * x) * m.erfi(x),
+    "spence": lambda m, x: m.polylog(2, 1 - x), "exp1": lambda m, x: m.e1(x),
+    "expi": lambda m, x: m.ei(x), "entr": lambda m, x: -x * m.log(x),
+    "selu": lambda m, x: m.mpf("1.0507009873554804934193349852946") * (x if x > 0 else m.mpf(
+        "1.6732632423543772848170429916717") * m.expm1(x)),
+    "elu": lambda m, x: x if x > 0 else m.expm1(x), "gelu": lambda m, x: x * m.ncdf(x),
+    "soft_sign": lambda m, x: x / (1 + abs(x)), "softsign": lambda m, x: x / (1 + abs(x)),
+}
+
+
+def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], limit: int = 64) -> dict[str, Any]:
+    """Per-element derivative by mpmath (30 digits) vs the backend's float64 gradient, for a
+    one-input elementwise op with a counterpart; ``{}`` where none applies."""
+    rule = _MPMATH.get(op.leaf)
+    if rule is None or op.family != ELEMENTWISE or len(arrays) != 1:
+        return {}
+    try:
+        import mpmath
+    except ImportError:
+        return {}
+    from ..backends.registry import get_backend
+
+    x = np.asarray(arrays[0], dtype=np.float64)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            grad = get_backend(op.backend).vjp(op.fn, [x], [0], [np.ones_like(x)], "cpu")[0]
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    worst: tuple[float, float, float, float] | None = None
+    checked = 0
+    for xi, gi in list(zip(x.ravel(), np.asarray(grad, dtype=np.float64).ravel(),
+                           strict=True))[:limit]:
+        # digits for the argument's own size too (sin(1e100) needs 100 more)
+        digits = 30 + int(max(0.0, np.log10(abs(xi)))) if xi else 30
+        try:
+            with mpmath.workdps(digits):
+                exact = float(mpmath.diff(lambda t: rule(mpmath, t), mpmath.mpf(float(xi))))
+        except Exception:  # outside mpmath's domain (a pole, a branch cut)
+            continue
+        checked += 1
+        err = relative(float(gi), exact) if np.isfinite(gi) else float("inf")
+        if abs(exact) < 1e-300 and abs(gi) < 1e-300:
+            err = 0.0
+        if worst is None or err > worst[0]:
+            worst = (err, float(xi), float(gi), exact)
+    if worst is None:
+        return {}
+    return {"elements": checked, "max_relative_error": worst[0], "at": worst[1],
+            "ad": worst[2], "mpmath": worst[3]}
+
+
+# -- references: NumPy/SciPy, other engines ------------------------------------------------------
+
+_REFERENCE_MODULES = ("numpy", "scipy.special")
+
+
+def _reference_forward(leaf: str) -> tuple[str, Any] | None:
+    for name in _REFERENCE_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        fn = getattr(module, leaf, None)
+        if isinstance(fn, np.ufunc):
+            return f"{name}.{leaf}", fn
+    return None
+
+
+def reference_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int) -> dict[str, Any]:
+    """NumPy/SciPy's ufunc of the same leaf name: its forward vs the backend's, and its scaled
+    FD vs the backend's VJP (elementwise ops only)."""
+    found = _reference_forward(op.leaf)
+    if found is None or op.family != ELEMENTWISE or found[1].nin != len(arrays):
+        return {}
+    ref_name, ref = found
+    from ..backends.registry import get_backend
+
+    backend = get_backend(op.backend)
+    xs = [np.asarray(a, dtype=np.float64) for a in arrays]
+
+    def forward(ys: Sequence[np.ndarray]) -> list[np.ndarray]:
+        with np.errstate(all="ignore"):
+            return [np.asarray(ref(*ys), dtype=np.float64)]
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours = np.asarray(backend.evaluate(op.fn, xs, "cpu")[0], dtype=np.float64)
+            theirs = forward(xs)[0]
+            if ours.shape != theirs.shape:
+                return {}
+            fin = np.isfinite(ours) & np.isfinite(theirs)
+            scale = np.maximum(np.abs(ours), np.abs(theirs))
+            diff = np.where(fin & (scale > 0), np.abs(ours - theirs) / np.where(
+                scale > 0, scale, 1.0), 0.0)
+            fd = fd_evidence(op, xs, seed)
+            us, vs = _direction(xs, seed), [np.random.default_rng(seed + 1).normal(
+                size=ours.shape)]
+            ref_a, _, ref_resolved = scaled_fd(forward, xs, us, vs)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    return {"function": ref_name,
+            "forward_max_relative": float(diff.max(initial=0.0)),
+            "fd_of_reference": ref_a, "fd_families_agree": ref_resolved,
+            "ad_vs_reference_fd": relative(fd.get("ad", float("nan")), ref_a)
+            if "ad" in fd else None}
+
+
+_OTHER_SPACES = {
+    "torch": ("torch", "torch.special", "torch.nn.functional"),
+    "jax": ("jax.numpy", "jax.scipy.special", "jax.nn", "jax.lax"),
+}
+
+
+def _counterpart(backend: str, leaf: str) -> tuple[str, Callable[..., Any]] | None:
+    for space in _OTHER_SPACES.get(backend, ()):
+        try:
+            module = importlib.import_module(space)
+        except ImportError:
+            return None
+        fn = getattr(module, leaf, None)
+        if callable(fn) and not isinstance(fn, type):
+            return f"{space}.{leaf}", fn
+    return None
+
+
+def engines_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int) -> dict[str, Any]:
+    """The other built-in engine's VJP of the op of the same leaf name (elementwise ops), along
+    the same direction as :func:`fd_evidence`."""
+    other = {"torch": "jax", "jax": "torch"}.get(op.backend)
+    if other is None or op.family != ELEMENTWISE:
+        return {}
+    try:
+        found = _counterpart(other, op.leaf)
+        if found is None:
+            return {}
+        name, fn = found
+        from ..backends.registry import get_backend
+
+        xs = [np.asarray(a, dtype=np.float64) for a in arrays]
+        be = get_backend(other)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outs = be.evaluate(fn, xs, "cpu")
+            rng = np.random.default_rng(seed + 1)
+            vs = [rng.normal(size=np.shape(o)) for o in outs]
+            us = _direction(xs, seed)
+            grads = be.vjp(fn, xs, list(range(len(xs))), vs, "cpu")
+        value = float(sum(np.sum(g * u) for g, u in zip(grads, us, strict=True)))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    return {"engine": other, "op": name, "vjp": value}

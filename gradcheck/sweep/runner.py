@@ -1,0 +1,318 @@
+"""Running a sweep: every op of the inventory x dtype x edge point x order through
+:func:`gradcheck.check` (the oracle, unchanged), each result named by the op's qualified name,
+annotated with its point and its triage, and appended to the result stream.
+
+``-j N`` runs N worker processes (spawned), each on an interleaved share of the ops, each
+writing its own stream file; the parent appends them to ``results.jsonl`` when they finish.
+Everything is deterministic: the seed of a check is derived from its id
+(``sweep:torch-float64-torch.sin@tiny/o1``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import stream
+from ..results import CheckResult, Status
+from . import known, points, triage
+from .inventory import Inventory, Op, inventory
+
+PROFILES = ("quick", "default", "thorough")
+STREAM = "results.jsonl"
+#: seconds one check may take before it is an error result
+CHECK_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a profile checks: dtypes (in order of preference), the bands checked at order 2
+    and the bands checked below float32."""
+
+    dtypes: tuple[str, ...]
+    order2_bands: tuple[str, ...]
+    low_precision_bands: tuple[str, ...]
+
+
+PLANS = {
+    "quick": Plan(("float64",), (), ()),
+    "default": Plan(("float64", "float32", "float16", "bfloat16"),
+                    ("sample", "unit", "zero", "near_integer", "tiny"),
+                    ("sample", "unit", "large", "near_integer")),
+    "thorough": Plan(("float64", "float32", "float16", "bfloat16"), ("*",), ("*",)),
+}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One sweep's selection: backends, op globs, dtypes (None: the profile's), profile."""
+
+    backends: tuple[str, ...]
+    ops: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] | None = None
+    profile: str = "default"
+    triage: bool = True
+
+
+def check_id(op: Op, dtype: str, band: str, order: int) -> str:
+    return f"sweep:{op.backend}-{dtype}-{op.name}@{band}/o{order}"
+
+
+def _dtypes(op: Op, cfg: SweepConfig) -> list[str]:
+    wanted = cfg.dtypes or PLANS[cfg.profile].dtypes
+    return [d for d in wanted if d in op.dtypes]
+
+
+def _wanted(band: str, bands: tuple[str, ...]) -> bool:
+    return "*" in bands or band in bands
+
+
+def _forward(op: Op) -> points.Forward:
+    from ..backends.registry import get_backend
+
+    backend = get_backend(op.backend)
+
+    def forward(arrays: Sequence[np.ndarray], dtype: str) -> list[np.ndarray]:
+        cast = [np.asarray(a, dtype=np.float64).astype(_numpy_dtype(dtype)) for a in arrays]
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return [np.asarray(o).astype(np.float64)
+                    for o in backend.evaluate(op.fn, cast, "cpu")]
+
+    return forward
+
+
+def _numpy_dtype(dtype: str) -> Any:
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
+
+
+def left_out_results(inv: Inventory) -> list[CheckResult]:
+    """One skipped ``call`` result per name the inventory left out, with the reason."""
+    return [CheckResult(kind="call", status=Status.SKIPPED, backend=x.backend, name=x.name,
+                        message=f"left out of the sweep: {x.reason}",
+                        details={"sweep": {"left_out": x.reason}},
+                        test_id=f"sweep:{x.backend}-{x.name}")
+            for x in inv.left_out]
+
+
+def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype: str,
+              order: int, profile: str) -> list[CheckResult]:
+    tid = check_id(op, dtype, point.name, order)
+    out = []
+    for r in results:
+        details = {**r.details, "sweep": {"point": point.name, "order": order,
+                                          "profile": profile, "family": op.family,
+                                          "repaired": point.repaired}}
+        entry = known.lookup(op.backend, op.name, r.kind, dtype, point.name)
+        if entry is not None and not r.ok:
+            details["known"] = entry.reason
+            if entry.upstream:
+                details["upstream"] = entry.upstream
+        # gradcheck's own reproducer cannot import the sweep's functions (closures over an
+        # OpInfo sample): the triage writes one for each finding instead
+        out.append(dataclasses.replace(r, name=op.name, test_id=tid, details=details,
+                                       reproducer=""))
+    return out
+
+
+def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
+    """Every check of one op: each dtype, point and order; triaged where one did not pass."""
+    import gradcheck
+
+    plan = PLANS[cfg.profile]
+    forward = _forward(op)
+    modes = ("rev", "fwd") if op.fwd else ("rev",)
+    out: list[CheckResult] = []
+    for dtype in _dtypes(op, cfg):
+        pts, skipped = points.points(op, dtype, cfg.profile, forward)
+        for s in skipped:
+            out.append(CheckResult(kind="call", status=Status.SKIPPED, backend=op.backend,
+                                   dtype=dtype, name=op.name,
+                                   message=f"point {s.name!r} not checked: {s.reason}",
+                                   details={"sweep": {"point": s.name, "skipped": s.reason}},
+                                   test_id=f"sweep:{op.backend}-{dtype}-{op.name}@{s.name}"))
+        low = dtype in ("float16", "bfloat16")
+        for point in pts:
+            if low and not cfg.dtypes and not _wanted(point.name, plan.low_precision_bands):
+                continue
+            second = op.order2 and (cfg.profile == "thorough" or (
+                dtype == "float64" and _wanted(point.name, plan.order2_bands)))
+            orders = (1, 2) if second else (1,)
+            for order in orders:
+                seed = points.seed_of(check_id(op, dtype, point.name, order))
+                with warnings.catch_warnings(), stream.suspended():
+                    warnings.simplefilter("ignore")
+                    try:
+                        rep = gradcheck.check(op.fn, *point.arrays, backend=op.backend,
+                                              dtype=dtype, modes=modes, order=order, seed=seed,
+                                              name=op.name, timeout=CHECK_TIMEOUT_S)
+                        results = rep.results
+                    except Exception as exc:  # an argument the check refuses
+                        results = [CheckResult(kind="call", status=Status.ERROR,
+                                               backend=op.backend, dtype=dtype, name=op.name,
+                                               seed=seed, message=f"gradcheck.check raised "
+                                               f"{type(exc).__name__}: {exc}")]
+                results = _annotate(results, op, point, dtype, order, cfg.profile)
+                if cfg.triage and any(not r.ok and not r.known for r in results):
+                    results = triage.triage(op, point, dtype, order, results)
+                out.extend(stream.record_many(results))
+    return out
+
+
+def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
+            path: str | None = None, ops: Sequence[Op] | None = None,
+            progress: str | None = None) -> int:
+    """Check the named ops of ``backend`` (in this process), recording into ``path`` when
+    given (else into the active stream); ``progress`` is a file that holds the name of the op
+    being checked (what a parent reads when this process dies).  Returns the result count."""
+    if ops is None:
+        wanted = set(names)
+        inv = inventory(backend, list(names))
+        ops = sorted((o for o in inv.ops if o.name in wanted), key=lambda o: names.index(o.name))
+    count = 0
+    warnings.simplefilter("ignore")  # the ops' own deprecation warnings, once per op
+    context = stream.using(path, role="sweep-worker") if path else _nothing()
+    with context:
+        for op in ops:
+            if progress:
+                Path(progress).write_text(op.name)
+            count += len(check_op(op, cfg))
+    return count
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _worker(backend: str, names: list[str], cfg: SweepConfig, path: str, progress: str) -> None:
+    warnings.simplefilter("ignore")
+    run_ops(backend, names, cfg, path, progress=progress)
+
+
+def crash_result(backend: str, name: str, exitcode: int | None) -> CheckResult:
+    """The ``error`` result of an op during whose checks the worker process died (a native
+    crash of the engine: a signal, ``abort()``, heap corruption)."""
+    how = (f"signal {-exitcode}" if exitcode is not None and exitcode < 0
+           else f"exit status {exitcode}")
+    message = (f"the worker process died ({how}) while checking this op: a crash of the engine "
+               "at one of its points; its results before the crash are in the stream (the "
+               "worker's run has no end record), the ops after it were checked by a new worker")
+    key = "|".join((backend, name, "call", "crash", "raised"))
+    return CheckResult(kind="call", status=Status.ERROR, backend=backend, name=name,
+                       message=message, test_id=f"sweep:{backend}-{name}@crash",
+                       details={"sweep": {"point": "crash", "exitcode": exitcode},
+                                "triage": {"class": "crash", "symptom": "raised", "key": key,
+                                           "evidence": {}, "reproducer": ""}})
+
+
+def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path,
+                 jobs: int, target: Any = None) -> list[Path]:
+    """Run the shards ``(backend, op names)`` in at most ``jobs`` spawned processes running
+    ``target(backend, names, cfg, stream_path, progress_path)`` (default: check the ops); a
+    process that dies is replaced by one for the ops after the one its progress file names,
+    which is recorded as a crash in the active stream.  Returns the stream files written."""
+    ctx = get_context("spawn")
+    queue = list(tasks)
+    running: list[tuple[Any, str, list[str], Path]] = []
+    parts: list[Path] = []
+    while queue or running:
+        while queue and len(running) < jobs:
+            backend, names = queue.pop(0)
+            part = out / f"results.sweep{len(parts)}.jsonl"
+            progress = part.with_suffix(".progress")
+            for f in (part, progress):
+                f.unlink(missing_ok=True)
+            proc = ctx.Process(target=target or _worker, args=(backend, names, cfg, str(part),
+                                                     str(progress)))
+            proc.start()
+            parts.append(part)
+            running.append((proc, backend, names, progress))
+        for entry in list(running):
+            proc, backend, names, progress = entry
+            proc.join(timeout=0.2)
+            if proc.exitcode is None:
+                continue
+            running.remove(entry)
+            current = progress.read_text() if progress.exists() else ""
+            progress.unlink(missing_ok=True)
+            if proc.exitcode != 0 and current in names:
+                stream.record(crash_result(backend, current, proc.exitcode))
+                rest = names[names.index(current) + 1:]
+                if rest:
+                    queue.append((backend, rest))
+    return parts
+
+
+def merge(target: Path, parts: Sequence[Path]) -> None:
+    """Append the worker streams to ``target`` (each ends in a newline), then delete them."""
+    with open(target, "ab") as out:
+        for part in parts:
+            if part.exists():
+                data = part.read_bytes()
+                out.write(data if not data or data.endswith(b"\n") else data + b"\n")
+                part.unlink()
+
+
+class NothingSelected(ValueError):
+    """The selection matches no op of any inventory (and no op was injected)."""
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    stream: Path
+    inventories: tuple[Inventory, ...]
+    seconds: float
+
+
+def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
+          extra_ops: Sequence[Op] = (), isolate: bool = False) -> SweepOutcome:
+    """Run the sweep and write ``report_dir/results.jsonl`` (replaced); ``extra_ops`` are
+    checked in this process as if the inventory had them (tests inject mutants this way).
+    With ``jobs > 1`` or ``isolate`` the inventory's ops run in worker processes, so that a
+    native crash of the engine is recorded (:func:`crash_result`) instead of ending the run."""
+    start = time.perf_counter()
+    out = Path(report_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inventories = tuple(inventory(b, list(cfg.ops) or None).select(cfg.ops or None)
+                            for b in cfg.backends)
+    if not extra_ops and not any(inv.ops for inv in inventories):
+        raise NothingSelected(f"no op of {', '.join(cfg.backends)} matches {cfg.ops}")
+    target = out / STREAM
+    target.unlink(missing_ok=True)
+    tasks: list[tuple[str, list[str]]] = []
+    parts: list[Path] = []
+    with stream.using(target, role="sweep"):
+        for inv in inventories:
+            stream.record_many(left_out_results(inv))
+        if extra_ops:
+            run_ops("", [], cfg, None, ops=list(extra_ops))
+        for inv in inventories:
+            names = [o.name for o in inv.ops]
+            n = max(1, min(jobs, len(names)))
+            if n == 1 and not isolate:
+                run_ops(inv.backend, names, cfg, None, ops=list(inv.ops))
+                continue
+            tasks += [(inv.backend, names[k::n]) for k in range(n)]
+        if tasks:
+            parts = run_parallel(tasks, cfg, out, jobs)
+    merge(target, parts)
+    return SweepOutcome(target, inventories, time.perf_counter() - start)

@@ -1,0 +1,256 @@
+"""Triage: every sweep result that failed or errored is classified with its evidence.
+
+Classes (``details["triage"]["class"]``):
+
+* ``confirmed``: independent evidence disagrees with the backend's derivative too: the
+  scaled FD at two step families (agreeing with each other), mpmath, a NumPy/SciPy reference
+  or the other engine; a likely real bug;
+* ``false_alarm``: the independent evidence agrees with the backend (the oracle judged
+  wrongly here; the goal is none);
+* ``crash``: the op, its derivative or the check raised at the point (an ``error`` result);
+* ``low_precision``: a rounding finding in float32/16 whose float64 rule the evidence
+  confirms (the low-precision kernel, not the rule);
+* ``rounding_level``: the compared values agree to 1e-8 relative, or two AD paths missed a
+  pure rounding bound by at most 10x: a question for the error model, not a derivative bug;
+* ``unresolved``: the evidence itself does not decide (FD families disagree, no reference,
+  a kink or tie on the direction, the sources contradict each other).
+
+The symptom (``nonfinite``, ``zero``, ``sign``, ``value``, ``raised``) and the class make the
+de-duplication key with the op and the check kind's family: :func:`findings` groups results
+into one :class:`Finding` per key, with the evidence and reproducer of its worst result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..results import CheckResult, Status
+from . import evidence, reproducer
+from .evidence import AGREE, relative
+from .inventory import Op
+from .points import Point, seed_of
+
+CLASSES = ("confirmed", "crash", "low_precision", "rounding_level", "unresolved",
+           "false_alarm")
+#: a comparison of two AD paths off its rounding bound by at most this: rounding_level
+ROUNDING_RATIO = 10.0
+#: one-sided differences farther apart than this (relative) mark a kink or a jump on the
+#: direction: the FD vote abstains (smooth ops: h |f''| / |f'| at h = 2^-20, below 1e-5)
+KINK = 1e-3
+#: AD off the coarse FD by more than STAIRS but within FINE of the tiny-step central
+#: difference: a staircase the coarse steps average over; the FD vote abstains
+STAIRS, FINE = 1e-3, 1e-5
+_ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
+
+
+def kind_family(kind: str) -> str:
+    if kind in _ORDER2:
+        return "order2"
+    return {"vjp": "order1", "jvp": "order1", "fwd_rev": "modes", "eager_func": "paths",
+            "rounding": "rounding", "call": "call"}.get(kind, kind)
+
+
+def symptom(r: CheckResult) -> str:
+    if r.status is Status.ERROR:
+        return "raised"
+    a, e = r.actual, r.expected
+    if a is None or e is None:
+        return "value"
+    if not math.isfinite(a):
+        return "nonfinite"
+    if a == 0 and e != 0:
+        return "zero"
+    if a * e < 0:
+        return "sign"
+    return "value"
+
+
+def _collect(op: Op, point: Point, dtype: str, order: int) -> dict[str, Any]:
+    seed = seed_of("triage", op.name, point.name, dtype)
+    ev: dict[str, Any] = {"fd": evidence.fd_evidence(op, point.arrays, seed, order)}
+    if order == 1:
+        for key, value in (("mpmath", evidence.mpmath_evidence(op, point.arrays)),
+                           ("reference", evidence.reference_evidence(op, point.arrays, seed)),
+                           ("engines", evidence.engines_evidence(op, point.arrays, seed))):
+            if value:
+                ev[key] = value
+    if op.upstream_skips:
+        ev["upstream_skips"] = list(op.upstream_skips)
+    eng = ev.get("engines", {})
+    fd = ev["fd"]
+    if "vjp" in eng and "ad" in fd:
+        eng["vs_ad"] = relative(eng["vjp"], fd["ad"])
+        eng["vs_fd"] = relative(eng["vjp"], fd["fd_pow2"])
+    return ev
+
+
+def _agrees(ev: dict[str, Any]) -> bool | None:
+    """Whether the independent evidence says the backend's float64 reverse mode is right
+    (True), wrong (False), or cannot tell (None, also where the evidence contradicts itself)."""
+    votes: list[bool] = []
+    fd = ev.get("fd", {})
+    if fd.get("one_sided_gap", 0.0) > KINK or fd.get("linearity_gap", 0.0) > KINK:
+        # a kink, tie or jump on the direction, or directional derivatives that no gradient
+        # fits (ties of median, sort, max): no derivative to be right about
+        return None
+    if fd.get("fd_families_agree") and math.isfinite(fd.get("ad_vs_fd", math.nan)):
+        # a staircase: the coarse steps see its mean slope, a tiny step the local one (= AD)
+        if not (fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE):
+            votes.append(fd["ad_vs_fd"] <= AGREE)
+    elif fd.get("fd_families_agree"):  # the AD value is not finite where FD converged
+        votes.append(False)
+    mp = ev.get("mpmath", {})
+    if "max_relative_error" in mp:
+        votes.append(mp["max_relative_error"] <= AGREE)
+    ref = ev.get("reference", {})
+    if ref.get("fd_families_agree") and ref.get("ad_vs_reference_fd") is not None and \
+            ref.get("forward_max_relative", 1.0) <= AGREE:
+        votes.append(ref["ad_vs_reference_fd"] <= AGREE)
+    eng = ev.get("engines", {})
+    if "vs_fd" in eng and eng["vs_fd"] <= AGREE and "vs_ad" in eng:
+        votes.append(eng["vs_ad"] <= AGREE)
+    if not votes or (any(votes) and not all(votes)):
+        return None
+    return all(votes)
+
+
+#: the reverse-mode result whose correctness the evidence is about, per failing kind
+_BASE = {"vjp": "vjp", "jvp": "vjp", "fwd_rev": "vjp", "eager_func": "vjp", "rounding": "vjp",
+         "vjp_of_vjp": "vjp_of_vjp", "jvp_of_vjp": "vjp_of_vjp", "jvp_of_jvp": "vjp_of_vjp"}
+
+
+def _rounding_level(r: CheckResult) -> bool:
+    """The two compared values agree to :data:`AGREE` relative, or a comparison of two AD
+    paths (or dtypes) missed a pure rounding bound by at most :data:`ROUNDING_RATIO`: the
+    error model's bound, not a derivative, is in question."""
+    a, e = r.actual, r.expected
+    if a is None or e is None or not (math.isfinite(a) and math.isfinite(e)):
+        return False
+    ratio = r.discrepancy_ratio
+    return relative(a, e) <= AGREE or (r.kind in ("fwd_rev", "eager_func") and ratio is not None
+                                       and math.isfinite(ratio) and ratio <= ROUNDING_RATIO)
+
+
+def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]) -> str:
+    """The class of failing result ``r`` from the evidence and the other results of the same
+    check call (a passing VJP beside a failing JVP says which side is wrong)."""
+    if r.status is Status.ERROR or r.kind == "call":
+        return "crash"
+    if _rounding_level(r):
+        return "rounding_level"
+    right = _agrees(ev)
+    base = _BASE.get(r.kind)
+    if r.kind == base:  # the reverse mode itself was judged wrong by the oracle
+        if right is None:
+            return "unresolved"
+        return "false_alarm" if right else "confirmed"
+    base_passed = any(s.kind == base and s.status is Status.PASSED for s in siblings)
+    same = [s for s in siblings if s.kind == base and s.status is Status.FAILED
+            and s.input_index == r.input_index and s.output_index == r.output_index
+            and s.expected == r.expected and s.actual is not None and r.actual is not None
+            and relative(s.actual, r.actual) <= AGREE]
+    if same and r.kind.startswith("jvp"):  # forward mode gave what reverse mode gave, against
+        return classify(same[0], ev, siblings)  # the same oracle value: the same verdict
+    if r.kind == "rounding":
+        if right is False:
+            return "confirmed"
+        return "low_precision" if (right or base_passed) else "unresolved"
+    # another mode or path disagrees: wrong when the reverse mode is shown right
+    return "confirmed" if (right or (right is None and base_passed)) else "unresolved"
+
+
+def triage(op: Op, point: Point, dtype: str, order: int,
+           results: Sequence[CheckResult]) -> list[CheckResult]:
+    """``results`` with ``details["triage"]`` on each that failed or errored."""
+    ev: dict[str, Any] | None = None
+    out = []
+    for r in results:
+        if r.ok or r.known:
+            out.append(r)
+            continue
+        if ev is None:
+            ev = _collect(op, point, dtype, order)
+        cls = classify(r, ev, results)
+        key = "|".join((op.backend, op.name, kind_family(r.kind), cls, symptom(r)))
+        script = reproducer.script(op, point, dtype, order, r)
+        info = {"class": cls, "symptom": symptom(r), "key": key, "evidence": ev,
+                "reproducer": script}
+        out.append(dataclasses.replace(r, details={**r.details, "triage": info},
+                                       reproducer=script))
+    return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One de-duplicated finding: every result sharing its key, the worst one's evidence."""
+
+    key: str
+    backend: str
+    op: str
+    kind_family: str
+    cls: str
+    symptom: str
+    count: int
+    dtypes: tuple[str, ...]
+    points: tuple[str, ...]
+    worst: CheckResult
+
+    @property
+    def known_upstream(self) -> bool:
+        """The backend's own suite skips or xfails a gradient test of this op."""
+        return bool(self.evidence.get("upstream_skips"))
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        return self.worst.details.get("triage", {}).get("evidence", {})
+
+    @property
+    def reproducer(self) -> str:
+        return self.worst.details.get("triage", {}).get("reproducer", "")
+
+
+def findings(checks: Iterable[CheckResult]) -> list[Finding]:
+    """The triaged results grouped by key, most severe class first, then by count (classified
+    by the current rules from the stored evidence: :func:`reclassified`)."""
+    groups: dict[str, list[CheckResult]] = {}
+    for r in reclassified(list(checks)):
+        info = r.details.get("triage") if isinstance(r.details, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("key"), str) and not r.known:
+            groups.setdefault(info["key"], []).append(r)
+    out = []
+    for key, rs in groups.items():
+        backend, op, family, cls, sym = (key.split("|") + [""] * 5)[:5]
+        worst = max(rs, key=lambda r: (r.discrepancy_ratio or 0.0)
+                    if r.discrepancy_ratio is not None and math.isfinite(r.discrepancy_ratio)
+                    else math.inf)
+        out.append(Finding(key, backend, op, family, cls, sym, len(rs),
+                           tuple(sorted({r.dtype for r in rs})),
+                           tuple(sorted({str(r.details.get("sweep", {}).get("point", ""))
+                                         for r in rs})), worst))
+    rank = {c: k for k, c in enumerate(CLASSES)}
+    return sorted(out, key=lambda f: (rank.get(f.cls, len(rank)), f.backend, f.op, f.key))
+
+
+def reclassified(checks: Sequence[CheckResult]) -> list[CheckResult]:
+    """``checks`` with every triaged result classified again from its stored evidence and the
+    other results of its check call (same ``test_id``) by the current rules: a stream written
+    before a rule changed is summarised as a new one would be, without re-running anything."""
+    calls: dict[str, list[CheckResult]] = {}
+    for r in checks:
+        calls.setdefault(r.test_id, []).append(r)
+    out = []
+    for r in checks:
+        info = r.details.get("triage")
+        if not isinstance(info, dict) or "evidence" not in info:
+            out.append(r)
+            continue
+        cls = classify(r, info["evidence"], calls[r.test_id])
+        backend, op, family = (info.get("key", "").split("|") + ["", "", ""])[:3]
+        key = "|".join((backend or r.backend, op or r.name, kind_family(r.kind), cls, symptom(r)))
+        out.append(dataclasses.replace(r, details={**r.details, "triage": {
+            **info, "class": cls, "key": key}}))
+    return out
