@@ -128,10 +128,10 @@ def skipped_grad_tests(info: Any, tests: Sequence[str] = _GRAD_TESTS) -> tuple[s
     (OpInfo's ``skips`` and ``decorators`` naming a test of TestBwdGradients/TestFwdGradients)."""
     import torch
 
-    found = []
+    found: list[str] = []
     for d in list(info.skips) + list(info.decorators):
         test = getattr(d, "test_name", None)
-        if test not in tests or d.device_type not in (None, "cpu"):
+        if not isinstance(test, str) or test not in tests or d.device_type not in (None, "cpu"):
             continue
         if d.dtypes is not None and torch.float64 not in d.dtypes:
             continue

@@ -38,10 +38,10 @@ def relative(a: float, b: float) -> float:
     return 0.0 if a == b else (abs(a - b) / scale if scale else float("inf"))
 
 
-def _direction(arrays: Sequence[np.ndarray], seed: int) -> tuple[list[np.ndarray], ...]:
+def _direction(arrays: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     us = [rng.normal(size=a.shape) * np.maximum(np.abs(a), 2.0 ** -20) for a in arrays]
-    return tuple(us)  # type: ignore[return-value]
+    return us
 
 
 def _richardson(f: Callable[[float], float], steps: Sequence[float]) -> tuple[float, float]:
@@ -118,8 +118,8 @@ def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
     n = len(arrays)
     outs = [np.asarray(o, dtype=np.float64) for o in backend.evaluate(op.fn, arrays, "cpu")]
     rng = np.random.default_rng(seed + 1)
-    vs = [rng.normal(size=o.shape) for o in outs]
-    us = list(_direction(arrays, seed))
+    vs: list[np.ndarray] = [rng.normal(size=o.shape) for o in outs]
+    us = _direction(arrays, seed)
     if order == 1:
         def forward(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
             return [np.asarray(o, dtype=np.float64)

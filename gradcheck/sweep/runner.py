@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import stream
 from ..results import CheckResult, Status
+from ..taxonomy import CheckKind
 from . import known, points, triage
 from .inventory import Inventory, Op, inventory
 
@@ -101,7 +102,7 @@ def _numpy_dtype(dtype: str) -> Any:
 
 def left_out_results(inv: Inventory) -> list[CheckResult]:
     """One skipped ``call`` result per name the inventory left out, with the reason."""
-    return [CheckResult(kind="call", status=Status.SKIPPED, backend=x.backend, name=x.name,
+    return [CheckResult(kind=CheckKind.CALL, status=Status.SKIPPED, backend=x.backend, name=x.name,
                         message=f"left out of the sweep: {x.reason}",
                         details={"sweep": {"left_out": x.reason}},
                         test_id=f"sweep:{x.backend}-{x.name}")
@@ -139,7 +140,7 @@ def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
     for dtype in _dtypes(op, cfg):
         pts, skipped = points.points(op, dtype, cfg.profile, forward)
         for s in skipped:
-            out.append(CheckResult(kind="call", status=Status.SKIPPED, backend=op.backend,
+            out.append(CheckResult(kind=CheckKind.CALL, status=Status.SKIPPED, backend=op.backend,
                                    dtype=dtype, name=op.name,
                                    message=f"point {s.name!r} not checked: {s.reason}",
                                    details={"sweep": {"point": s.name, "skipped": s.reason}},
@@ -161,7 +162,7 @@ def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
                                               name=op.name, timeout=CHECK_TIMEOUT_S)
                         results = rep.results
                     except Exception as exc:  # an argument the check refuses
-                        results = [CheckResult(kind="call", status=Status.ERROR,
+                        results = [CheckResult(kind=CheckKind.CALL, status=Status.ERROR,
                                                backend=op.backend, dtype=dtype, name=op.name,
                                                seed=seed, message=f"gradcheck.check raised "
                                                f"{type(exc).__name__}: {exc}")]
@@ -215,7 +216,7 @@ def crash_result(backend: str, name: str, exitcode: int | None) -> CheckResult:
                "at one of its points; its results before the crash are in the stream (the "
                "worker's run has no end record), the ops after it were checked by a new worker")
     key = "|".join((backend, name, "call", "crash", "raised"))
-    return CheckResult(kind="call", status=Status.ERROR, backend=backend, name=name,
+    return CheckResult(kind=CheckKind.CALL, status=Status.ERROR, backend=backend, name=name,
                        message=message, test_id=f"sweep:{backend}-{name}@crash",
                        details={"sweep": {"point": "crash", "exitcode": exitcode},
                                 "triage": {"class": "crash", "symptom": "raised", "key": key,
