@@ -131,7 +131,7 @@ def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype
 
 def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
     """Every check of one op: each dtype, point and order; triaged where one did not pass."""
-    import gradcheck
+    from ..api import check
 
     plan = PLANS[cfg.profile]
     forward = _forward(op)
@@ -157,9 +157,9 @@ def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
                 with warnings.catch_warnings(), stream.suspended():
                     warnings.simplefilter("ignore")
                     try:
-                        rep = gradcheck.check(op.fn, *point.arrays, backend=op.backend,
-                                              dtype=dtype, modes=modes, order=order, seed=seed,
-                                              name=op.name, timeout=CHECK_TIMEOUT_S)
+                        rep = check(op.fn, *point.arrays, backend=op.backend,
+                                dtype=dtype, modes=modes, order=order, seed=seed,
+                                name=op.name, timeout=CHECK_TIMEOUT_S)
                         results = rep.results
                     except Exception as exc:  # an argument the check refuses
                         results = [CheckResult(kind=CheckKind.CALL, status=Status.ERROR,
