@@ -15,6 +15,11 @@ from gradcheck.results import Status
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
+# the models and steps the examples show, audited here in mutant pairs
+from examples.intent_markers import Agent as ActorTarget  # noqa: E402
+from examples.intent_markers import polyak as _polyak_step  # noqa: E402
+from examples.intent_markers import q_loss as _q_loss  # noqa: E402
+
 
 def _x(n=16, d=4, seed=1):
     return torch.randn(n, d, generator=torch.Generator().manual_seed(seed))
@@ -30,6 +35,8 @@ def _ok(report):
 
 # -- randomness ------------------------------------------------------------------------------
 
+# defined here, not imported from examples/randomness.py: the test asserts that the message
+# names this file's line of the detach
 class DropNet(nn.Module):
     def __init__(self, detach: bool) -> None:
         super().__init__()
@@ -71,6 +78,8 @@ def test_residual_nondeterminism_is_reported_not_passed():
 
 # -- semi-gradient TD: a detach on one path of a parameter that trains through another ----
 
+# defined here, not imported from examples/intent_markers.py: a test asserts that the message
+# names this file's line of the declaration
 class V(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -233,35 +242,6 @@ def test_tie_synced_without_summing_is_flagged():
 
 def test_declared_tie_never_synced_is_flagged():
     assert "declared tie not kept" in _bugs(_tie_audit("never"))
-
-
-class ActorTarget(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.online = nn.Linear(4, 2)
-        self.target = nn.Linear(4, 2)
-        self.target.load_state_dict(self.online.state_dict())
-
-
-def _q_loss(m, x):
-    with torch.no_grad():
-        t = m.target(x)
-    return ((m.online(x) - t - 1.0) ** 2).mean()
-
-
-def _polyak_step(tau: float):
-    opt_holder: dict = {}
-
-    def step(m, x):
-        opt = opt_holder.setdefault("opt", torch.optim.SGD(m.online.parameters(), lr=0.1))
-        opt.zero_grad()
-        _q_loss(m, x).backward()
-        opt.step()
-        with torch.no_grad():
-            for pt, po in zip(m.target.parameters(), m.online.parameters(), strict=True):
-                pt.mul_(1 - tau).add_(po, alpha=tau)
-    return step
 
 
 def _polyak_audit(code_tau: float, declared: float | None):
