@@ -139,6 +139,16 @@ def check_named_model(be: Any, spec: ModelSpec, cut: dict, *, seed: int, own: bo
     return Report(stream.record_many(ctx.results))
 
 
+def _roundtrip(roundtrip: tuple[str, str] | None, stages: Sequence[str],
+               vias: Sequence[str]) -> dict[str, str] | None:
+    """The child's description of a host round trip ``(stage, via)``, validated."""
+    if roundtrip is None:
+        return None
+    if roundtrip[0] not in stages or roundtrip[1] not in vias:
+        raise ValueError(f"roundtrip={roundtrip!r}: (stage in {stages}, via in {vias})")
+    return {"stage": roundtrip[0], "via": roundtrip[1]}
+
+
 def check_varmap_model(backend: CandleBackend | None = None, *, seed: int = 0,
                        roundtrip: tuple[str, str] | None = None, detach: str | None = None,
                        declared: Sequence[str] = ()) -> Any:
@@ -162,15 +172,9 @@ def check_varmap_model(backend: CandleBackend | None = None, *, seed: int = 0,
     spec = ModelSpec("candle.varmap_model", VARMAP_NAMES, CANDLE_STAGES, "varmap", "VarMap name",
                      "the GradStore")
     validate_declared(spec, declared)
-    if roundtrip is not None and (roundtrip[0] not in CANDLE_STAGES
-                                  or roundtrip[1] not in CANDLE_VIAS):
-        raise ValueError(f"roundtrip={roundtrip!r}: (stage in {CANDLE_STAGES}, "
-                         f"via in {CANDLE_VIAS})")
+    cut = {"roundtrip": _roundtrip(roundtrip, CANDLE_STAGES, CANDLE_VIAS), "detach": detach}
     own = backend is None
     be = CandleBackend() if backend is None else backend
-    cut = {"roundtrip": None if roundtrip is None else {"stage": roundtrip[0],
-                                                        "via": roundtrip[1]},
-           "detach": detach}
     return check_named_model(be, spec, cut, seed=seed, own=own, declared=declared, reproducer=(
         f"gradcheck.checks.model_flow.check_varmap_model(seed={seed}, "
         f"roundtrip={roundtrip!r}, detach={detach!r}, declared={tuple(declared)!r})"))
@@ -199,14 +203,9 @@ def check_model_flow(backend: GorgoniaBackend | None = None, *, seed: int = 0,
     spec = ModelSpec("gorgonia.model", MODEL_NAMES, MODEL_STAGES, "model",
                      "learnable node name", "the learnables' dual-value store")
     validate_declared(spec, declared)
-    if roundtrip is not None and (roundtrip[0] not in MODEL_STAGES
-                                  or roundtrip[1] not in MODEL_VIAS):
-        raise ValueError(f"roundtrip={roundtrip!r}: (stage in {MODEL_STAGES}, "
-                         f"via in {MODEL_VIAS})")
+    cut = {"roundtrip": _roundtrip(roundtrip, MODEL_STAGES, MODEL_VIAS)}
     own = backend is None
     be = GorgoniaBackend() if backend is None else backend
-    cut = {"roundtrip": None if roundtrip is None else {"stage": roundtrip[0],
-                                                        "via": roundtrip[1]}}
     return check_named_model(be, spec, cut, seed=seed, own=own, declared=declared, reproducer=(
         f"gradcheck.checks.model_flow.check_model_flow(seed={seed}, "
         f"roundtrip={roundtrip!r}, declared={tuple(declared)!r})"))
