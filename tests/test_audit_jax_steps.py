@@ -14,10 +14,24 @@ from gradcheck.results import Status
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-# the example's model, batch and jitted gradient
-from examples.jax_steps import batch as _batch  # noqa: E402
-from examples.jax_steps import grad, loss  # noqa: E402
-from examples.jax_steps import params as _params  # noqa: E402
+
+def _params():
+    r = np.random.default_rng(0)
+    return {"w1": jnp.asarray(r.normal(size=(4, 6)) * 0.5), "b1": jnp.zeros(6),
+            "w2": jnp.asarray(r.normal(size=(6,)) * 0.5)}
+
+
+def _batch():
+    r = np.random.default_rng(1)
+    return jnp.asarray(r.normal(size=(16, 4))), jnp.asarray(r.normal(size=(16,)))
+
+
+def loss(p, b):
+    x, y = b
+    return jnp.mean((jnp.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] - y) ** 2)
+
+
+grad = jax.jit(jax.grad(loss))
 
 
 def _steps(report):
