@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .rules import NumpyFunction
+from .tolerance import ErrorModel
 
 INLINE_MAX = 128  # elements of one input written out in the script
 _WIDTH = 88  # an input longer than this on one line gets one row per line
@@ -172,6 +173,8 @@ def _value(v: Any, k: int, seed: int) -> str:
         return array_literal(v, k, seed)[0]
     if isinstance(v, float):
         return _number(v)
+    if isinstance(v, ErrorModel):  # its repr names the constants that differ from the default
+        return f"gradcheck.{v!r}"
     return repr(v)
 
 
