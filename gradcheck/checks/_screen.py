@@ -53,6 +53,7 @@ from .numeric import (
     _no_forward_mode,
     _out_slices,
     _probe_ratios,
+    _Probes,
     _probes,
     _reverse,
     _rows,
@@ -61,6 +62,10 @@ from .numeric import (
 )
 
 SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
+# probes of the screen's eager-vs-functional comparison: two AD paths judged at rounding level,
+# where one Gaussian probe misses a difference between them only with a probability of the
+# order of its allowance over the difference (docs/error-model.md 2b)
+ALTERNATIVE_PROBES = 1
 
 
 def applies(ctx: _Ctx) -> bool:
@@ -107,17 +112,26 @@ def screen(ctx: _Ctx) -> str | None:
             return f"evaluating the function for finite differences raised: {exc!r:.200}"
         est[j] = _per_probe(one, P, R)
         pr.u[j] = _rows(one.directions.reshape((1,) + ctx.args64[j].shape))
-    sources: dict[CheckKind, Any] = {}
+    # each AD result is reduced to its compared scalars as soon as it arrives, and dropped: the
+    # check never holds more than one reverse path's P gradients
+    scalars: dict[CheckKind, dict[tuple[int, int], Any]] = {}
     if "fwd" in ctx.cfg.modes and ctx.backend.supports_jvp:
         # one JVP per input (J u), projected on every cotangent
         jvps = _forward(ctx, pr)
-        sources[CheckKind.JVP] = {(j, p): jvps[(j, 0)] for j in ctx.diff for p in range(P)}
+        scalars[CheckKind.JVP] = _reduced(ctx, CheckKind.JVP, {
+            (j, p): jvps[(j, 0)] for j in ctx.diff for p in range(P)}, pr)
+        del jvps
     pr.u = {j: pr.u[j] * P for j in ctx.diff}  # probe p is (v_p, u): the same array P times
     if "rev" in ctx.cfg.modes:
-        sources = {CheckKind.VJP: _reverse(ctx, pr, ctx.args64, np.float64, False), **sources}
+        scalars = {CheckKind.VJP: _reduced(
+            ctx, CheckKind.VJP, _reverse(ctx, pr, ctx.args64, np.float64, False), pr), **scalars}
     cross = not ctx.cfg.fast
-    alt = (_reverse(ctx, pr, ctx.args64, np.float64, True)
-           if cross and CheckKind.VJP in sources else {})
+    # the eager-vs-functional comparison (two AD paths, no FD) on the first probe
+    # (ALTERNATIVE_PROBES, docs/error-model.md 2b)
+    first = _Probes({i: v[:ALTERNATIVE_PROBES] for i, v in pr.v.items()},
+                    {j: u[:ALTERNATIVE_PROBES] for j, u in pr.u.items()})
+    alt = (_reverse(ctx, first, ctx.args64, np.float64, True)
+           if cross and CheckKind.VJP in scalars else {})
     staged: list[tuple[int, int, int, dict, list[dict[str, Any]]]] = []
     for r, i in enumerate(ctx.float_outs):
         for j in ctx.diff:
@@ -128,8 +142,8 @@ def screen(ctx: _Ctx) -> str | None:
                 return f"output {i} / input {j}: one-sided derivatives differ (possible kink)"
             ad: dict[CheckKind, tuple[np.ndarray, np.ndarray]] = {}
             skipped: list[dict[str, Any]] = []
-            for kind, source in sources.items():
-                vals = _ad_scalars(kind, source, pr, i, j)
+            for kind, table in scalars.items():
+                vals = table[(i, j)]
                 if isinstance(vals, NotImplementedError):  # skipped, as in the full check
                     skipped.append({"kind": kind.value, "status": Status.SKIPPED,
                                     "output_index": i, "input_index": j, "message": str(vals)})
@@ -163,9 +177,18 @@ def screen(ctx: _Ctx) -> str | None:
             _emit(ctx, CheckKind.FWD_REV, where, ad[CheckKind.JVP][0], ad[CheckKind.VJP][0],
                   np.zeros(len(terms)), terms, ctx.rule_dtype, (), pr, None)
         if CheckKind.VJP in ad:
-            _compare_alternatives(ctx, where, alt, pr, i, j, ad[CheckKind.VJP][0],
-                                  est[j].magnitude[:, r])
+            _compare_alternatives(ctx, where, alt, first, i, j,
+                                  ad[CheckKind.VJP][0][:ALTERNATIVE_PROBES],
+                                  est[j].magnitude[:ALTERNATIVE_PROBES, r])
     return None
+
+
+def _reduced(ctx: _Ctx, kind: CheckKind, source: dict[tuple[int, int], Any], pr: _Probes
+             ) -> dict[tuple[int, int], Any]:
+    """(output i, input j) -> the compared scalars and magnitudes of ``kind``'s AD results
+    (or the adapter's exception), for every pair."""
+    return {(i, j): _ad_scalars(kind, source, pr, i, j)
+            for i in ctx.float_outs for j in ctx.diff}
 
 
 def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimate:
