@@ -321,7 +321,7 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
 
     for tie in spec.ties:
         d = after[tie.b] - tie.of(after[tie.a])
-        # kept to float32 rounding (an engine may sync the copy in float32)
+        # a tie holds where the two agree to float32 rounding of the tied value
         if np.any(np.abs(d) > error_model.rounding(np.abs(after[tie.b]) + 1e-30, "float32")):
             return BugClass.TIE_BROKEN, (f": declared Tie({tie.a!r}, {tie.b!r}) not kept: after "
                                          f"the step they differ by up to {np.max(np.abs(d)):.3g}")
