@@ -217,3 +217,17 @@ def test_the_sweep_runs_the_resolution_checks_and_triages_them(tmp_path):
     assert {"scaled", "mpmath"} <= {r.details["sweep"]["oracle"] for r in failed}
     classes = {f.cls for f in findings(data.checks) if f.op == "mutant.sin_tiny"}
     assert "confirmed" in classes and "false_alarm" not in classes
+
+
+def test_scaled_rows_of_a_scalar_output():
+    """A reduction to a 0-d output: its one row J^T e_0 (a 0-d cotangent of one) is compared,
+    a backward 1.5x too large is flagged and the right one passes."""
+    x = np.array([[0.3, -1.2, 0.7], [2.1, -0.4, 1.6]])
+    right = _function(lambda t: (t * t).sum(), lambda t, g: 2 * g * t)
+    wrong = _function(lambda t: (t * t).sum(), lambda t, g: 3 * g * t)
+    ok = resolution_checks(Op("twin.sumsq", "torch", right, (x,)), (x,), "float64", 1, 2,
+                           ("rev",))
+    assert [r.status.value for r in ok] == ["passed"], [r.message for r in ok]
+    bad = resolution_checks(Op("mutant.sumsq", "torch", wrong, (x,)), (x,), "float64", 1, 2,
+                            ("rev",))
+    assert _failed(bad, "scaled")
