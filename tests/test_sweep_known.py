@@ -19,7 +19,8 @@ jax = pytest.importorskip("jax")
 
 def test_every_bug_entry_has_a_pinning_test_here():
     bugs = {k.op for k in known.KNOWN if k.nature == "bug"}
-    assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.arcsinh"}
+    assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.arcsinh",
+                    "jax.numpy.sinc"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
 
 
@@ -60,3 +61,13 @@ def test_jax_arcsinh_derivative_at_huge_inputs():
     x = jnp.array([1e200, -3e250], dtype=jnp.float64)
     got = np.asarray(jax.vmap(jax.grad(jnp.arcsinh))(x))
     np.testing.assert_allclose(got, 1 / np.abs(np.asarray(x)), rtol=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax.numpy.sinc derivative -inf at tiny x")
+def test_jax_sinc_derivative_at_tiny_inputs():
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    x = np.array([1e-300, 1e-200])
+    got = np.asarray(jax.vmap(jax.grad(jnp.sinc))(jnp.asarray(x)))
+    np.testing.assert_allclose(got, -np.pi ** 2 * x / 3, rtol=1e-12)  # sinc'(x) ~ -pi^2 x/3

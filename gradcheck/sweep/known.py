@@ -50,6 +50,11 @@ KNOWN: tuple[KnownFinding, ...] = (
         "jax", "jax.numpy.arcsinh",
         "the derivative is 0 for |x| above ~1e154 (x^2 overflows) where 1/|x| is "
         "representable; torch.asinh does the same", kinds=("vjp", "jvp"), points=("huge",)),
+    KnownFinding(
+        "jax", "jax.numpy.sinc",
+        "the derivative is -inf at |x| below ~1e-160 (x = 1e-300: the true value is "
+        "-pi^2 x / 3 = -3.3e-300; 1e-100 and above are right)", kinds=("vjp", "jvp", "fwd_rev"),
+        points=("tiny", "subnormal")),
     # by design: the backend defines these derivatives so (the failures are the sweep's
     # question, not a wrong rule); each reason says where that is defined
     KnownFinding(
