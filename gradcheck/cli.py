@@ -375,7 +375,8 @@ def _parser() -> argparse.ArgumentParser:
                          "reports/sweep)")
     sw.add_argument("--resume", action="store_true",
                     help="continue a sweep that was stopped: keep REPORT_DIR's stream (and "
-                         "its workers' streams) and check only the ops without results")
+                         "its workers' streams) and check only the ops without results "
+                         "(default: off, the stream is replaced)")
     sw.set_defaults(func=_cmd_sweep)
     rep = sub.add_parser(
         "report", help="build a report from result streams (merge shards)", formatter_class=raw,
