@@ -3,9 +3,10 @@
     gradcheck sweep --backend torch --backend jax --profile quick -j 2 --report-dir out
     python benchmarks/sweep_numbers.py out/results.jsonl [--findings]
 
-Ops swept and left out per backend, points per op, checks by status, findings by class and
-check family (classified from the stored evidence by the current triage rules), how many
-sit on ops whose own test suite skips or xfails a gradient test, and the findings list.
+Ops swept and left out per backend, points per op, checks by status, findings by class,
+check family and oracle (classified from the stored evidence by the current triage rules),
+verdicts overruled, known discrepancies matched, how many sit on ops whose own test suite
+skips or xfails a gradient test, and the findings list.
 """
 
 from __future__ import annotations
@@ -47,12 +48,28 @@ def main() -> None:
     print("  on ops whose own suite skips/xfails a gradient test:",
           dict(Counter(f.cls for f in found if f.known_upstream)))
     print("  ops with a confirmed finding:", len({f.op for f in found if f.cls == "confirmed"}))
+    print("  by class and oracle (check = gradcheck.check, else the sweep's resolution checks):",
+          dict(Counter((f.cls, _oracle(f.worst)) for f in found)))
+    over = [r for r in checks if r.details.get("sweep", {}).get("overruled")]
+    print("  gradcheck.check verdicts overruled by the resolution checks (false alarms):",
+          len(over), "results on", len({r.name for r in over}), "ops")
+    known = [r for r in checks if r.known]
+    print("  known discrepancies matched:", dict(Counter(
+        r.details.get("known_nature", "bug") for r in known)), "results on",
+          len({r.name for r in known}), "ops")
+    res = [r for r in checks if _oracle(r) != "check" and "point" in r.details.get("sweep", {})]
+    print("  resolution-check results:", dict(Counter((_oracle(r), r.status.value)
+                                                       for r in res)))
     if args.findings:
         for f in found:
             print(f"{f.cls:14} {f.op} [{f.kind_family}, {f.symptom}] x{f.count} "
                   f"{','.join(f.dtypes)} @ {','.join(f.points)}"
                   f"{'  (upstream skips)' if f.known_upstream else ''}: "
                   f"{f.worst.message[:120]}")
+
+
+def _oracle(r) -> str:
+    return str(r.details.get("sweep", {}).get("oracle") or "check")
 
 
 if __name__ == "__main__":

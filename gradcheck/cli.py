@@ -217,7 +217,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     report_dir = writable_dir(args.report_dir, "--report-dir")
-    outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs, report_dir)
+    outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs, report_dir,
+                            resume=args.resume)
     if outcome is None:
         raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
                          "inventory; see docs/sweep.md")
@@ -372,6 +373,10 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--report-dir", default="reports/sweep",
                     help="directory for results.jsonl, index.html, junit.xml (default: "
                          "reports/sweep)")
+    sw.add_argument("--resume", action="store_true",
+                    help="continue a sweep that was stopped: keep REPORT_DIR's stream (and "
+                         "its workers' streams) and check only the ops without results "
+                         "(default: off, the stream is replaced)")
     sw.set_defaults(func=_cmd_sweep)
     rep = sub.add_parser(
         "report", help="build a report from result streams (merge shards)", formatter_class=raw,

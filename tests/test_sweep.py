@@ -218,3 +218,20 @@ def test_a_worker_that_dies_is_recorded_and_replaced(tmp_path):
         ("dies", "error", "crash")]
     assert "signal 6" in crashes[0].message
     assert len(parts) == 2 and parts[1].exists()  # a second worker took "after"
+
+
+def test_resume_checks_only_the_ops_without_results(tmp_path):
+    first = SweepConfig(("jax",), ops=("jax.nn.selu",), profile="quick", triage=False)
+    sweep(first, tmp_path)
+    before = read_streams([tmp_path / "results.jsonl"]).checks
+    # a stopped worker's stream and the op it was checking (checked again on resume)
+    (tmp_path / "results.sweep0.progress").write_text("jax.nn.soft_sign")
+    both = SweepConfig(("jax",), ops=("jax.nn.selu", "jax.nn.soft_sign"), profile="quick",
+                       triage=False)
+    outcome = sweep(both, tmp_path, resume=True)
+    assert outcome.resumed == 1
+    after = read_streams([outcome.stream]).checks
+    names = Counter(r.name for r in after)
+    assert names["jax.nn.selu"] == Counter(r.name for r in before)["jax.nn.selu"]
+    assert names["jax.nn.soft_sign"] > 0
+    assert not list(tmp_path.glob("results.sweep*"))

@@ -32,11 +32,12 @@ def jobs(text: str) -> int:
 
 
 def run(backends: Sequence[str], ops: Sequence[str], dtypes: Sequence[str] | None,
-        profile: str, n_jobs: int, report_dir: Path) -> SweepOutcome | None:
+        profile: str, n_jobs: int, report_dir: Path, resume: bool = False
+        ) -> SweepOutcome | None:
     """Run the sweep; None where the selection matches no op (nothing was written)."""
     cfg = SweepConfig(tuple(backends), tuple(ops), tuple(dtypes) if dtypes else None, profile)
     try:
-        return sweep(cfg, report_dir, jobs=n_jobs, isolate=True)
+        return sweep(cfg, report_dir, jobs=n_jobs, isolate=True, resume=resume)
     except NothingSelected:
         return None
 
@@ -47,6 +48,9 @@ def summary(outcome: SweepOutcome, data: StreamData) -> list[str]:
     for inv in outcome.inventories:
         lines.append(f"  {inv.backend}: {len(inv.ops)} ops swept, {len(inv.left_out)} names "
                      "left out (reasons in the report)")
+    if outcome.resumed:
+        lines.append(f"  resumed: {outcome.resumed} ops already had results and were not "
+                     "checked again")
     found = findings(data.checks)
     by_class = Counter(f.cls for f in found)
     lines.append(f"  findings (de-duplicated by op, check family, class and symptom): "

@@ -19,6 +19,9 @@ class KnownFinding:
     dtypes: tuple[str, ...] = ("*",)
     points: tuple[str, ...] = ("*",)
     upstream: str = ""
+    #: ``bug`` (a wrong derivative, verified standalone: tests/test_sweep_known.py pins it
+    #: with a strict xfail) or ``by_design`` (the backend defines it so; the reason says why)
+    nature: str = "bug"
 
 
 def _any(value: str, globs: tuple[str, ...]) -> bool:
@@ -32,6 +35,54 @@ KNOWN: tuple[KnownFinding, ...] = (
         "3x3 with two equal rows: .backward() returns all zeros, torch.func.grad and central "
         "differences return the adjugate, +-0.25); torch.func.vjp is right (docs/sweep.md)",
         kinds=("vjp", "eager_func"), points=("ties",)),
+    KnownFinding(
+        "torch", "torch.addcdiv",
+        "reverse mode w.r.t. tensor2 is -inf where the derivative -value*tensor1/tensor2^2 is "
+        "finite (tensor1 = 1e-300, tensor2 = 3e-300: -1.1e299; tensor2^2 underflows to 0); "
+        "plain division gets it right", kinds=("vjp", "jvp", "fwd_rev", "eager_func"),
+        points=("tiny", "subnormal")),
+    KnownFinding(
+        "torch", "torch.asinh",
+        "the derivative 1/sqrt(1 + x^2) is 0 for |x| above ~1e154 (x^2 overflows) where "
+        "1/|x| is representable (x = 1e200: 1e-200); jax.numpy.arcsinh does the same",
+        kinds=("vjp", "jvp"), points=("huge",)),
+    KnownFinding(
+        "jax", "jax.numpy.arcsinh",
+        "the derivative is 0 for |x| above ~1e154 (x^2 overflows) where 1/|x| is "
+        "representable; torch.asinh does the same", kinds=("vjp", "jvp"), points=("huge",)),
+    KnownFinding(
+        "jax", "jax.numpy.sinc",
+        "the derivative is -inf at |x| below ~1e-160 (x = 1e-300: the true value is "
+        "-pi^2 x / 3 = -3.3e-300; 1e-100 and above are right)", kinds=("vjp", "jvp", "fwd_rev"),
+        points=("tiny", "subnormal")),
+    # by design: the backend defines these derivatives so (the failures are the sweep's
+    # question, not a wrong rule); each reason says where that is defined
+    KnownFinding(
+        "torch", "torch.normal*",
+        "sampling: torch defines the gradient of normal w.r.t. mean/std as zero "
+        "(derivatives.yaml), while OpInfo's fixed seed makes the forward look deterministic "
+        "to finite differences", nature="by_design"),
+    KnownFinding(
+        "torch", "torch.bernoulli", "sampling: no gradient w.r.t. p by design; FD steps leave "
+        "p's domain [0, 1] at the zero point", nature="by_design"),
+    KnownFinding(
+        "torch", "torch.scatter_reduce.am*",
+        "ties: torch splits the gradient of amax/amin evenly between equal maxima "
+        "(documented for scatter_reduce with include_self), half of what one-sided FD sees",
+        nature="by_design", points=("zero", "near_integer", "ties", "integer")),
+    KnownFinding(
+        "torch", "torch.polar",
+        "outside the documented domain: abs must be non-negative; at negative abs the forward "
+        "accepts it but the backward assumes abs >= 0 (OpInfo skips its gradient tests too)",
+        nature="by_design"),
+    KnownFinding(
+        "torch", "torch.nn.functional.max_unpool*",
+        "duplicate indices in OpInfo's samples: the forward keeps one writer, the gradient "
+        "goes to all (OpInfo skips the gradient tests for that reason)", nature="by_design"),
+    KnownFinding(
+        "torch", "torch.as_strided_scatter",
+        "overlapping memory in the sample: the result depends on write order, no derivative "
+        "(OpInfo skips its gradient tests)", nature="by_design"),
 )
 
 

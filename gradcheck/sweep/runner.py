@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -23,15 +24,19 @@ from typing import Any
 import numpy as np
 
 from .. import stream
+from ..checks import _limits
 from ..results import CheckResult, Status
 from ..taxonomy import CheckKind
-from . import known, points, triage
+from . import known, points, resolution, triage
 from .inventory import Inventory, Op, inventory
 
 PROFILES = ("quick", "default", "thorough")
 STREAM = "results.jsonl"
 #: seconds one check may take before it is an error result
 CHECK_TIMEOUT_S = 60.0
+#: seconds all checks of one op may take (its triage included); the points after it are
+#: recorded as skipped with that reason, so one slow op cannot hold a worker for long
+OP_BUDGET_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -114,12 +119,14 @@ def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype
     tid = check_id(op, dtype, point.name, order)
     out = []
     for r in results:
-        details = {**r.details, "sweep": {"point": point.name, "order": order,
-                                          "profile": profile, "family": op.family,
-                                          "repaired": point.repaired}}
+        details = {k: v for k, v in r.details.items() if k != "sweep_oracle"}
+        details["sweep"] = {"point": point.name, "order": order, "profile": profile,
+                            "family": op.family, "repaired": point.repaired,
+                            "oracle": r.details.get("sweep_oracle", "check")}
         entry = known.lookup(op.backend, op.name, r.kind, dtype, point.name)
         if entry is not None and not r.ok:
             details["known"] = entry.reason
+            details["known_nature"] = entry.nature
             if entry.upstream:
                 details["upstream"] = entry.upstream
         # gradcheck's own reproducer cannot import the sweep's functions (closures over an
@@ -129,10 +136,11 @@ def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype
     return out
 
 
-def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
-    """Every check of one op: each dtype, point and order; triaged where one did not pass."""
-    from ..api import check
-
+def check_op(op: Op, cfg: SweepConfig, budget_s: float = OP_BUDGET_S) -> list[CheckResult]:
+    """Every check of one op: each dtype, point and order, by :func:`gradcheck.check` and by
+    the sweep's own resolution checks (:mod:`.resolution`); triaged where one did not pass.
+    After ``budget_s`` seconds the remaining (dtype, point) pairs are skipped results."""
+    start = time.perf_counter()
     plan = PLANS[cfg.profile]
     forward = _forward(op)
     modes = ("rev", "fwd") if op.fwd else ("rev",)
@@ -140,37 +148,78 @@ def check_op(op: Op, cfg: SweepConfig) -> list[CheckResult]:
     for dtype in _dtypes(op, cfg):
         pts, skipped = points.points(op, dtype, cfg.profile, forward)
         for s in skipped:
-            out.append(CheckResult(kind=CheckKind.CALL, status=Status.SKIPPED, backend=op.backend,
-                                   dtype=dtype, name=op.name,
-                                   message=f"point {s.name!r} not checked: {s.reason}",
-                                   details={"sweep": {"point": s.name, "skipped": s.reason}},
-                                   test_id=f"sweep:{op.backend}-{dtype}-{op.name}@{s.name}"))
+            out.append(stream.record(_skipped(op, dtype, s.name, f"point {s.name!r} not "
+                                              f"checked: {s.reason}",
+                                              {"point": s.name, "skipped": s.reason})))
         low = dtype in ("float16", "bfloat16")
         for point in pts:
             if low and not cfg.dtypes and not _wanted(point.name, plan.low_precision_bands):
                 continue
-            second = op.order2 and (cfg.profile == "thorough" or (
-                dtype == "float64" and _wanted(point.name, plan.order2_bands)))
-            orders = (1, 2) if second else (1,)
-            for order in orders:
-                seed = points.seed_of(check_id(op, dtype, point.name, order))
-                with warnings.catch_warnings(), stream.suspended():
-                    warnings.simplefilter("ignore")
-                    try:
-                        rep = check(op.fn, *point.arrays, backend=op.backend,
-                                dtype=dtype, modes=modes, order=order, seed=seed,
-                                name=op.name, timeout=CHECK_TIMEOUT_S)
-                        results = rep.results
-                    except Exception as exc:  # an argument the check refuses
-                        results = [CheckResult(kind=CheckKind.CALL, status=Status.ERROR,
-                                               backend=op.backend, dtype=dtype, name=op.name,
-                                               seed=seed, message=f"gradcheck.check raised "
-                                               f"{type(exc).__name__}: {exc}")]
-                results = _annotate(results, op, point, dtype, order, cfg.profile)
-                if cfg.triage and any(not r.ok and not r.known for r in results):
-                    results = triage.triage(op, point, dtype, order, results)
-                out.extend(stream.record_many(results))
+            left = budget_s - (time.perf_counter() - start)
+            if left <= 0:
+                out.append(stream.record(_skipped(
+                    op, dtype, point.name, f"point {point.name!r} not checked: the op's time "
+                    f"budget ({budget_s:g} s for all its checks) was spent",
+                    {"point": point.name, "skipped": "op time budget spent"})))
+                continue
+            order2 = op.order2 and _wanted(point.name, plan.order2_bands)
+            second = order2 and (cfg.profile == "thorough" or dtype == "float64")
+            for order in (1, 2) if second or order2 else (1,):
+                out.extend(_check_point(op, point, dtype, order, modes, cfg,
+                                        check_too=order == 1 or second,
+                                        limit=budget_s - (time.perf_counter() - start)))
     return out
+
+
+def _skipped(op: Op, dtype: str, band: str, message: str, sweep: dict[str, Any]) -> CheckResult:
+    return CheckResult(kind=CheckKind.CALL, status=Status.SKIPPED, backend=op.backend,
+                       dtype=dtype, name=op.name, message=message, details={"sweep": sweep},
+                       test_id=f"sweep:{op.backend}-{dtype}-{op.name}@{band}")
+
+
+def _check_point(op: Op, point: points.Point, dtype: str, order: int, modes: tuple[str, ...],
+                 cfg: SweepConfig, check_too: bool, limit: float) -> list[CheckResult]:
+    """One (dtype, point, order): :func:`gradcheck.check` (unless ``check_too`` is false: order
+    2 below float64 outside the thorough profile, which only the resolution checks judge), the
+    resolution checks, the triage; recorded."""
+    from ..api import check
+
+    seed = points.seed_of(check_id(op, dtype, point.name, order))
+    results: list[CheckResult] = []
+    with warnings.catch_warnings(), stream.suspended():
+        warnings.simplefilter("ignore")
+        if check_too:
+            try:
+                rep = check(op.fn, *point.arrays, backend=op.backend, dtype=dtype, modes=modes,
+                            order=order, seed=seed, name=op.name,
+                            timeout=max(1.0, min(CHECK_TIMEOUT_S, limit)))
+                results = list(rep.results)
+            except Exception as exc:  # an argument the check refuses
+                results = [CheckResult(kind=CheckKind.CALL, status=Status.ERROR,
+                                       backend=op.backend, dtype=dtype, name=op.name,
+                                       seed=seed, message=f"gradcheck.check raised "
+                                       f"{type(exc).__name__}: {exc}")]
+        if not any(r.kind == "call" and r.status is Status.ERROR for r in results):
+            results += _bounded(lambda: resolution.resolution_checks(
+                op, point.arrays, dtype, order, seed, modes), CHECK_TIMEOUT_S,
+                lambda: [])
+    results = _annotate(results, op, point, dtype, order, cfg.profile)
+    if cfg.triage and any(not r.ok and not r.known for r in results):
+        done = results
+        results = _bounded(lambda: triage.triage(op, point, dtype, order, done),
+                           CHECK_TIMEOUT_S, lambda: triage.untriaged(
+                               op, done, f"the triage did not finish within "
+                               f"{CHECK_TIMEOUT_S:g} s"))
+    return stream.record_many(results)
+
+
+def _bounded(job: Any, seconds: float, fallback: Any) -> Any:
+    """``job()`` within ``seconds`` (``fallback()`` where it does not finish)."""
+    try:
+        with _limits.deadline(seconds):
+            return job()
+    except _limits.Timeout:
+        return fallback()
 
 
 def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
@@ -187,10 +236,15 @@ def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
     warnings.simplefilter("ignore")  # the ops' own deprecation warnings, once per op
     context = stream.using(path, role="sweep-worker") if path else _nothing()
     with context:
-        for op in ops:
+        for k, op in enumerate(ops):
             if progress:
                 Path(progress).write_text(op.name)
-            count += len(check_op(op, cfg))
+            began = time.perf_counter()
+            n = len(check_op(op, cfg))
+            count += n
+            if progress:  # a worker: one line per op on stderr (the parent's log)
+                print(f"sweep {op.backend} [{k + 1}/{len(ops)}] {op.name}: {n} results, "
+                      f"{time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
     return count
 
 
@@ -280,17 +334,46 @@ class SweepOutcome:
     stream: Path
     inventories: tuple[Inventory, ...]
     seconds: float
+    resumed: int = 0  # ops skipped by ``resume`` (they already had results)
+
+
+def _resume_state(out: Path) -> tuple[set[tuple[str, str]], bool]:
+    """What a stopped sweep in ``out`` already checked: its workers' leftover streams are
+    appended to ``results.jsonl`` first; an op counts as done where it has a result and no
+    worker was checking it when the run stopped (its ``.progress`` file names it: that op is
+    checked again, beside its partial results).  Also whether the left-out names are in."""
+    from ..stream import read_streams
+
+    target = out / STREAM
+    current = {p.read_text() for p in out.glob("results.sweep*.progress")}
+    merge(target, sorted(out.glob("results.sweep*.jsonl")))
+    for p in out.glob("results.sweep*.progress"):
+        p.unlink()
+    if not target.exists():
+        return set(), False
+    done: set[tuple[str, str]] = set()
+    left = False
+    for r in read_streams([target]).checks:
+        sw = r.details.get("sweep", {}) if isinstance(r.details, dict) else {}
+        if "left_out" in sw:
+            left = True
+        elif r.name and r.name not in current:
+            done.add((r.backend, r.name))
+    return done, left
 
 
 def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
-          extra_ops: Sequence[Op] = (), isolate: bool = False) -> SweepOutcome:
-    """Run the sweep and write ``report_dir/results.jsonl`` (replaced); ``extra_ops`` are
-    checked in this process as if the inventory had them (tests inject mutants this way).
-    With ``jobs > 1`` or ``isolate`` the inventory's ops run in worker processes, so that a
-    native crash of the engine is recorded (:func:`crash_result`) instead of ending the run."""
+          extra_ops: Sequence[Op] = (), isolate: bool = False,
+          resume: bool = False) -> SweepOutcome:
+    """Run the sweep and write ``report_dir/results.jsonl`` (replaced; with ``resume`` kept,
+    and only the ops without results in it checked); ``extra_ops`` are checked in this
+    process as if the inventory had them (tests inject mutants this way).  With ``jobs > 1``
+    or ``isolate`` the inventory's ops run in worker processes, so that a native crash of the
+    engine is recorded (:func:`crash_result`) instead of ending the run."""
     start = time.perf_counter()
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
+    done, have_left = _resume_state(out) if resume else (set(), False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         inventories = tuple(inventory(b, list(cfg.ops) or None).select(cfg.ops or None)
@@ -298,22 +381,29 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
     if not extra_ops and not any(inv.ops for inv in inventories):
         raise NothingSelected(f"no op of {', '.join(cfg.backends)} matches {cfg.ops}")
     target = out / STREAM
-    target.unlink(missing_ok=True)
+    if not resume:
+        target.unlink(missing_ok=True)
     tasks: list[tuple[str, list[str]]] = []
     parts: list[Path] = []
+    skipped = 0
     with stream.using(target, role="sweep"):
-        for inv in inventories:
-            stream.record_many(left_out_results(inv))
+        if not have_left:
+            for inv in inventories:
+                stream.record_many(left_out_results(inv))
         if extra_ops:
             run_ops("", [], cfg, None, ops=list(extra_ops))
         for inv in inventories:
-            names = [o.name for o in inv.ops]
+            todo = [o for o in inv.ops if (inv.backend, o.name) not in done]
+            skipped += len(inv.ops) - len(todo)
+            names = [o.name for o in todo]
+            if not names:
+                continue
             n = max(1, min(jobs, len(names)))
             if n == 1 and not isolate:
-                run_ops(inv.backend, names, cfg, None, ops=list(inv.ops))
+                run_ops(inv.backend, names, cfg, None, ops=todo)
                 continue
             tasks += [(inv.backend, names[k::n]) for k in range(n)]
         if tasks:
             parts = run_parallel(tasks, cfg, out, jobs)
     merge(target, parts)
-    return SweepOutcome(target, inventories, time.perf_counter() - start)
+    return SweepOutcome(target, inventories, time.perf_counter() - start, skipped)

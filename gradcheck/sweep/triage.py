@@ -88,10 +88,33 @@ def _collect(op: Op, point: Point, dtype: str, order: int) -> dict[str, Any]:
     return ev
 
 
-def _agrees(ev: dict[str, Any]) -> bool | None:
+def _oracle(r: CheckResult) -> str:
+    """Which oracle judged ``r``: ``check`` (gradcheck.check) or a resolution check."""
+    sw = r.details.get("sweep", {}) if isinstance(r.details, dict) else {}
+    return str(sw.get("oracle") or r.details.get("sweep_oracle") or "check")
+
+
+def _resolution_votes(r: CheckResult, siblings: Sequence[CheckResult]) -> list[bool]:
+    """The verdicts of the *other* oracles on the same reverse mode at the same point (a
+    passed check of ``vjp`` by another oracle says it is right, a failed one wrong)."""
+    base = _BASE.get(r.kind)
+    mine = _oracle(r)
+    votes = []
+    for s in siblings:
+        if s.kind != base or s.order != r.order or s is r or _oracle(s) == mine:
+            continue
+        if s.status is Status.PASSED:
+            votes.append(True)
+        elif s.status is Status.FAILED and s.dtype == "float64":
+            votes.append(False)
+    return votes
+
+
+def _agrees(ev: dict[str, Any], extra: Sequence[bool] = ()) -> bool | None:
     """Whether the independent evidence says the backend's float64 reverse mode is right
-    (True), wrong (False), or cannot tell (None, also where the evidence contradicts itself)."""
-    votes: list[bool] = []
+    (True), wrong (False), or cannot tell (None, also where the evidence contradicts itself);
+    ``extra`` are the other oracles' votes (:func:`_resolution_votes`)."""
+    votes: list[bool] = list(extra)
     fd = ev.get("fd", {})
     if fd.get("one_sided_gap", 0.0) > KINK or fd.get("linearity_gap", 0.0) > KINK:
         # a kink, tie or jump on the direction, or directional derivatives that no gradient
@@ -142,7 +165,7 @@ def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]
         return "crash"
     if _rounding_level(r):
         return "rounding_level"
-    right = _agrees(ev)
+    right = _agrees(ev, _resolution_votes(r, siblings))
     base = _BASE.get(r.kind)
     if r.kind == base:  # the reverse mode itself was judged wrong by the oracle
         if right is None:
@@ -155,6 +178,12 @@ def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]
             and relative(s.actual, r.actual) <= AGREE]
     if same and r.kind.startswith("jvp"):  # forward mode gave what reverse mode gave, against
         return classify(same[0], ev, siblings)  # the same oracle value: the same verdict
+    if r.kind.startswith("jvp") and _oracle(r) == "check" and any(
+            s.kind == base and s.status is Status.FAILED and _oracle(s) == "check"
+            and s.expected == r.expected and s.input_index == r.input_index
+            and s.output_index == r.output_index and classify(s, ev, siblings) == "false_alarm"
+            for s in siblings):
+        return "false_alarm"  # judged against the very FD value shown wrong for reverse mode
     if r.kind == "rounding":
         if right is False:
             return "confirmed"
@@ -179,8 +208,41 @@ def triage(op: Op, point: Point, dtype: str, order: int,
         script = reproducer.script(op, point, dtype, order, r)
         info = {"class": cls, "symptom": symptom(r), "key": key, "evidence": ev,
                 "reproducer": script}
-        out.append(dataclasses.replace(r, details={**r.details, "triage": info},
-                                       reproducer=script))
+        r = dataclasses.replace(r, details={**r.details, "triage": info}, reproducer=script)
+        out.append(overruled(r, results) if cls == "false_alarm" else r)
+    return out
+
+
+def overruled(r: CheckResult, siblings: Sequence[CheckResult]) -> CheckResult:
+    """A failed verdict of ``gradcheck.check`` that the sweep's own resolution checks overrule:
+    the triage's evidence says the derivative is right and a resolution check of the same
+    reverse mode passed at the same point.  Its status becomes ``inconclusive`` (the sweep
+    does not fail on it), ``details["sweep"]["overruled"]`` says why, and it stays a
+    ``false_alarm`` finding (counted as one of the oracle's)."""
+    if _oracle(r) != "check" or r.status is not Status.FAILED or True not in [
+            v for s in siblings if _oracle(s) != "check" for v in _resolution_votes(r, [s])]:
+        return r
+    sweep = {**r.details.get("sweep", {}), "overruled": "the sweep's resolution checks (per-"
+             "element scaled FD, mpmath) passed the same derivative here and the triage's "
+             "evidence agrees"}
+    return dataclasses.replace(r, status=Status.INCONCLUSIVE, details={**r.details,
+                               "sweep": sweep}, message="overruled by the sweep (false alarm "
+                               "of gradcheck.check's oracle at this point): " + r.message)
+
+
+def untriaged(op: Op, results: Sequence[CheckResult], why: str) -> list[CheckResult]:
+    """``results`` with the failed ones marked ``unresolved`` (``crash`` for errors) without
+    evidence: the triage could not run (``why``)."""
+    out = []
+    for r in results:
+        if r.ok or r.known:
+            out.append(r)
+            continue
+        cls = "crash" if r.status is Status.ERROR or r.kind == "call" else "unresolved"
+        key = "|".join((op.backend, op.name, kind_family(r.kind), cls, symptom(r)))
+        info = {"class": cls, "symptom": symptom(r), "key": key,
+                "evidence": {"error": why}, "reproducer": ""}
+        out.append(dataclasses.replace(r, details={**r.details, "triage": info}))
     return out
 
 

@@ -1,0 +1,73 @@
+"""The sweep's known discrepancies that are bugs (gradcheck/sweep/known.py, nature "bug"),
+each pinned by its standalone reproducer as a strict xfail: the test asserts the right
+derivative, so it fails today and turns XPASS (a failure under strict) the day the engine is
+fixed, which says the entry must go.  Independent evidence for each: the closed-form
+derivative (and central differences or the other path where the note says so)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gradcheck.sweep import known
+
+torch = pytest.importorskip("torch")
+jax = pytest.importorskip("jax")
+
+
+def test_every_bug_entry_has_a_pinning_test_here():
+    bugs = {k.op for k in known.KNOWN if k.nature == "bug"}
+    assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.arcsinh",
+                    "jax.numpy.sinc"}
+    assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: torch.linalg.det tape backward at rank n-1")
+def test_det_tape_backward_at_a_rank_deficient_matrix():
+    a = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [0.5, 1.0, 7.0]], dtype=torch.float64,
+                     requires_grad=True)
+    torch.linalg.det(a).backward()
+    adjugate = torch.func.grad(torch.linalg.det)(a.detach())  # the right value (cofactors)
+    assert abs(float(adjugate[0, 0]) - 11.0) < 1e-9  # the functional path is right
+    assert torch.allclose(a.grad, adjugate, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: torch.addcdiv -inf at tiny tensor2")
+def test_addcdiv_reverse_mode_at_tiny_tensor2():
+    s = torch.tensor([1.0], dtype=torch.float64)
+    t1 = torch.tensor([1e-300], dtype=torch.float64)
+    t2 = torch.tensor([3e-300], dtype=torch.float64, requires_grad=True)
+    torch.addcdiv(s, t1, t2, value=1.0).sum().backward()
+    want = -1e-300 / 3e-300 / 3e-300  # -1.1e299, finite
+    assert math.isfinite(want)
+    assert float(t2.grad) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: torch.asinh derivative 0 above ~1e154")
+def test_torch_asinh_derivative_at_huge_inputs():
+    x = torch.tensor([1e200, -3e250], dtype=torch.float64, requires_grad=True)
+    torch.asinh(x).sum().backward()
+    want = 1 / np.abs(x.detach().numpy())  # 1/sqrt(1 + x^2) = 1/|x| to 1e-400 relative
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax.numpy.arcsinh derivative 0 above ~1e154")
+def test_jax_arcsinh_derivative_at_huge_inputs():
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)  # as gradcheck's jax backend does
+    x = jnp.array([1e200, -3e250], dtype=jnp.float64)
+    got = np.asarray(jax.vmap(jax.grad(jnp.arcsinh))(x))
+    np.testing.assert_allclose(got, 1 / np.abs(np.asarray(x)), rtol=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax.numpy.sinc derivative -inf at tiny x")
+def test_jax_sinc_derivative_at_tiny_inputs():
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    x = np.array([1e-300, 1e-200])
+    got = np.asarray(jax.vmap(jax.grad(jnp.sinc))(jnp.asarray(x)))
+    np.testing.assert_allclose(got, -np.pi ** 2 * x / 3, rtol=1e-12)  # sinc'(x) ~ -pi^2 x/3

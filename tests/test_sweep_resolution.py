@@ -1,0 +1,233 @@
+"""The sweep's own resolution checks (gradcheck/sweep/resolution.py): each one finds a
+deliberately wrong derivative where only it can see it (at 1e-300 or 1e300, a few ulps off in
+float16/bfloat16 at order 1 and 2, in the subnormals, in a tiny forward-mode component next to
+O(1) ones), and passes the correct op at the same point."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradcheck.stream import read_streams
+from gradcheck.sweep import Op, SweepConfig, findings, sweep
+from gradcheck.sweep.inventory import ELEMENTWISE
+from gradcheck.sweep.resolution import ULP_BOUND, resolution_checks
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mpmath")
+
+TINY = np.array([1e-300, -3e-250, 2e-190, -1e-100, 5e-20, 1e-17])
+HUGE = np.array([1e300, -3e250, 2e190, -1e100, 5e20, 1e17])
+SUBNORMAL = np.array([5e-324, -1e-320, 3e-315, -2e-310, 1e-309, -4e-312])
+UNIT = np.array([0.3, -1.2, 0.7, 2.1, -0.4, 1.6])
+
+
+def _op(name, fn, x, **kw):
+    kw.setdefault("fwd", False)
+    kw.setdefault("order2", False)
+    return Op(name, "torch", fn, (x,), family=ELEMENTWISE, **kw)
+
+
+def _failed(results, oracle=None):
+    return [r for r in results if r.status.value == "failed"
+            and (oracle is None or r.details.get("sweep_oracle") == oracle)]
+
+
+def _clean(results):
+    bad = [r.message for r in results if r.status.value in ("failed", "error")]
+    return not bad, bad
+
+
+def _function(forward, backward):
+    """A torch autograd function of one input: ``forward(x)`` and ``backward(x, g)``."""
+
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return forward(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return backward(x, g)
+
+    return F.apply
+
+
+class _SinTiny:
+    """sin whose backward doubles below 1e-200 (``wrong``) or is exact."""
+
+    wrong = True
+    apply = staticmethod(_function(torch.sin, lambda x, g: g * torch.cos(x) * (
+        torch.where(x.abs() < 1e-200, 2.0, 1.0) if _SinTiny.wrong else 1.0)))
+
+
+#: 2x whose backward is 3 above 1e200 (the mutant)
+_twice_huge = _function(lambda x: 2 * x,
+                        lambda x, g: g * torch.where(x.abs() > 1e200, 3.0, 2.0).to(g.dtype))
+
+
+def test_scaled_directions_judge_tiny_and_huge_inputs():
+    _SinTiny.wrong = True
+    mutant = resolution_checks(_op("mutant.sin", _SinTiny.apply, TINY, leaf="sin"), (TINY,),
+                               "float64", 1, 5, ("rev",))
+    assert _failed(mutant, "scaled") and _failed(mutant, "mpmath")
+    _SinTiny.wrong = False
+    twin = resolution_checks(_op("twin.sin", _SinTiny.apply, TINY, leaf="sin"), (TINY,),
+                             "float64", 1, 5, ("rev",))
+    ok, bad = _clean(twin)
+    assert ok, bad
+    assert any(r.status.value == "passed" and r.details["sweep_oracle"] == "scaled"
+               for r in twin)  # judged, not abstained
+    huge = resolution_checks(_op("mutant.twice", _twice_huge, HUGE), (HUGE,), "float64",
+                             1, 5, ("rev",))
+    worst = _failed(huge, "scaled")
+    assert worst and worst[0].actual is not None and worst[0].expected is not None
+    assert abs(worst[0].actual / worst[0].expected - 1.5) < 1e-9  # 3 instead of 2
+    correct = resolution_checks(_op("twin.twice", lambda x: 2 * x, HUGE, fwd=True), (HUGE,),
+                                "float64", 1, 5, ("rev", "fwd"))
+    ok, bad = _clean(correct)
+    assert ok and any(r.status.value == "passed" for r in correct), bad
+
+
+def _erf_backward(x, g):
+    d = 2 / np.sqrt(np.pi) * torch.exp(-x * x)
+    return g * d * torch.where(x.abs() < 1e-305, 1.5, 1.0).to(d.dtype)
+
+
+#: erf whose backward is 1.5x too large in the subnormals (FD cannot resolve there)
+_erf_subnormal = _function(torch.special.erf, _erf_backward)
+
+
+def test_mpmath_judges_the_subnormals():
+    mutant = resolution_checks(_op("mutant.erf", _erf_subnormal, SUBNORMAL, leaf="erf"),
+                               (SUBNORMAL,), "float64", 1, 3, ("rev",))
+    assert _failed(mutant, "mpmath")
+    twin = resolution_checks(_op("torch.special.erf", torch.special.erf, SUBNORMAL,
+                                 leaf="erf", order2=True), (SUBNORMAL,), "float64", 1, 3,
+                             ("rev",))
+    ok, bad = _clean(twin)
+    assert ok and any(r.details["sweep_oracle"] == "mpmath" and r.status.value == "passed"
+                      for r in twin), bad
+
+
+class _TripleFwd(torch.autograd.Function):
+    """3x with a right backward and a forward-mode rule 10% off below 1e-200."""
+
+    @staticmethod
+    def forward(x):
+        return 3 * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_forward(inputs[0])
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        return 3 * g
+
+    @staticmethod
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        return t * torch.where(x.abs() < 1e-200, 3.3, 3.0).to(t.dtype)
+
+
+def test_forward_vs_reverse_per_component_sees_a_tiny_component():
+    x = np.array([1.0, 2.0, 1e-250, -0.5, 0.25, 3.0])
+    mutant = resolution_checks(_op("mutant.triple", _TripleFwd.apply, x, fwd=True), (x,),
+                               "float64", 1, 9, ("rev", "fwd"))
+    kinds = {r.kind.value for r in _failed(mutant, "scaled")}
+    assert "fwd_rev" in kinds and "jvp" in kinds and "vjp" not in kinds
+    twin = resolution_checks(_op("twin.triple", lambda t: 3 * t, x, fwd=True), (x,),
+                             "float64", 1, 9, ("rev", "fwd"))
+    ok, bad = _clean(twin)
+    assert ok, bad
+
+
+def _ulps_off(dtype, order):
+    """A factor ``1 + k eps(dtype)``: at order 1 ``k`` is twice the measured bound (8 ulps;
+    the units are about an ulp there); at order 2, where a unit is 3-4 ulps at these points
+    (the rounding of x and of y carried through the third derivative), four times it."""
+    return 1 + 2 * order * ULP_BOUND[(dtype, order)] * {"float16": 2.0 ** -10,
+                                                        "bfloat16": 2.0 ** -7}[dtype]
+
+
+_LOW = (torch.float16, torch.bfloat16)
+
+
+class _Off:
+    """Factors (in float16/bfloat16 only: the float64 rule stays right) on sin's first
+    derivative and, through the cos below, on its second."""
+
+    first = 1.0
+    second = 1.0
+
+
+def _low(factor, g):
+    return factor if g.dtype in _LOW else 1.0
+
+
+#: cos whose backward (sin's second derivative) is ``_Off.second`` off in low precision
+_cos_off = _function(torch.cos, lambda x, g: (-g.float() * torch.sin(x.float()) * _low(
+    _Off.second, g)).to(g.dtype))
+#: sin whose first derivative is ``_Off.first`` off in low precision (computed in float32 and
+#: rounded: the right kernel is within half an ulp), its second by way of ``_cos_off``
+_sin_off = _function(torch.sin, lambda x, g: (g.float() * torch.cos(x.float()) * _low(
+    _Off.first, g)).to(g.dtype) if _Off.first != 1.0 else g * _cos_off(x))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_off_beyond_the_measured_bound_is_found_at_orders_1_and_2(dtype):
+    low = UNIT.astype(np.float32)
+    op = _op("mutant.sin", _sin_off, low, order2=True, leaf="sin")
+    try:
+        _Off.first = _ulps_off(dtype, 1)
+        first = resolution_checks(op, (UNIT,), dtype, 1, 4, ("rev",))
+        assert _failed(first, "ulp") and all(r.order == 1 for r in _failed(first))
+        _Off.first, _Off.second = 1.0, _ulps_off(dtype, 2)
+        second = resolution_checks(op, (UNIT,), dtype, 2, 4, ("rev",))
+        assert _failed(second, "ulp") and all(r.order == 2 for r in _failed(second))
+        _Off.second = 1.0
+        right = resolution_checks(op, (UNIT,), dtype, 1, 4, ("rev",)) + resolution_checks(
+            op, (UNIT,), dtype, 2, 4, ("rev",))
+        ok, bad = _clean(right)
+        assert ok and any(r.status.value == "passed" for r in right), bad
+    finally:
+        _Off.first, _Off.second = 1.0, 1.0
+    native = _op("torch.sin", torch.sin, UNIT, order2=True, fwd=True, leaf="sin")
+    both = resolution_checks(native, (UNIT,), dtype, 1, 4, ("rev", "fwd")) + \
+        resolution_checks(native, (UNIT,), dtype, 2, 4, ("rev", "fwd"))
+    ok, bad = _clean(both)
+    assert ok, bad
+
+
+def test_the_sweep_runs_the_resolution_checks_and_triages_them(tmp_path):
+    _SinTiny.wrong = True
+    try:
+        op = _op("mutant.sin_tiny", _SinTiny.apply, UNIT.copy(), leaf="sin")
+        outcome = sweep(SweepConfig((), profile="quick"), tmp_path, extra_ops=[op])
+    finally:
+        _SinTiny.wrong = False
+    data = read_streams([outcome.stream])
+    failed = [r for r in data.checks if r.status.value == "failed"]
+    # wrong below 1e-200: at the tiny band and at exact zeros, nowhere else
+    assert {r.details["sweep"]["point"] for r in failed} == {"tiny", "zero"}
+    assert {"scaled", "mpmath"} <= {r.details["sweep"]["oracle"] for r in failed}
+    classes = {f.cls for f in findings(data.checks) if f.op == "mutant.sin_tiny"}
+    assert "confirmed" in classes and "false_alarm" not in classes
+
+
+def test_scaled_rows_of_a_scalar_output():
+    """A reduction to a 0-d output: its one row J^T e_0 (a 0-d cotangent of one) is compared,
+    a backward 1.5x too large is flagged and the right one passes."""
+    x = np.array([[0.3, -1.2, 0.7], [2.1, -0.4, 1.6]])
+    right = _function(lambda t: (t * t).sum(), lambda t, g: 2 * g * t)
+    wrong = _function(lambda t: (t * t).sum(), lambda t, g: 3 * g * t)
+    ok = resolution_checks(Op("twin.sumsq", "torch", right, (x,)), (x,), "float64", 1, 2,
+                           ("rev",))
+    assert [r.status.value for r in ok] == ["passed"], [r.message for r in ok]
+    bad = resolution_checks(Op("mutant.sumsq", "torch", wrong, (x,)), (x,), "float64", 1, 2,
+                            ("rev",))
+    assert _failed(bad, "scaled")
