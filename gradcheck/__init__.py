@@ -37,6 +37,7 @@ from .checks.utilities import (
 )
 from .errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
 from .results import CheckKind, CheckResult, Report, Status, WorstElement
+from .tolerance import ErrorModel
 
 __all__ = [
     "Accumulation",
@@ -66,6 +67,7 @@ __all__ = [
     "Backend",
     "CheckKind",
     "CheckResult",
+    "ErrorModel",
     "GradcheckError",
     "GradientMismatch",
     "InvalidArgument",

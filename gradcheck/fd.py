@@ -605,9 +605,13 @@ def _ahead(col: np.ndarray, rounding: np.ndarray) -> np.ndarray:
 
 SCREEN_LEVELS = 4
 # elements of the points (or outputs) one batched call of the screen's streamed table holds at
-# most: 2^21 float64 (16 MiB), one pair of points per call from n = 2^20 on (larger batches
-# are slower per point at n = 1e6: fresh allocations page-fault, and caches miss)
-BATCH_ELEMENTS = 2**21
+# most: 2^20 float64 (8 MiB); from n = 2^19 on a pair of points no longer fits and each point
+# is a call of its own.  Larger batches are slower per point at n = 1e6: the function's
+# elementwise intermediates grow with the batch, and beyond a few times 8 MiB the allocator
+# returns them to the system after every call (glibc trims a free heap top above twice its
+# adaptive mmap threshold), so every call page-faults its intermediates afresh (measured at
+# n = 1e6, torch: 41,000 page faults per check with two points per call, none with one).
+BATCH_ELEMENTS = 2**20
 _SCREEN_H0_SHRINK = 2.0**-4  # the screen starts 16 times below the oracle's largest step
 
 
@@ -690,7 +694,8 @@ def projected_derivatives(
     pairs = [(p, k) for p in range(P) for k in range(K)]
     aWs = np.abs(W)
     f0x2 = 2 * f0  # exact
-    per_call = max(1, min(chunk // 2, BATCH_ELEMENTS // (2 * max(x.size, f0.size, 1))))
+    rows = BATCH_ELEMENTS // max(x.size, f0.size, 1)
+    per_call = max(1, min(chunk // 2, rows // 2))  # pairs per call; one point per call if 0
     # the points' and the differences' buffers are reused from call to call (a fresh 16 MB
     # array page-faults on every call)
     buf = np.empty((2 * min(per_call, len(pairs)), x.size))
@@ -703,7 +708,10 @@ def projected_derivatives(
                 np.multiply(dirs[p], steps[p, k], out=pts[2 * b])
                 np.subtract(x, pts[2 * b], out=pts[2 * b + 1])
                 pts[2 * b] += x
-            values = _evaluate_chunk(f_batch, pts)  # read only, before buf is rewritten
+            # the values are read only, and before buf is rewritten
+            values: np.ndarray | list[np.ndarray] = (
+                _evaluate_chunk(f_batch, pts) if rows >= 2
+                else [_evaluate_chunk(f_batch, pts[r:r + 1])[0] for r in range(len(pts))])
             for b, (p, k) in enumerate(block):
                 fp, fm = values[2 * b], values[2 * b + 1]
                 hk = steps[p, k]

@@ -1,5 +1,13 @@
 """The error model: how much disagreement between an AD result and an oracle is allowed.
 
+All of it is one frozen :class:`ErrorModel`: its constants (``fd_safety``, ``rounding_gamma``,
+``noise_factor``, ``resolution``, ``conditioning_cap``; each justified where it is defined),
+:meth:`ErrorModel.allowed` (vectorised over arrays of compared scalars) and
+:meth:`ErrorModel.explain` (the derivation failure messages show).  Every check computes its
+allowance through it; ``DEFAULT_MODEL = ErrorModel()`` unless the user passes a profile
+(``gradcheck.check(..., error_model=ErrorModel(fd_safety=3.0))``).  The upper-case names below
+(``FD_SAFETY``, ``ROUNDING_GAMMA``, ...) are the default model's constants.
+
 Rule checks (VJP, JVP, forward-vs-reverse, eager-vs-functional; always in float64)::
 
     allowed = FD_SAFETY * fd_error + ROUNDING_GAMMA * eps(float64) * terms
@@ -49,29 +57,18 @@ use the rule-check bound without FD error; where it is exceeded:
   digamma(a + b)``) are accounted for without excusing the side under test.
 
 An explicit ``atol``/``rtol`` replaces the model entirely and means exactly
-``allowed = atol + rtol * |expected|`` (a missing one of the two is 0; no scaling by size).
+``allowed = atol + rtol * |expected|`` (a missing one of the two is 0; no scaling by size); the
+model's ``resolution`` still decides whether a comparison can pass at all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import numbers
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
-
-FD_SAFETY = 10.0
-ROUNDING_GAMMA = 16.0
-NOISE_FACTOR = 4.0  # measured rounding noise (a standard deviation) -> a bound
-# a comparison may pass only where the error model's allowance is at most this fraction of the
-# compared terms (``docs/error-model.md`` section 3b): a pass then says the rule is right to
-# 1% of its terms; above it the oracle cannot tell a sign flip, a factor 2 or a dropped term
-# from the right rule, and the check is inconclusive instead
-RESOLUTION = 1e-2
-# |f''|/|f'| is capped at this multiple of its median over the output elements: a rule that
-# reuses a rounded y reconstructs f' = g(y) and |f''|/|f'| = |g'(y)| is as tame as g; near a
-# critical point of f (f' -> 0, f'' != 0) no rule can reconstruct f' from y and the ratio
-# measures nothing (measured: uncapped, x sin(x) on 4096 elements got a conditioning term 150x
-# its gradient's norm)
-_COND_CAP = 10.0
 
 # the relative steps of argument_sensitivity, tried in turn for the elements where the previous
 # one did not converge (left the domain, crossed a pole or a kink, or its truncation shows);
@@ -109,30 +106,228 @@ class Allowance:
     source: str
 
 
-def model_allowance(
-    fd_error: float,
-    magnitude: float,
-    dtype: str,
-    *,
-    conditioning: float = 0.0,
-    measured: float = 0.0,
-    safety: float = FD_SAFETY,
-    gamma: float = ROUNDING_GAMMA,
-) -> Allowance:
-    """``safety * fd_error + gamma * eps(dtype) * (magnitude + conditioning) + measured``;
-    ``measured`` is the judging side's measured rounding bound beyond its modelled share of the
-    terms (exact comparisons, :mod:`gradcheck.checks.agreement`)."""
-    e = eps(dtype)
-    rounding = gamma * e * (magnitude + conditioning)
-    allowed = safety * fd_error + rounding + measured
-    parts = []
-    if fd_error:
-        parts.append(f"{safety:g} x FD error {fd_error:.3g}")
-    cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
-    parts.append(f"{gamma:g} x eps({dtype}) x (sum of |terms| {magnitude:.3g}{cond})")
-    if measured:
-        parts.append(f"measured rounding of the judging side beyond its share {measured:.3g}")
-    return Allowance(allowed, " + ".join(parts) + f" = {allowed:.3g}")
+@dataclass(frozen=True, repr=False)
+class ErrorModel:
+    """The error model's constants and every allowance computed from them (module doc).
+
+    ``ErrorModel()`` is the model every check uses by default; a profile is another instance,
+    e.g. ``ErrorModel(fd_safety=3.0)`` (stricter: a smaller margin over the oracle's error
+    estimate) or ``ErrorModel(rounding_gamma=64.0)`` (looser about rounding), passed as
+    ``gradcheck.check(..., error_model=...)``.  Every constant is a finite number above 0
+    (``resolution`` at most 1); a wider model lets more wrong rules pass, a narrower one flags
+    correct rules whose oracle undercovers (``docs/error-model.md`` section 6 measures how
+    often the defaults do).
+
+    :meth:`allowed` is vectorised (arrays of compared scalars broadcast) and reproduces the
+    formula bit for bit at every site; :meth:`explain` is the sentence failure messages carry.
+    """
+
+    fd_safety: float = 10.0
+    """Multiplies the oracle's own error estimate: adaptive estimates undercover now and then
+    (5-11% of cases in the literature; the oracle benchmark measures it here), and the largest
+    VJP/JVP ratio over the random programs of ``docs/error-model.md`` section 6 is 0.0999 of an
+    allowance: the worst observed error equals the raw estimate, the 10x is the margin."""
+
+    rounding_gamma: float = 16.0
+    """Units of ``eps(dtype)`` per unit of the compared scalar's sum of absolute terms: the few
+    roundings per term of a rule and the growth of longer sums (the largest forward-vs-reverse
+    ratio over 2000 random programs is 0.10 of it)."""
+
+    noise_factor: float = 4.0
+    """Turns a measured rounding noise (a standard deviation over nearby points) into a bound:
+    4 sigma of a Gaussian scatter is exceeded with probability ~6e-5."""
+
+    resolution: float = 1e-2
+    """A comparison may pass only where the allowance is at most this fraction of its terms
+    (``docs/error-model.md`` section 3b): a pass says the rule is right to 1% of its terms;
+    above it the oracle cannot tell a sign flip, a factor 2 or a dropped term from the right
+    rule and the check is inconclusive instead."""
+
+    conditioning_cap: float = 10.0
+    """``|f''| / |f'|`` is capped at this multiple of its median over the output elements: a
+    rule that reuses a rounded y reconstructs f' = g(y) and |f''|/|f'| = |g'(y)| is as tame as
+    g; near a critical point of f (f' -> 0, f'' != 0) no rule can reconstruct f' from y and the
+    ratio measures nothing (measured: uncapped, x sin(x) on 4096 elements got a conditioning
+    term 150x its gradient's norm)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            top = 1.0 if f.name == "resolution" else math.inf
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                    or not (0.0 < float(value) <= top) or not math.isfinite(float(value))):
+                limit = "at most 1" if f.name == "resolution" else "finite"
+                raise ValueError(f"ErrorModel({f.name}={value!r}): must be a number above 0 "
+                                 f"and {limit} (the default is {f.default!r})")
+            object.__setattr__(self, f.name, float(value))
+
+    def __repr__(self) -> str:
+        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                   if getattr(self, f.name) != f.default]
+        return f"ErrorModel({', '.join(changed)})"
+
+    # -- the parts of an allowance -------------------------------------------------------------
+
+    def fd_bound(self, fd_error: Any) -> Any:
+        """``fd_safety x fd_error``: what the oracle's error estimate allows (vectorised); also
+        the size below which an FD value cannot be told from 0."""
+        return self.fd_safety * fd_error
+
+    def rounding(self, terms: Any, dtype: str = "float64") -> Any:
+        """``rounding_gamma x eps(dtype) x terms``: the rounding bound of a quantity whose sum
+        of absolute terms is ``terms`` (vectorised)."""
+        return self.rounding_gamma * eps(dtype) * terms
+
+    def noise_bound(self, sigma: Any) -> Any:
+        """``noise_factor x sigma``: a bound from a measured rounding noise (vectorised)."""
+        return self.noise_factor * sigma
+
+    # -- rule checks and exact comparisons -------------------------------------------------------
+
+    def allowed(self, fd_error: Any, terms: Any, dtype: str = "float64", *,
+                conditioning: Any = 0.0, measured: Any = 0.0) -> Any:
+        """``fd_safety x fd_error + rounding_gamma x eps(dtype) x (terms + conditioning) +
+        measured``, elementwise over arrays of compared scalars (NumPy broadcasting; floats in,
+        a float out).  ``fd_error``: the oracle's error estimate (0 for an exact comparison);
+        ``terms``: the compared scalar's sum of absolute terms; ``conditioning``: the argument
+        or forward-rounding conditioning in the same units; ``measured``: the judging side's
+        measured rounding bound beyond its modelled share (:mod:`gradcheck.checks.agreement`).
+        """
+        rounding = self.rounding_gamma * eps(dtype) * (terms + conditioning)
+        return self.fd_safety * fd_error + rounding + measured
+
+    def explain(self, fd_error: float, terms: float, dtype: str = "float64", *,
+                conditioning: float = 0.0, measured: float = 0.0) -> str:
+        """The derivation of :meth:`allowed` for one compared scalar, as failure messages and
+        ``CheckResult.allowed_source`` show it, e.g. ``10 x FD error 1.92e-14 + 16 x
+        eps(float64) x (sum of |terms| 8.45) = 2.22e-13``."""
+        allowed = self.allowed(fd_error, terms, dtype, conditioning=conditioning,
+                               measured=measured)
+        parts = []
+        if fd_error:
+            parts.append(f"{self.fd_safety:g} x FD error {fd_error:.3g}")
+        cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
+        parts.append(f"{self.rounding_gamma:g} x eps({dtype}) x (sum of |terms| {terms:.3g}"
+                     f"{cond})")
+        if measured:
+            parts.append(f"measured rounding of the judging side beyond its share "
+                         f"{measured:.3g}")
+        return " + ".join(parts) + f" = {allowed:.3g}"
+
+    def allowance(self, fd_error: float, terms: float, dtype: str = "float64", *,
+                  conditioning: float = 0.0, measured: float = 0.0) -> Allowance:
+        """:meth:`allowed` and :meth:`explain` of one compared scalar."""
+        allowed = self.allowed(fd_error, terms, dtype, conditioning=conditioning,
+                               measured=measured)
+        return Allowance(float(allowed), self.explain(fd_error, terms, dtype,
+                                                      conditioning=conditioning,
+                                                      measured=measured))
+
+    def estimates_agree(self, v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
+                        terms: np.ndarray) -> np.ndarray:
+        """Whether two finite-difference estimates of the same quantities (values ``v``, error
+        estimates ``e``) agree: within ``fd_safety`` times their summed error estimates plus
+        the float64 rounding of ``terms``.  Where they do not, at least one error model
+        fails."""
+        with np.errstate(invalid="ignore"):
+            return np.abs(v1 - v2) <= self.allowed(e1 + e2, terms)
+
+    # -- the low-precision rounding check (norm-wise) ------------------------------------------
+
+    def norm_allowed(self, norm: Any, conditioning: Any, noise: Any, dtype: str) -> Any:
+        """Allowed ``||g_d - g_64||`` of the rounding check: ``rounding_gamma x eps(dtype) x
+        (||g_64|| + conditioning) + noise_factor x noise`` (vectorised)."""
+        return self.rounding_gamma * eps(dtype) * (norm + conditioning) + self.noise_factor * noise
+
+    def norm_allowance(self, norm: float, conditioning: float, noise: float, dtype: str
+                       ) -> Allowance:
+        """:meth:`norm_allowed` of one comparison and its derivation."""
+        allowed = float(self.norm_allowed(norm, conditioning, noise, dtype))
+        cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
+        src = f"{self.rounding_gamma:g} x eps({dtype}) x (||VJP|| {norm:.3g}{cond})"
+        if noise:
+            src += f" + {self.noise_factor:g} x measured rounding noise {noise:.3g}"
+        return Allowance(allowed, f"{src} = {allowed:.3g}")
+
+    # -- what a verdict needs besides the allowance ---------------------------------------------
+
+    def resolved(self, model_allowed: float, terms: float, *, fd_error: float = 0.0,
+                 rounding_floor: float = 0.0) -> bool:
+        """Whether a comparison can pass (``docs/error-model.md`` section 3b): the model's
+        allowance (the oracle's error and the rounding of the terms, never an explicit
+        tolerance) is at most ``resolution`` of the compared terms (``sum |v| |J u| + sum
+        |J^T v| |u|``), or the oracle's raw error ``fd_error`` is within ``rounding_floor``
+        (:meth:`fd_rounding_floor`: a derivative far below ``f``'s own scale, ``tanh`` at 20, is
+        resolved as well as float64 can, in absolute terms).  Terms of 0 are resolved: both
+        sides are then exactly zero (an unused input), an exact agreement.  A non-finite
+        allowance is not resolved."""
+        if not np.isfinite(model_allowed):
+            return False
+        return bool(terms == 0 or model_allowed <= self.resolution * terms
+                    or 0 < fd_error <= rounding_floor)
+
+    @property
+    def rounding_level_factor(self) -> float:
+        """``rounding_gamma / resolution`` (1600 by default): a failed comparison within this
+        many eps of its scale is at the rounding level (labelled so in reports, never excused):
+        what the rounding bound would allow for terms ``1 / resolution`` times the scale, the
+        cancellation inside a rule that the final-terms model does not see
+        (``docs/error-model.md`` section 5b); a wrong rule differs by far more (the checks are
+        built to catch 1e-9 relative, 2e4 times this level)."""
+        return self.rounding_gamma / self.resolution
+
+    def rounding_level(self, discrepancy: float, terms: float, unit: float, dtype: str
+                       ) -> float | None:
+        """The rounding level ``rounding_level_factor x eps(dtype) x max(terms, unit)`` of a
+        comparison if its ``discrepancy`` is within it, else ``None``.  ``terms``: the compared
+        scalar's absolute terms; ``unit``: ``||v|| ||u||``, the size ``v^T J u`` has for a
+        Jacobian of norm 1 (the scale where the exact derivative is 0 and the terms vanish:
+        ``native_layer_norm`` of one element)."""
+        level = self.rounding_level_factor * eps(dtype) * max(float(terms), float(unit))
+        return level if np.isfinite(level) and 0 < discrepancy <= level else None
+
+    def fd_rounding_floor(self, v: np.ndarray, f: np.ndarray, value: np.ndarray,
+                          curvature: np.ndarray, h_max: float, h_min: float) -> float:
+        """``rounding_gamma eps sum_i |v_i| s_i / h_min`` with ``s_i = |f_i| + h_max |(J u)_i| +
+        h_max^2 |curv_i| / 2`` the size of output element ``i`` over the table's stencil: the
+        error of a central difference at step ``h_min`` from ``rounding_gamma`` roundings of
+        each value of a deterministic ``f`` (never the measured noise: a noisy ``f`` must not
+        widen it)."""
+        h_max, h_min = np.float64(h_max), np.float64(h_min)  # NumPy overflows to inf, not raises
+        with np.errstate(all="ignore"):
+            s = np.abs(f) + h_max * np.abs(value) + 0.5 * h_max * h_max * np.abs(curvature)
+            floor = self.rounding_gamma * eps("float64") * float(
+                np.sum(np.abs(v) * np.where(np.isfinite(s), s, 0.0)) / h_min)
+        return floor if np.isfinite(floor) else 0.0
+
+    def amplification(self, curvature: np.ndarray, ju: np.ndarray) -> np.ndarray:
+        """``|f''| / |f'|`` per element, non-finite as 0, capped at ``conditioning_cap`` x its
+        median."""
+        with np.errstate(all="ignore"):
+            r = np.abs(curvature) / np.abs(ju)
+        r = np.where(np.isfinite(r), r, 0.0)
+        if r.size:
+            r = np.minimum(r, self.conditioning_cap * float(np.median(r)))
+        return r
+
+
+#: the model every check uses unless a profile is passed (``check(..., error_model=...)``)
+DEFAULT_MODEL = ErrorModel()
+
+# the default model's constants under their own names, for the code that reads them directly
+FD_SAFETY = DEFAULT_MODEL.fd_safety
+ROUNDING_GAMMA = DEFAULT_MODEL.rounding_gamma
+NOISE_FACTOR = DEFAULT_MODEL.noise_factor
+RESOLUTION = DEFAULT_MODEL.resolution
+ROUNDING_LEVEL = DEFAULT_MODEL.rounding_level_factor
+
+
+def model_allowance(fd_error: float, magnitude: float, dtype: str, *, conditioning: float = 0.0,
+                    measured: float = 0.0, model: ErrorModel = DEFAULT_MODEL) -> Allowance:
+    """``model.allowance(...)`` (:meth:`ErrorModel.allowance`): ``fd_safety * fd_error +
+    rounding_gamma * eps(dtype) * (magnitude + conditioning) + measured``."""
+    return model.allowance(fd_error, magnitude, dtype, conditioning=conditioning,
+                           measured=measured)
 
 
 def explicit_allowance(expected: float, atol: float | None, rtol: float | None) -> Allowance:
@@ -153,12 +348,13 @@ def allowance(
     measured: float = 0.0,
     atol: float | None = None,
     rtol: float | None = None,
+    model: ErrorModel = DEFAULT_MODEL,
 ) -> Allowance:
-    """The explicit tolerance if one was given, else the error model (``measured``: see
-    :func:`model_allowance`)."""
+    """The explicit tolerance if one was given, else ``model``'s (``measured``: see
+    :meth:`ErrorModel.allowed`)."""
     if atol is not None or rtol is not None:
         return explicit_allowance(expected, atol, rtol)
-    return model_allowance(fd_error, magnitude, dtype, conditioning=conditioning,
+    return model.allowance(fd_error, magnitude, dtype, conditioning=conditioning,
                            measured=measured)
 
 
@@ -178,7 +374,8 @@ def forward_error(y64: np.ndarray, y_low: np.ndarray, noise64: np.ndarray, dtype
 
 
 def conditioning_norm(
-    v: np.ndarray, fwd_error: np.ndarray, curvature: np.ndarray, ju: np.ndarray
+    v: np.ndarray, fwd_error: np.ndarray, curvature: np.ndarray, ju: np.ndarray, *,
+    model: ErrorModel = DEFAULT_MODEL,
 ) -> float:
     """``|| |v_i| fwd_error_i |curv_i| / |(J u)_i| ||_2`` with the ratio capped (module doc).
 
@@ -187,26 +384,18 @@ def conditioning_norm(
     element.  For an elementwise ``y = f(x)`` the ratio is ``|f''| / |f'|`` and each term is the
     error a rounded ``y`` causes in ``v_i f'(x_i)``.
     """
-    return float(np.linalg.norm(np.abs(v) * np.abs(fwd_error) * _amplification(curvature, ju)))
+    return float(np.linalg.norm(np.abs(v) * np.abs(fwd_error)
+                                * model.amplification(curvature, ju)))
 
 
 def conditioning_term(
-    v: np.ndarray, y: np.ndarray, curvature: np.ndarray, ju: np.ndarray
+    v: np.ndarray, y: np.ndarray, curvature: np.ndarray, ju: np.ndarray, *,
+    model: ErrorModel = DEFAULT_MODEL,
 ) -> float:
     """Sum-wise sibling of :func:`conditioning_norm` for a projected rule check whose widest
     dtype is below float64 (``Backend.oracle_forward``): ``sum_i |v_i| |y_i| |curv_i|/|(J u)_i|``,
     with one rounding of each output (``|y_i|`` units of eps) and the same capped ratio."""
-    return float(np.sum(np.abs(v) * np.abs(y) * _amplification(curvature, ju)))
-
-
-def _amplification(curvature: np.ndarray, ju: np.ndarray) -> np.ndarray:
-    """``|f''| / |f'|`` per element, non-finite as 0, capped at ``_COND_CAP`` x its median."""
-    with np.errstate(all="ignore"):
-        r = np.abs(curvature) / np.abs(ju)
-    r = np.where(np.isfinite(r), r, 0.0)
-    if r.size:
-        r = np.minimum(r, _COND_CAP * float(np.median(r)))
-    return r
+    return float(np.sum(np.abs(v) * np.abs(y) * model.amplification(curvature, ju)))
 
 
 def rounding_allowance(
@@ -217,32 +406,20 @@ def rounding_allowance(
     *,
     atol: float | None = None,
     rtol: float | None = None,
-    gamma: float = ROUNDING_GAMMA,
-    noise_factor: float = NOISE_FACTOR,
+    model: ErrorModel = DEFAULT_MODEL,
 ) -> Allowance:
-    """Allowed ``||g_d - g_64||`` of the low-precision rounding check (norm-wise).
-
-    ``gamma * eps(dtype) * (||g_64|| + conditioning) + noise_factor * noise``; an explicit
-    ``atol``/``rtol`` means ``atol + rtol * ||g_64||`` exactly.
-    """
+    """Allowed ``||g_d - g_64||`` of the low-precision rounding check (norm-wise):
+    :meth:`ErrorModel.norm_allowance`; an explicit ``atol``/``rtol`` means ``atol + rtol *
+    ||g_64||`` exactly."""
     if atol is not None or rtol is not None:
         return explicit_allowance(norm, atol, rtol)
-    e = eps(dtype)
-    allowed = gamma * e * (norm + conditioning) + noise_factor * noise
-    cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
-    src = f"{gamma:g} x eps({dtype}) x (||VJP|| {norm:.3g}{cond})"
-    if noise:
-        src += f" + {noise_factor:g} x measured rounding noise {noise:.3g}"
-    return Allowance(allowed, f"{src} = {allowed:.3g}")
+    return model.norm_allowance(norm, conditioning, noise, dtype)
 
 
 def estimates_agree(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
-                    terms: np.ndarray) -> np.ndarray:
-    """Whether two finite-difference estimates of the same quantities (values ``v``, error
-    estimates ``e``) agree: within ``FD_SAFETY`` times their summed error estimates plus the
-    float64 rounding of ``terms``.  Where they do not, at least one error model fails."""
-    with np.errstate(invalid="ignore"):
-        return np.abs(v1 - v2) <= FD_SAFETY * (e1 + e2) + ROUNDING_GAMMA * eps("float64") * terms
+                    terms: np.ndarray, *, model: ErrorModel = DEFAULT_MODEL) -> np.ndarray:
+    """:meth:`ErrorModel.estimates_agree` of ``model``."""
+    return model.estimates_agree(v1, e1, v2, e2, terms)
 
 
 def argument_sensitivity(g_at: np.ndarray, step: float) -> np.ndarray:
@@ -281,53 +458,22 @@ def argument_conditioning_elements(sens_a: np.ndarray, sens_b: np.ndarray) -> np
     return 2.0 * np.minimum(np.abs(sens_a), np.abs(sens_b))
 
 
-# a failed comparison is at the rounding level (labelled so in reports, never excused) when its
-# discrepancy is within ROUNDING_GAMMA / RESOLUTION = 1600 eps of its scale: what the rounding
-# bound ROUNDING_GAMMA eps would allow for terms 1 / RESOLUTION = 100 times the scale, the
-# cancellation inside a rule that the final-terms model does not see (docs/error-model.md
-# section 5b); a wrong rule differs by far more (the checks are built to catch 1e-9 relative,
-# 2e4 times this level)
-ROUNDING_LEVEL = ROUNDING_GAMMA / RESOLUTION
-
-
-def rounding_level(discrepancy: float, terms: float, unit: float, dtype: str) -> float | None:
-    """The rounding level ``ROUNDING_LEVEL eps(dtype) max(terms, unit)`` of a comparison if its
-    ``discrepancy`` is within it, else ``None``.  ``terms``: the compared scalar's absolute
-    terms; ``unit``: ``||v|| ||u||``, the size ``v^T J u`` has for a Jacobian of norm 1 (the
-    scale where the exact derivative is 0 and the terms vanish: ``native_layer_norm`` of one
-    element)."""
-    level = ROUNDING_LEVEL * eps(dtype) * max(float(terms), float(unit))
-    return level if np.isfinite(level) and 0 < discrepancy <= level else None
+def rounding_level(discrepancy: float, terms: float, unit: float, dtype: str, *,
+                   model: ErrorModel = DEFAULT_MODEL) -> float | None:
+    """:meth:`ErrorModel.rounding_level` of ``model``."""
+    return model.rounding_level(discrepancy, terms, unit, dtype)
 
 
 def resolved(model_allowed: float, terms: float, *, fd_error: float = 0.0,
-             rounding_floor: float = 0.0, resolution: float = RESOLUTION) -> bool:
-    """Whether a comparison can pass (``docs/error-model.md`` section 3b): the error model's
-    allowance (the oracle's error and the rounding of the terms, never an explicit tolerance)
-    is at most ``resolution`` of the compared terms (``sum |v| |J u| + sum |J^T v| |u|``), or
-    the oracle's raw error ``fd_error`` is within ``rounding_floor``, the error that float64
-    rounding of a deterministic ``f``'s values causes at the table's smallest step (a
-    derivative far below ``f``'s own scale, ``tanh`` at 20: resolved as well as float64 can,
-    in absolute terms).  Terms of 0 are resolved: both sides are then exactly zero (an unused
-    input), an exact agreement.  A non-finite allowance is not resolved."""
-    if not np.isfinite(model_allowed):
-        return False
-    return bool(terms == 0 or model_allowed <= resolution * terms
-                or 0 < fd_error <= rounding_floor)
+             rounding_floor: float = 0.0, model: ErrorModel = DEFAULT_MODEL) -> bool:
+    """:meth:`ErrorModel.resolved` of ``model``."""
+    return model.resolved(model_allowed, terms, fd_error=fd_error, rounding_floor=rounding_floor)
 
 
 def fd_rounding_floor(v: np.ndarray, f: np.ndarray, value: np.ndarray, curvature: np.ndarray,
-                      h_max: float, h_min: float, gamma: float = ROUNDING_GAMMA) -> float:
-    """``gamma eps sum_i |v_i| s_i / h_min`` with ``s_i = |f_i| + h_max |(J u)_i| + h_max^2
-    |curv_i| / 2`` the size of output element ``i`` over the table's stencil: the error of a
-    central difference at step ``h_min`` from ``gamma`` roundings of each value of a
-    deterministic ``f`` (never the measured noise: a noisy ``f`` must not widen it)."""
-    h_max, h_min = np.float64(h_max), np.float64(h_min)  # NumPy overflows to inf, not raises
-    with np.errstate(all="ignore"):
-        s = np.abs(f) + h_max * np.abs(value) + 0.5 * h_max * h_max * np.abs(curvature)
-        floor = gamma * eps("float64") * float(np.sum(np.abs(v) * np.where(np.isfinite(s), s,
-                                                                            0.0)) / h_min)
-    return floor if np.isfinite(floor) else 0.0
+                      h_max: float, h_min: float, *, model: ErrorModel = DEFAULT_MODEL) -> float:
+    """:meth:`ErrorModel.fd_rounding_floor` of ``model``."""
+    return model.fd_rounding_floor(v, f, value, curvature, h_max, h_min)
 
 
 def ratio(discrepancy: float, allowed: float) -> float:

@@ -26,6 +26,31 @@ _UNSUPPORTED = ("setup_context", "jvp", "not implemented", "forward AD", "forwar
                 "functorch transform")
 
 
+def _stack_rows(rows: Any, count: int) -> list[Any]:
+    """``torch.stack`` of each position of ``count`` rows (tuples of tensors, ``None`` where
+    the first row has ``None``), consumed one row at a time: each row is copied into the
+    result and dropped before the next is computed (``torch.stack`` of a list holds every row
+    and the result at once: twice the memory of the result), and one row is a view."""
+    it = iter(rows)
+    first = next(it)
+    if count == 1:
+        return [None if t is None else t.unsqueeze(0) for t in first]
+    out = [None if t is None else t.new_empty((count,) + tuple(t.shape)) for t in first]
+    row = first
+    del first
+    for b in range(count):
+        if b:
+            row = next(it)
+        for o, t in zip(out, row, strict=True):
+            if o is not None:
+                if t is None or t.shape != o.shape[1:]:  # as torch.stack would refuse it
+                    raise RuntimeError(f"row {b} has shape {None if t is None else t.shape}, "
+                                       f"row 0 {tuple(o.shape[1:])}")
+                o[b].copy_(t)
+        del row
+    return out
+
+
 def _raise_if_unsupported(exc: RuntimeError, what: str) -> None:
     """Turn torch's "this function does not support X" errors into NotImplementedError (a skip)."""
     text = str(exc)
@@ -219,10 +244,9 @@ class TorchBackend(Backend):
                                        is_grads_batched=True)
 
         def loop():
-            rows = [torch.autograd.grad(outs_, leaves, [c[b] for c in cts], allow_unused=True,
-                                        retain_graph=True) for b in range(B)]
-            return [None if rows[0][k] is None else torch.stack([r[k] for r in rows])
-                    for k in range(len(leaves))]
+            return _stack_rows((torch.autograd.grad(outs_, leaves, [c[b] for c in cts],
+                                                    allow_unused=True, retain_graph=True)
+                                for b in range(B)), B)
 
         grads = self._vectorized(fn, "vjp", batched, loop) if vectorize else loop()
         return [self._to_np(g) if g is not None
@@ -242,8 +266,8 @@ class TorchBackend(Backend):
             return _as_tuple(torch.func.jvp(g, primals, t)[1])
 
         def loop():
-            rows = [one(*[t[b] for t in tans]) for b in range(len(tangents[0]))]
-            return [torch.stack([r[k] for r in rows]) for k in range(len(rows[0]))]
+            return _stack_rows((one(*[t[b] for t in tans]) for b in range(len(tangents[0]))),
+                               len(tangents[0]))
 
         try:
             out = (self._vectorized(fn, "jvp", lambda: torch.func.vmap(one)(*tans), loop)
@@ -293,8 +317,8 @@ class TorchBackend(Backend):
                     for c, o in zip(cotangents, outs, strict=True))
 
         def loop():
-            rows = [pullback(tuple(c[b] for c in cts)) for b in range(len(cotangents[0]))]
-            return [torch.stack([r[k] for r in rows]) for k in range(len(diff))]
+            return _stack_rows((pullback(tuple(c[b] for c in cts))
+                                for b in range(len(cotangents[0]))), len(cotangents[0]))
 
         return {"torch.func.vjp": [self._to_np(r) for r in loop()]}
 

@@ -9,6 +9,7 @@ import numbers
 from typing import Any
 
 from ..errors import InvalidArgument
+from ..tolerance import DEFAULT_MODEL, ErrorModel
 
 
 def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
@@ -47,3 +48,14 @@ def tolerance(name: str, value: Any) -> float | None:
             math.isfinite(float(value)) and float(value) >= 0):
         raise InvalidArgument(f"{name}={value!r} must be a finite number >= 0")
     return float(value)
+
+
+def error_model(value: Any) -> ErrorModel:
+    """``None`` (the default model) or an :class:`~gradcheck.ErrorModel` instance."""
+    if value is None:
+        return DEFAULT_MODEL
+    if not isinstance(value, ErrorModel):
+        raise InvalidArgument(f"error_model={value!r} must be None or a gradcheck.ErrorModel, "
+                              "e.g. error_model=gradcheck.ErrorModel(fd_safety=3.0) (got "
+                              f"{type(value).__name__})")
+    return value

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import tolerance
 from ...backends.base import is_floating
 from ...backends.guarded import GuardedBackend
 from ...results import CheckKind, CheckResult, Status
@@ -33,6 +34,7 @@ class CheckConfig:
     fast: bool = False  # screen first (:mod:`.._screen`); the full check only where it cannot pass
     timeout: float | None = None  # seconds for the whole check (:mod:`.._limits`)
     order_level: int = 0  # 1 inside the order-2 sub-run (the outer deadline covers it)
+    error_model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # check(error_model=...)
 
 
 @dataclass(frozen=True)
