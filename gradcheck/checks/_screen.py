@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd, tolerance
+from .. import fd
 from ..backends.guarded import AdapterFailed, AdapterFailure
 from ..results import CheckKind, CheckResult, Status
 from .numeric.compare import compare_alternatives, emit_fwd_rev, model_of
@@ -226,9 +226,9 @@ def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.Projec
     model = model_of(prep)
     ratios, allows = probe_ratios(Comparison(kind, s_ad, s_fd, e_fd, t, "float64"), model)
     # resolution before verdict, as the full check judges it (the floor above implies it)
-    models = [model.model(float(e_fd[p]), float(t[p]), "float64") for p in range(len(s_ad))]
+    models = [model.modelled(float(e_fd[p]), float(t[p]), "float64") for p in range(len(s_ad))]
     for p in range(len(s_ad)):
-        if not tolerance.resolved(models[p], float(t[p])):
+        if not model.resolved(models[p], float(t[p])):
             return (f"{what}, probe {p}: allowed error {models[p]:.3g} not resolved against "
                     f"terms {t[p]:.3g}")
     resolution = max(m / float(x) if x > 0 else 0.0 for m, x in zip(models, t, strict=True))

@@ -86,8 +86,9 @@ class SecondEstimates:
         s_fd, e_fd, terms = side.values, side.errors, side.terms
         s2, e2, terms2 = side2.values, side2.errors, side2.terms
         second = f"the steps {_step_range(small)} give {_fmt(s2)} (error {_fmt(e2)})"
-        broken = contradicted(fde, small, sl)
-        if not broken and np.all(tolerance.estimates_agree(s_fd, e_fd, s2, e2, terms + terms2)):
+        model = prep.cfg.error_model
+        broken = contradicted(fde, small, sl, model)
+        if not broken and np.all(model.estimates_agree(s_fd, e_fd, s2, e2, terms + terms2)):
             return Judged(fde, side, f"confirmed: {second}")
         if sharp(side2) and agrees(prep, ad, side2):
             return Judged(small, side2, (
@@ -129,13 +130,14 @@ class SecondEstimates:
         return self.by_input[j]
 
 
-def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice) -> int:
+def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice,
+                 model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> int:
     """How many elements (probe x output element on ``sl``) of the two estimates differ by
     more than the sum of their error estimates (with the rule check's safety factor): where
     one does, at least one error model does not hold at ``x``."""
     v1, e1 = first.value[:, sl], first.error[:, sl]
     v2, e2 = second.value[:, sl], second.error[:, sl]
-    agree = tolerance.estimates_agree(v1, e1, v2, e2, np.abs(v1) + np.abs(v2))
+    agree = model.estimates_agree(v1, e1, v2, e2, np.abs(v1) + np.abs(v2))
     return int(np.sum(~agree & np.isfinite(v1) & np.isfinite(v2)))
 
 
@@ -158,7 +160,7 @@ def agrees(prep: Prepared, ad: dict, side: FdSide) -> bool:
     """Whether every AD value of every probe is within the rule check's allowance of the
     estimate ``side`` (:func:`~.numeric.scalars.fd_side`), as :func:`~.numeric.judge.judge`
     judges it without the conditioning term, which only widens it."""
-    model = AllowanceModel(prep.cfg.atol, prep.cfg.rtol)
+    model = AllowanceModel(prep.cfg.atol, prep.cfg.rtol, prep.cfg.error_model)
     return all(all(r <= 1.0 for r in probe_ratios(
         Comparison(kind, s_ad, side.values, side.errors, side.terms, prep.rule_dtype),
         model)[0]) for kind, s_ad in ad.items())

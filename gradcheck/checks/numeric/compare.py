@@ -53,7 +53,8 @@ class Samples:
 
 
 def model_of(prep: Prepared) -> AllowanceModel:
-    return AllowanceModel(prep.cfg.atol, prep.cfg.rtol)
+    """The run's allowances: its error model, or its explicit atol/rtol."""
+    return AllowanceModel(prep.cfg.atol, prep.cfg.rtol, prep.cfg.error_model)
 
 
 def compared_kinds(prep: Prepared) -> list[CheckKind]:
@@ -140,8 +141,8 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
         details["computed_in"] = c.dtype
     level = None
     if not v.ok:
-        level = tolerance.rounding_level(v.discrepancy, v.terms,
-                                         probe_norms(pr, i, j, v.probe), c.dtype)
+        level = prep.cfg.error_model.rounding_level(v.discrepancy, v.terms,
+                                                    probe_norms(pr, i, j, v.probe), c.dtype)
         if level is not None:
             details["rounding_level"] = level
     loc = Localization("")
@@ -154,17 +155,20 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
         discrepancy=v.discrepancy, relative_discrepancy=v.relative, allowed=v.allowed,
         allowed_source=v.source, discrepancy_ratio=v.ratio, worst=loc.worst,
         convergence=conv[v.probe] if conv else (), details=details,
-        message=_verdict_message(v, c.label, level, oracle),
+        message=_verdict_message(v, c.label, level, oracle, prep.cfg.error_model),
     )
 
 
-def _verdict_message(v: Verdict, label: str, level: float | None, oracle: bool
-                     ) -> Callable[[CheckResult], str]:
+def _verdict_message(v: Verdict, label: str, level: float | None, oracle: bool,
+                     model: tolerance.ErrorModel) -> Callable[[CheckResult], str]:
     def message(r: CheckResult) -> str:
         if v.status is Status.INCONCLUSIVE:
-            return unresolved_message(r, label, v.model_allowed, v.terms, oracle)
+            return unresolved_message(r, label, v.model_allowed, v.terms, oracle,
+                                      model.resolution)
         text = agreement_message(r, label)
-        return text + rounding_level_note(level) if level is not None else text
+        if level is None:
+            return text
+        return text + rounding_level_note(level, model.rounding_level_factor)
 
     return message
 
@@ -200,12 +204,13 @@ def _path_noise_if_needed(prep: Prepared, name: str, pr: Probes, i: int, j: int,
     final-terms bound is exceeded and the error model (not an explicit tolerance) judges."""
     if model_of(prep).explicit or prep.rule_dtype != "float64":
         return None
-    bound = tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * terms
+    model = prep.cfg.error_model
+    bound = model.rounding(terms)
     if np.all(np.abs(s - s_rev) <= bound) or not np.all(np.isfinite(s)):
         return None
     P = len(pr.v[i])
     cts = [cotangents(prep, i, pr.v[i][p], np.float64) for p in range(P)]
-    shares = tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * share_terms
+    shares = model.rounding(share_terms)
     return np.array(_path_noise.measured_extra(
         prep.backend.backend, prep.fn, name, prep.args64, prep.diff, prep.diff.index(j), cts,
         [pr.u[j][p] for p in range(P)], list(shares), prep.device, prep.cfg.seed))
@@ -229,7 +234,8 @@ def compare_low(prep: Prepared, where: dict[str, int],
         curv = np.sqrt(np.mean(np.square(fde.curvature[:, sl]), axis=0))
         noise64 = np.max(fde.noise[:, sl], axis=0)
     n_fwd = tolerance.forward_error(y, y_d, noise64, prep.dtype)
-    cond = tolerance.conditioning_norm(pr.v[i][0].ravel(), n_fwd, curv, ju)
+    cond = tolerance.conditioning_norm(pr.v[i][0].ravel(), n_fwd, curv, ju,
+                                       model=prep.cfg.error_model)
     cmp = rounding.compare(smp, prep.diff.index(j), prep.args64[j].shape, prep.dtype, cond,
                            prep.cfg.atol, prep.cfg.rtol)
     ratio = tolerance.ratio(cmp.discrepancy, cmp.allowance.allowed)

@@ -3,9 +3,9 @@ the pure :func:`judge` against an :class:`AllowanceModel` into a frozen :class:`
 
 A comparison passes when every probe is within its allowance *and* resolved: the error
 model's allowance (never an explicit tolerance) small against the compared terms
-(:func:`gradcheck.tolerance.resolved`); a pass that is not resolved is ``inconclusive``.  The
-reported probe is the worst one: the largest ratio, or on an unresolved pass the least
-resolved probe."""
+(:meth:`gradcheck.tolerance.ErrorModel.resolved`); a pass that is not resolved is
+``inconclusive``.  The reported probe is the worst one: the largest ratio, or on an
+unresolved pass the least resolved probe."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from ...results import CheckKind, CheckResult, Status, number, shown
 
 @dataclass(frozen=True)
 class AllowanceModel:
-    """Where a comparison's allowance comes from: the error model
-    (:mod:`gradcheck.tolerance`), or an explicit ``atol`` / ``rtol`` where the caller gave
-    one (resolution is always the error model's)."""
+    """Where a comparison's allowance comes from: the error model (``model``, a
+    :class:`gradcheck.tolerance.ErrorModel`: ``check(..., error_model=...)``), or an explicit
+    ``atol`` / ``rtol`` where the caller gave one (resolution is always the error model's)."""
 
     atol: float | None = None
     rtol: float | None = None
+    model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
 
     @property
     def explicit(self) -> bool:
@@ -33,13 +34,20 @@ class AllowanceModel:
     def allowance(self, expected: float, fd_error: float, terms: float, dtype: str, *,
                   conditioning: float = 0.0, measured: float = 0.0) -> tolerance.Allowance:
         return tolerance.allowance(expected, fd_error, terms, dtype, conditioning=conditioning,
-                                   measured=measured, atol=self.atol, rtol=self.rtol)
+                                   measured=measured, atol=self.atol, rtol=self.rtol,
+                                   model=self.model)
 
-    def model(self, fd_error: float, terms: float, dtype: str, *, conditioning: float = 0.0,
-              measured: float = 0.0) -> float:
+    def modelled(self, fd_error: float, terms: float, dtype: str, *, conditioning: float = 0.0,
+                 measured: float = 0.0) -> float:
         """The error model's allowance, whatever the explicit tolerance."""
-        return tolerance.model_allowance(fd_error, terms, dtype, conditioning=conditioning,
-                                         measured=measured).allowed
+        return float(self.model.allowed(fd_error, terms, dtype, conditioning=conditioning,
+                                        measured=measured))
+
+    def resolved(self, modelled: float, terms: float, *, fd_error: float = 0.0,
+                 rounding_floor: float = 0.0) -> bool:
+        """:meth:`gradcheck.tolerance.ErrorModel.resolved`."""
+        return self.model.resolved(modelled, terms, fd_error=fd_error,
+                                   rounding_floor=rounding_floor)
 
 
 @dataclass(frozen=True)
@@ -110,17 +118,17 @@ def judge(c: Comparison, model: AllowanceModel) -> Verdict:
     p = int(np.argmax(ratios))
     ok = ratios[p] <= 1.0 and np.isfinite(c.actual[p])
     # resolution before verdict: a pass needs an allowance small against the compared terms
-    # on every probe (tolerance.resolved; the model's allowance, also under atol/rtol)
-    models = [model.model(float(c.fd_error[q]), float(c.terms[q]), c.dtype,
-                          conditioning=_at(c.conditioning, q), measured=_at(c.measured, q))
+    # on every probe (ErrorModel.resolved; the model's allowance, also under atol/rtol)
+    models = [model.modelled(float(c.fd_error[q]), float(c.terms[q]), c.dtype,
+                             conditioning=_at(c.conditioning, q), measured=_at(c.measured, q))
               for q in range(c.probes)]
     with np.errstate(all="ignore"):
         resolution = [m / float(t) if t > 0 else 0.0 for m, t in zip(models, c.terms,
                                                                           strict=True)]
     unresolved = [q for q in range(c.probes)
-                  if not tolerance.resolved(models[q], float(c.terms[q]),
-                                            fd_error=float(c.fd_error[q]),
-                                            rounding_floor=_at(c.floors, q))]
+                  if not model.resolved(models[q], float(c.terms[q]),
+                                        fd_error=float(c.fd_error[q]),
+                                        rounding_floor=_at(c.floors, q))]
     if ok and unresolved:
         p = max(unresolved, key=lambda q: resolution[q])
     disc = abs(float(c.actual[p]) - float(c.expected[p]))
@@ -144,7 +152,7 @@ def agreement_message(r: CheckResult, label: str) -> str:
 
 
 def unresolved_message(r: CheckResult, label: str, model: float, terms: float,
-                       oracle: bool) -> str:
+                       oracle: bool, resolution: float = tolerance.RESOLUTION) -> str:
     """Why a comparison within its allowance is not passed: the allowance is not resolved."""
     what = r.subject + (f" ({label})" if label else "")
     v = shown(r)
@@ -154,13 +162,14 @@ def unresolved_message(r: CheckResult, label: str, model: float, terms: float,
              "nondeterministic or not smooth on the scale of the steps)" if oracle else
              "the rounding bound of this comparison is as large as what it compares")
     return (f"{what} not resolved: allowed error {number(model)} is {times} the compared "
-            f"terms {number(terms)} (at most {tolerance.RESOLUTION:g}x can pass): {cause}, not "
+            f"terms {number(terms)} (at most {resolution:g}x can pass): {cause}, not "
             f"passed; actual {v.actual} vs expected {v.expected}, |diff| {v.difference} "
             f"[{r.allowed_source}]")
 
 
-def rounding_level_note(level: float) -> str:
-    """What a failure at the rounding level adds to its message."""
+def rounding_level_note(level: float, factor: float = tolerance.ROUNDING_LEVEL) -> str:
+    """What a failure at the rounding level adds to its message (``factor``: the model's
+    rounding-level factor)."""
     return (f"; at the rounding level (|diff| within {number(level)}, "
-            f"{tolerance.ROUNDING_LEVEL:g} eps of the comparison's scale): a rounding "
+            f"{factor:g} eps of the comparison's scale): a rounding "
             "inconsistency, not a wrong rule")

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from ... import tolerance
 from ...backends.guarded import AdapterFailed, AdapterFailure
 from ...results import CheckKind, WorstElement
 from .. import _sparse_jacobian
@@ -60,8 +59,7 @@ def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:
     # is compared on its support, a dense one on every element
     rows, cols = np.nonzero((J_ad != 0) | (J_fd != 0))
     ad, fd_, err = J_ad[rows, cols], J_fd[rows, cols], E_fd[rows, cols]
-    allowed = tolerance.FD_SAFETY * err + tolerance.ROUNDING_GAMMA * tolerance.eps(
-        prep.rule_dtype) * (np.abs(ad) + np.abs(fd_))
+    allowed = prep.cfg.error_model.allowed(err, np.abs(ad) + np.abs(fd_), prep.rule_dtype)
     diff = np.abs(ad - fd_)
     with np.errstate(all="ignore"):
         r = diff / np.maximum(allowed, 1e-300)

@@ -80,7 +80,8 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
                        message=f"the function raised at the sample point (float64): "
                                f"{outs64.text}")
         return Finished("evaluation failed")
-    if not _pure(rec, before, args64) or not _deterministic(rec, evaluate, outs64):
+    if not _pure(rec, before, args64) or not _deterministic(rec, evaluate, outs64,
+                                                                 cfg.error_model):
         return Finished("impure or nondeterministic")
     paths = getattr(outs64, "paths", None)
     float_outs = [i for i, o in enumerate(outs64) if is_float(np.asarray(o))]
@@ -163,9 +164,9 @@ def _pure(rec: Recorder, before: list[np.ndarray], after: list[np.ndarray]) -> b
 
 
 def _deterministic(rec: Recorder, evaluate: Callable[[], list[Any] | AdapterFailure],
-                   outs64: Sequence[Any]) -> bool:
+                   outs64: Sequence[Any], model: tolerance.ErrorModel) -> bool:
     """Whether a second evaluation at the same point gives the same outputs, within
-    ``ROUNDING_GAMMA`` ulps of each output element (a multithreaded reduction may sum in another
+    ``rounding_gamma`` ulps of each output element (a multithreaded reduction may sum in another
     order); an ``inconclusive`` result with the size of the difference where not: finite
     differences of a function that changes between calls estimate nothing."""
     again = evaluate()
@@ -185,8 +186,7 @@ def _deterministic(rec: Recorder, evaluate: Callable[[], list[Any] | AdapterFail
             break
         with np.errstate(all="ignore"):
             d = np.abs(a64 - b64)
-            bound = tolerance.ROUNDING_GAMMA * tolerance.eps(a.dtype.name) * np.maximum(
-                np.abs(a64), np.abs(b64))
+            bound = model.rounding(np.maximum(np.abs(a64), np.abs(b64)), a.dtype.name)
             over = (d > bound) & ~(np.isnan(a64) & np.isnan(b64))
         if np.any(over):
             size = float(np.nanmax(np.where(over, d, 0.0)))
@@ -198,7 +198,7 @@ def _deterministic(rec: Recorder, evaluate: Callable[[], list[Any] | AdapterFail
                details={"nondeterministic": worst},
                message=f"fn is nondeterministic: two evaluations at the same point differ by "
                        f"up to {worst:.3g} in {output_name(paths, where)} (more than "
-                       f"{tolerance.ROUNDING_GAMMA:g} ulps of the output); finite differences "
+                       f"{model.rounding_gamma:g} ulps of the output); finite differences "
                        "of it estimate nothing, so no derivative was checked (make it "
                        "deterministic: fix its random seed inside fn, or pass the noise as an "
                        "input)")

@@ -130,8 +130,9 @@ def rule_conditioning(prep: Prepared, pr: Probes, i: int, fde: fd.FDEstimate, sl
     if prep.rule_dtype == "float64":
         return None
     y = np.asarray(prep.outs64[i], dtype=np.float64).ravel()
+    model = prep.cfg.error_model
     return np.array([tolerance.conditioning_term(pr.v[i][p].ravel(), y, fde.curvature[p, sl],
-                                                 fde.value[p, sl])
+                                                 fde.value[p, sl], model=model)
                      for p in range(len(pr.v[i]))])
 
 
@@ -145,9 +146,10 @@ def rounding_floors(prep: Prepared, pr: Probes, i: int, fde: fd.FDEstimate | Non
     sl = out_slices(prep)[i]
     f = np.asarray(prep.outs64[i], dtype=np.float64).ravel()
     steps = fde.steps[:, : fd.DEFAULT_LEVELS]
-    return np.array([tolerance.fd_rounding_floor(pr.v[i][q].ravel(), f, fde.value[q, sl],
-                                                 fde.curvature[q, sl], float(np.max(steps[q])),
-                                                 float(np.min(steps[q]))) for q in range(P)])
+    model = prep.cfg.error_model
+    return np.array([model.fd_rounding_floor(pr.v[i][q].ravel(), f, fde.value[q, sl],
+                                             fde.curvature[q, sl], float(np.max(steps[q])),
+                                             float(np.min(steps[q]))) for q in range(P)])
 
 
 def probe_norms(pr: Probes, i: int, j: int, p: int) -> float:
