@@ -14,6 +14,7 @@ import pytest
 
 import gradcheck
 from gradcheck import fd
+from gradcheck.checks import _screen
 
 torch = pytest.importorskip("torch")
 
@@ -78,11 +79,11 @@ _VMAP_CHECK = 1
 def _expected(probes: int, *, cross: bool) -> dict[str, int]:
     """docs/cost-model.md, one input and one output: 2 evaluations at the point (the second
     measures determinism), 2 x SCREEN_LEVELS for the screen's table along the one tangent the
-    probes share; one VJP per probe (cotangent), one JVP; in the default one more reverse path
-    per probe (eager vs functional)."""
+    probes share; one VJP per probe (cotangent), one JVP; in the default the other reverse path
+    (eager vs functional) on the first ``ALTERNATIVE_PROBES`` probes."""
     out = {"f": 2 + 2 * fd.SCREEN_LEVELS + _VMAP_CHECK, "vjp": probes, "jvp": 1}
     if cross:
-        out["alt"] = probes
+        out["alt"] = min(probes, _screen.ALTERNATIVE_PROBES)
     return out
 
 

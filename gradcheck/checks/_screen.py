@@ -58,6 +58,10 @@ from .numeric.stages import (
 )
 
 SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
+# probes of the screen's eager-vs-functional comparison: two AD paths judged at rounding level,
+# where one Gaussian probe misses a difference between them only with a probability of the
+# order of its allowance over the difference (docs/error-model.md 2b)
+ALTERNATIVE_PROBES = 1
 
 
 def applies(prep: Prepared) -> bool:
@@ -125,22 +129,27 @@ def screen(prep: Prepared) -> str | None:
             return f"evaluating the function for finite differences raised: {shown!r:.200}"
         est[j] = _per_probe(one, P, R)
         pr = pr.with_tangents(j, rows(one.directions.reshape((1,) + prep.args64[j].shape)))
-    fwd: ForwardSamples = {}
-    kinds: list[CheckKind] = []
+    # each AD result is reduced to its compared scalars as soon as it arrives, and dropped: the
+    # check never holds more than one reverse path's P gradients
+    scalars: dict[CheckKind, _Reduced] = {}
     if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
         # one JVP per input (J u), projected on every cotangent
-        fwd = {j: (t if isinstance(t, AdapterFailure) else t * P)
-               for j, t in forward(prep, pr).items()}
-        kinds.append(CheckKind.JVP)
+        fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else t * P)
+                               for j, t in forward(prep, pr).items()}
+        scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr)
+        del fwd
     # probe p is (v_p, u): the same array P times
     pr = Probes(pr.v, {j: pr.u[j] * P for j in prep.diff})
-    rev: ReverseSamples = {}
     if "rev" in prep.cfg.modes:
-        rev = reverse(prep, pr)
-        kinds.insert(0, CheckKind.VJP)
+        scalars = {CheckKind.VJP: _reduced(prep, CheckKind.VJP, reverse(prep, pr), {}, pr),
+                   **scalars}
     cross = not prep.cfg.fast
-    alt: AlternativeSamples = (alternatives(prep, pr)
-                               if cross and CheckKind.VJP in kinds else {})
+    # the eager-vs-functional comparison (two AD paths, no FD) on the first probe
+    # (ALTERNATIVE_PROBES, docs/error-model.md 2b)
+    first = Probes({i: v[:ALTERNATIVE_PROBES] for i, v in pr.v.items()},
+                   {j: u[:ALTERNATIVE_PROBES] for j, u in pr.u.items()})
+    alt: AlternativeSamples = (alternatives(prep, first)
+                               if cross and CheckKind.VJP in scalars else {})
     staged: list[_Pair] = []
     for r, i in enumerate(prep.float_outs):
         for j in prep.diff:
@@ -151,8 +160,8 @@ def screen(prep: Prepared) -> str | None:
                 return f"output {i} / input {j}: one-sided derivatives differ (possible kink)"
             ad: AdScalars = {}
             skipped: list[_Staged] = []
-            for kind in kinds:
-                vals = ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j))
+            for kind, table in scalars.items():
+                vals = table[(i, j)]
                 if isinstance(vals, AdapterFailure):
                     if not vals.unsupported:
                         return f"the backend's {kind.value.upper()} raised"
@@ -184,9 +193,21 @@ def screen(prep: Prepared) -> str | None:
             emit_fwd_rev(prep, where, pr, pair.ad[CheckKind.JVP][0], pair.ad[CheckKind.VJP][0],
                          t)
         if CheckKind.VJP in pair.ad:
-            compare_alternatives(prep, where, alt, pr, pair.i, pair.j, pair.ad[CheckKind.VJP][0],
-                                 est[pair.j].magnitude[:, pair.r])
+            compare_alternatives(prep, where, alt, first, pair.i, pair.j,
+                                 pair.ad[CheckKind.VJP][0][:ALTERNATIVE_PROBES],
+                                 est[pair.j].magnitude[:ALTERNATIVE_PROBES, pair.r])
     return None
+
+
+# (output i, input j) -> the compared scalars and magnitudes, or the call's failure
+_Reduced = dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | AdapterFailure]
+
+
+def _reduced(prep: Prepared, kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples,
+             pr: Probes) -> _Reduced:
+    """Every pair's compared scalars of ``kind``'s AD results (or the adapter's failure)."""
+    return {(i, j): ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j))
+            for i in prep.float_outs for j in prep.diff}
 
 
 def _record(prep: Prepared, c: _Staged, text: str) -> CheckResult:
