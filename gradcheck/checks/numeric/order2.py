@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...backends.guarded import AdapterFailure
-from ...results import CheckKind, CheckResult, Status
+from ...results import CheckKind, Status
 from .context import CheckConfig, Identity, Prepared, Recorder, Relabel
 
 # (the function differentiated, the first-order kind of its check) -> the order-2 kind
@@ -80,8 +80,4 @@ def second_order(prep: Prepared, run: SubRun) -> None:
                          cfg.test_id)
         sub = Recorder(ident, [], None, relabel(first))
         run(g, inputs, "float64", cfg, sub)
-        _append(prep.recorder, sub.results)
-
-
-def _append(recorder: Recorder, results: list[CheckResult]) -> None:
-    recorder.results.extend(results)
+        prep.recorder.results.extend(sub.results)
