@@ -235,3 +235,35 @@ def test_check_threads_the_profile_into_its_config_and_reproducer(monkeypatch):
     assert seen[0].error_model is strict
     assert "error_model=gradcheck.ErrorModel(fd_safety=3.0)" in seen[0].reproducer
     assert seen[1].error_model == ErrorModel() and "error_model" not in seen[1].reproducer
+
+
+def test_the_sites_that_retyped_the_formula_get_the_same_bits_from_the_model():
+    """What each converted site computed inline before (main at 02e5630), against the model
+    method it calls now, on arrays of every size."""
+    from gradcheck.checks import _sparse_jacobian
+
+    m = ErrorModel()
+    rng = np.random.default_rng(2)
+    g = np.array(_GRID[:-1])
+    a, b = rng.standard_normal((2, 400)) * rng.choice(g, (2, 400))
+    err, mag = np.abs(rng.standard_normal((2, 400))) * rng.choice(g, (2, 400))
+    e32 = float(np.finfo(np.float32).eps)
+    same = np.testing.assert_array_equal
+    # _sparse_jacobian._allowed (localization), agreement._worst (two engines' elements)
+    same(_sparse_jacobian._allowed(err, a, b),
+         _OLD_FD_SAFETY * err + _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(b)))
+    same(_sparse_jacobian._allowed(err, a, 0.0),
+         _OLD_FD_SAFETY * err + _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(0.0)))
+    same(m.rounding(np.abs(a) + np.abs(b)), _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(b)))
+    # _probing.assess (every semantic and audit comparison), in each dtype
+    for dtype in _DTYPES:
+        same(m.allowed(err, mag, dtype),
+             _OLD_FD_SAFETY * err + _OLD_GAMMA * tolerance.eps(dtype) * mag)
+    # audit / model_flow: an FD value told from 0; agreement / _path_noise: measured noise
+    same(m.fd_bound(err), _OLD_FD_SAFETY * err)
+    assert m.fd_bound(float(err[3])) == 10.0 * float(err[3])
+    same(m.noise_bound(mag), _OLD_NOISE * mag)
+    # _audit_steps: a declared tie kept to float32 rounding
+    same(m.rounding(np.abs(a) + 1e-30, "float32"), 16 * np.finfo(np.float32).eps
+         * (np.abs(a) + 1e-30))
+    assert m.rounding(1.0, "float32") == 16 * e32

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..backends.base import Accumulation
 from ..results import Status
-from ._probing import BugClass, ProbeContext, filled, global_norm, matches
+from ._probing import BugClass, ProbeContext, filled, global_norm
 from ._problems import StandardProblem
 
 _LR = 0.1
@@ -81,7 +81,7 @@ def _expect_factor(ctx: ProbeContext, name: str, actual: dict, g1: dict, k: floa
     error model) is named doubling."""
     magnitude = {n: 3.0 * terms[n] for n in terms}
     bug = BugClass.ACCUMULATION_MISMATCH
-    if k == 1.0 and matches(actual, _scaled(g1, 2.0), magnitude, ctx.dtype):
+    if k == 1.0 and ctx.matches(actual, _scaled(g1, 2.0), magnitude, ctx.dtype):
         bug = BugClass.DOUBLED_SECOND_BACKWARD
     ctx.compare(name, actual, _scaled(g1, k), magnitude,
                 what=f"{what} (declared {decl}: {k:g}x the first)", bug=bug)
@@ -126,7 +126,7 @@ def _rescale_backward_again(ctx: ProbeContext, hooks: Any, loss: Any, inputs: tu
                  for n in before}
     measured = _factor(step, intended)
     bug = BugClass.ACCUMULATION_MISMATCH
-    if k == 1.0 and matches(step, _scaled(intended, (1.0 + s) / s), magnitude, ctx.dtype):
+    if k == 1.0 and ctx.matches(step, _scaled(intended, (1.0 + s) / s), magnitude, ctx.dtype):
         bug = BugClass.DOUBLE_BACKWARD_CLIP
     shown = "n/a" if measured is None else f"{measured:.6g}"
     ctx.compare(

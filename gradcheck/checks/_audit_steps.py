@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..results import CheckKind, Status
+from ..tolerance import ErrorModel
 from . import _state
 from ._optimizers import SGD, Adam, from_torch
 from ._probing import BugClass, ProbeContext, assess, describe_exc, filled, global_norm, matches
@@ -115,10 +116,10 @@ def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
                  details={"grad_norm": norm, "monitor": reported}, expected=norm,
                  actual=reported)
         return norm
-    a = assess(reported, norm, norm + abs(reported), hooks.dtype)
+    a = ctx.assess(reported, norm, norm + abs(reported), hooks.dtype)
     bug, hint = BugClass.NORM_NOT_GLOBAL_L2, ""
     if not a.ok:
-        bug, hint = _diagnose(reported, norm, grads, loss, hooks.dtype)
+        bug, hint = _diagnose(reported, norm, grads, loss, hooks.dtype, ctx.error_model)
     ctx.record("grad_norm", a, kind=kind, bug=bug,
                what=f"{how} ({reported:.6g}) vs the global L2 norm of all parameter "
                     f"gradients recomputed in float64 ({norm:.6g}){hint}",
@@ -127,11 +128,12 @@ def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
 
 
 def _diagnose(reported: float, norm: float, grads: Mapping[str, np.ndarray],
-                      loss: float | None, dtype: str) -> tuple[BugClass, str]:
+                      loss: float | None, dtype: str, model: ErrorModel
+              ) -> tuple[BugClass, str]:
     if loss is not None:
         for label, value in (("sqrt(|loss|)", abs(loss) ** 0.5), ("|loss|", abs(loss)),
                              ("loss^2", loss * loss)):
-            if assess(reported, value, abs(value) + abs(reported), dtype).ok:
+            if matches(reported, value, abs(value) + abs(reported), dtype, model=model):
                 return BugClass.LOSS_PROXY_NORM, (
                     f"; the monitor reports {label} = {value:.6g} (loss {loss:.6g}): a "
                     "loss-magnitude proxy, not a gradient norm")
@@ -141,7 +143,7 @@ def _diagnose(reported: float, norm: float, grads: Mapping[str, np.ndarray],
               ("the squared norm", norm * norm)]
     others += [(f"the norm of {k!r} alone", v) for k, v in per.items()]
     for label, value in others:
-        if value and assess(reported, value, abs(value) + abs(reported), dtype).ok:
+        if value and matches(reported, value, abs(value) + abs(reported), dtype, model=model):
             return BugClass.NORM_NOT_GLOBAL_L2, f"; the monitor reports {label} ({value:.6g})"
     return BugClass.NORM_NOT_GLOBAL_L2, ""
 
@@ -258,7 +260,7 @@ def _steps(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, found) -> None:
             preds = _preds(model, before, grads, moving, state, t, spec, hooks)
             hooks.run_user_step(caller, batch)
             after = hooks.parameter_values()
-            pred = _pick(preds, after, hooks.dtype)
+            pred = _pick(preds, after, hooks.dtype, ctx.error_model)
             _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving,
                           state, pred, first_grads, targets_named, stopped)
             state = pred.state
@@ -276,19 +278,21 @@ def _preds(model, before, grads, moving, state, t, spec, hooks, **kw) -> list[Pr
                     ties=spec.ties, targets=spec.target_updates, **kw) for e in eps_all]
 
 
-def _pick(preds: list[Prediction], after: Mapping[str, np.ndarray], dtype: str) -> Prediction:
-    return min(preds, key=lambda p: assess(after, p.values, p.magnitude, dtype).ratio)
+def _pick(preds: list[Prediction], after: Mapping[str, np.ndarray], dtype: str,
+          error_model: ErrorModel) -> Prediction:
+    return min(preds, key=lambda p: assess(after, p.values, p.magnitude, dtype,
+                                           model=error_model).ratio)
 
 
 def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving, state,
                   pred, first_grads, targets_named, stopped) -> None:
     name = "train_step.effective_step" + ("" if t == 0 else f"[step {t + 1}]")
-    a = assess(after, pred.values, pred.magnitude, hooks.dtype)
+    a = ctx.assess(after, pred.values, pred.magnitude, hooks.dtype)
     factors = per_parameter(after, pred.values, before, list(before))
     bug, hint = BugClass.STEP_MISMATCH, ""
     if not a.ok:
         bug, hint = _explain(hooks, model, spec, t, before, after, grads, moving, state, pred,
-                             first_grads, stopped, targets_named, factors)
+                             first_grads, stopped, targets_named, factors, ctx.error_model)
     flat_a = np.concatenate([np.ravel(after[k] - before[k]) for k in before])
     flat_e = np.concatenate([np.ravel(pred.values[k] - before[k]) for k in before])
     ee = float(flat_e @ flat_e)
@@ -309,23 +313,28 @@ def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, movi
 
 
 def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, first_grads,
-             stopped, targets_named, factors) -> tuple[BugClass, str]:
+             stopped, targets_named, factors, error_model: ErrorModel) -> tuple[BugClass, str]:
     dt = hooks.dtype
+
+    def same(actual: Any, expected: Any, magnitude: Any) -> bool:
+        return matches(actual, expected, magnitude, dt, model=error_model)
+
     for tie in spec.ties:
         d = after[tie.b] - tie.of(after[tie.a])
-        if np.any(np.abs(d) > 16 * np.finfo(np.float32).eps * (np.abs(after[tie.b]) + 1e-30)):
+        # a tie holds where the two agree to float32 rounding of the tied value
+        if np.any(np.abs(d) > error_model.rounding(np.abs(after[tie.b]) + 1e-30, "float32")):
             return BugClass.TIE_BROKEN, (f": declared Tie({tie.a!r}, {tie.b!r}) not kept: after "
                                          f"the step they differ by up to {np.max(np.abs(d)):.3g}")
     for tu in spec.target_updates:
         pairs = tu.pairs(list(before))
-        if any(not matches(after[tk], pred.values[tk], pred.magnitude[tk], dt)
+        if any(not same(after[tk], pred.values[tk], pred.magnitude[tk])
                for tk, _ in pairs):
             tau = _fit_tau(before, after, pairs)
             return BugClass.TARGET_UPDATE_MISMATCH, (
                 f": the target {tu.target!r} moved as a Polyak update with tau = {tau:.6g}, "
                 f"declared tau = {tu.tau:g}")
     moved = [k for k in stopped if k not in targets_named and
-             not matches(after[k], before[k], 2 * np.abs(before[k]), dt)]
+             not same(after[k], before[k], 2 * np.abs(before[k]))]
     if moved:
         hint = ""
         for tu_src in _guess_sources(moved, list(before)):
@@ -339,14 +348,15 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
     for k in moving:
         for a_name in before:
             if a_name != k and before[a_name].shape == after[k].shape and \
-                    matches(after[k], after[a_name], np.abs(after[a_name]) * 2, dt) and \
-                    not matches(before[k], before[a_name], np.abs(before[a_name]) * 2, dt):
+                    same(after[k], after[a_name], np.abs(after[a_name]) * 2) and \
+                    not same(before[k], before[a_name], np.abs(before[a_name]) * 2):
                 return BugClass.TIE_BROKEN, (f": {k!r} was set to {a_name!r} by the step (a sync "
                                              f"by copy): declare Tie({a_name!r}, {k!r})")
 
     def alt(grads_=None, **kw: Any) -> Prediction:
         g = grads if grads_ is None else grads_
-        return _pick(_preds(model, before, g, moving, state, t, spec, hooks, **kw), after, dt)
+        return _pick(_preds(model, before, g, moving, state, t, spec, hooks, **kw), after, dt,
+                     error_model)
 
     def variant(**kw: Any) -> Prediction:
         g = kw.pop("grads", None)
@@ -362,7 +372,7 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
     linear = all(h is None or h["kind"] == "sgd" for h in hypers)
     bug, hint = diagnose(after, pred.magnitude, dt, variant, s=pred.s, norm=pred.norm,
                          max_norm=spec.max_norm, step=t, factor=factor, linear=linear,
-                         first_grads=first_grads)
+                         first_grads=first_grads, model=error_model)
     if bug is BugClass.STEP_MISMATCH and not hint:
         off = [k for k in moving if factors.get(k, 1.0) == 0.0]
         if off:

@@ -20,7 +20,6 @@ from ._probing import (
     filled,
     flatten,
     global_norm,
-    matches,
 )
 from ._problems import StandardProblem, shapes_for
 
@@ -100,7 +99,7 @@ def _above(ctx: ProbeContext, hooks: Any, stored: dict) -> None:
     declared = norm if doc.reports == "pre_clip" else post_expected
     other = post_expected if doc.reports == "pre_clip" else norm
     bug = BugClass.NORM_NOT_GLOBAL_L2
-    if matches(reported, other, other + abs(reported), ctx.dtype):
+    if ctx.matches(reported, other, other + abs(reported), ctx.dtype):
         bug = BugClass.PRE_POST_CLIP_MIXUP
     ctx.compare("clip.pre_post", reported, declared, declared + abs(reported),
                 what=f"norm returned by a triggered clip vs the documented {doc.reports} norm "

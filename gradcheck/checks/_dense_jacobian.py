@@ -91,7 +91,8 @@ class DenseJacobian:
 
 def stencil_jacobian(f_batch: Callable, x: np.ndarray, f0: np.ndarray, *,
                      table: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, int]],
-                     seed: int = 0) -> DenseJacobian:
+                     seed: int = 0, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+                     ) -> DenseJacobian:
     """FD Jacobian of ``f_batch`` at ``x`` (every column), from the 5-point stencil, with the
     guards of the module docstring.  ``table(cols)`` computes the columns ``cols`` with the
     Richardson table: values and errors ``(len(cols), m)`` and the evaluations spent."""
@@ -112,8 +113,8 @@ def stencil_jacobian(f_batch: Callable, x: np.ndarray, f0: np.ndarray, *,
         s_val, s_err, _, _ = _stencil(f_batch, x, f0, s_h, _argument_rounding(x[spot], s_h),
                                       seed, spot, noise)
         evaluations += len(_NODES) * spot.size
-        if not np.all(tolerance.estimates_agree(val[spot], err[spot], s_val, s_err,
-                                                np.abs(val[spot]) + np.abs(s_val))):
+        if not np.all(model.estimates_agree(val[spot], err[spot], s_val, s_err,
+                                            np.abs(val[spot]) + np.abs(s_val))):
             # the stencil's error model does not hold at x: the table for every column
             redo = np.ones(n, dtype=bool)
             how += " (failed: every column recomputed with the Richardson table)"

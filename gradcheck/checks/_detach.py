@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import fd
 from ..results import Status
-from ._probing import BugClass, ProbeContext, assess
+from ._probing import BugClass, ProbeContext
 
 Block = Callable[..., Any]
 
@@ -82,7 +82,8 @@ def run_detach(ctx: ProbeContext) -> None:
     for name, mode, run, ref, err, _ in checks:
         got = np.asarray(run(), dtype=np.float64)
         mag = np.abs(got) + np.abs(ref)
-        ctx.record(name, assess(got, ref, mag, ctx.rule_dtype, np.abs(err)), dtype=ctx.rule_dtype,
+        ctx.record(name, ctx.assess(got, ref, mag, ctx.rule_dtype, np.abs(err)),
+                   dtype=ctx.rule_dtype,
                    bug=BugClass.STOP_GRADIENT_LEAKS,
                    what=f"{mode} of x * {stop}(x * x) + sin(x) vs FD of the function with the "
                         "stopped value frozen")
@@ -104,7 +105,7 @@ def _op_stop(ctx: ProbeContext, hooks: Any) -> None:
     est = fd.directional_derivatives(lambda X: np.sum(X * p, axis=1, keepdims=True), p,
                                      np.eye(4))  # the stopped factor frozen at p
     ref, err = est.value[:, 0], est.error[:, 0]
-    ctx.record("detach.op_stop", assess(g, ref, np.abs(g) + np.abs(ref), ctx.rule_dtype, err),
+    ctx.record("detach.op_stop", ctx.assess(g, ref, np.abs(g) + np.abs(ref), ctx.rule_dtype, err),
                dtype=ctx.rule_dtype, bug=BugClass.STOP_GRADIENT_LEAKS,
                what=f"gradient of sum(w * {ctx.backend.semantics.stop_gradient}(w)) through the "
                     "op protocol vs FD with the stopped factor frozen")
@@ -133,7 +134,7 @@ def _order2(ctx: ProbeContext, fns: _Functions, x0, v, u, w, stop: str) -> None:
                       np.abs(F) @ np.abs(w)))
     for name, mode, run, ref, err in cases:
         got = np.asarray(run(), dtype=np.float64)
-        ctx.record(name, assess(got, ref, np.abs(got) + np.abs(ref), ctx.rule_dtype, err),
+        ctx.record(name, ctx.assess(got, ref, np.abs(got) + np.abs(ref), ctx.rule_dtype, err),
                    dtype=ctx.rule_dtype, bug=BugClass.STOP_GRADIENT_LEAKS,
                    what=f"order 2, {mode}, of x * {stop}(x * x) + sin(x) vs FD of the frozen "
                         "function's first derivative")
@@ -150,7 +151,7 @@ def _no_grad_region(ctx: ProbeContext, hooks: Any, x0, v, u) -> None:
     J_blocked, E_b = _jacobian(be, fns.frozen, [x0], device)
     J_open, E_o = _jacobian(be, fns.open, [x0], device)
     rev = np.asarray(be.vjp(fns.probe, [x0], [0], [v], device)[0], dtype=np.float64)
-    rev_blocked = assess(rev, J_blocked.T @ v, np.abs(rev) + np.abs(J_blocked.T @ v),
+    rev_blocked = ctx.assess(rev, J_blocked.T @ v, np.abs(rev) + np.abs(J_blocked.T @ v),
                          ctx.rule_dtype, np.abs(E_b.T) @ v)
     if not rev_blocked.ok:
         ctx.record(name, rev_blocked, dtype=ctx.rule_dtype, bug=BugClass.STOP_GRADIENT_LEAKS,
@@ -164,7 +165,8 @@ def _no_grad_region(ctx: ProbeContext, hooks: Any, x0, v, u) -> None:
     fwd = np.asarray(be.jvp(fns.probe, [x0], [0], [u], device)[0], dtype=np.float64)
     declared = be.semantics.forward_mode_respects_no_grad
     J_exp, E_exp = (J_blocked, E_b) if declared else (J_open, E_o)
-    a = assess(fwd, J_exp @ u, np.abs(fwd) + np.abs(J_exp @ u), ctx.rule_dtype, np.abs(E_exp) @ u)
+    a = ctx.assess(fwd, J_exp @ u, np.abs(fwd) + np.abs(J_exp @ u), ctx.rule_dtype,
+                   np.abs(E_exp) @ u)
     how = "blocks it" if declared else "does NOT block it (tangents flow through the region)"
     note = "" if declared else (f" - documented {be.name} behaviour: forward-mode AD ignores "
                                 "the no-grad region; reverse and forward mode disagree there")

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from ..results import Status
+from ..tolerance import ErrorModel
 from . import _dag
 from ._dag import Dag
-from ._probing import BugClass, ProbeContext, assess, describe_exc, filled, matches
+from ._probing import BugClass, ProbeContext, assess, describe_exc, filled
 
 FIXED: dict[str, Dag] = {
     "fanout.shared_operand": Dag(("a", "b", "c"), (("mul", (0, 1)), ("mul", (1, 2)),
@@ -57,21 +58,21 @@ def _dag_loss(hooks: Any, dag: Dag, inputs: tuple[str, ...] = ()) -> Callable:
 
 
 def _two_oracles(got: dict, fd_value: dict, fd_err: dict, exact: dict, mag: dict,
-                 dtype: str = "float64") -> Any:
+                 dtype: str, model: ErrorModel) -> Any:
     """AD vs FD; where they disagree, AD vs the exact NumPy reference: the backend is blamed
     only when it disagrees with both (the FD estimate may undercover)."""
-    a = assess(got, fd_value, mag, dtype, fd_error=fd_err)
+    a = assess(got, fd_value, mag, dtype, fd_error=fd_err, model=model)
     if a.ok:
         return a
-    b = assess(got, exact, mag, dtype)
+    b = assess(got, exact, mag, dtype, model=model)
     if not b.ok:
         return a
     return replace(b, note="compared with the exact NumPy reference: FD disagreed beyond its "
                            "own error estimate, the reference and the backend agree")
 
 
-def _assess_dag(hooks: Any, dag: Dag, values: dict[str, np.ndarray],
-                dtype: str = "float64") -> Any:
+def _assess_dag(hooks: Any, dag: Dag, values: dict[str, np.ndarray], dtype: str,
+                model: ErrorModel) -> Any:
     hooks.create_parameters(values)
     p = hooks.parameter_values()
     loss = _dag_loss(hooks, dag)
@@ -80,7 +81,7 @@ def _assess_dag(hooks: Any, dag: Dag, values: dict[str, np.ndarray],
     g = filled(hooks.gradients(), p)
     ref, err = _dag.fd_gradient(lambda leaves: _dag.evaluate(dag, np, leaves.__getitem__), p)
     exact, mag = _dag.reference_gradient(dag, p)
-    return _two_oracles(g, ref, err, exact, mag, dtype)
+    return _two_oracles(g, ref, err, exact, mag, dtype, model)
 
 
 def run_fanout(ctx: ProbeContext, examples: int = DEFAULT_EXAMPLES) -> None:
@@ -90,7 +91,8 @@ def run_fanout(ctx: ProbeContext, examples: int = DEFAULT_EXAMPLES) -> None:
         _op_fanout(ctx, hooks)
         return
     for i, (name, dag) in enumerate(FIXED.items()):
-        a = _assess_dag(hooks, dag, _values(ctx, dag.leaves, 10 + i), ctx.rule_dtype)
+        a = _assess_dag(hooks, dag, _values(ctx, dag.leaves, 10 + i), ctx.rule_dtype,
+                        ctx.error_model)
         uses = ", ".join(f"{k} x{c}" for k, c in dag.uses().items())
         ctx.record(name, a, what=f"gradient of [{dag.text()}] (fan-out: {uses}) vs FD",
                    bug=BugClass.SET_INSTEAD_OF_ADD, dtype=ctx.rule_dtype)
@@ -119,7 +121,8 @@ def _op_fanout(ctx: ProbeContext, hooks: Any) -> None:
         ref, err = _dag.fd_gradient(lambda leaves, d=dag: _dag.evaluate(d, np, leaves.__getitem__),
                                     p)
         exact, mag = _dag.reference_gradient(dag, p)
-        ctx.record(name, _two_oracles(g, ref, err, exact, mag, ctx.rule_dtype),
+        ctx.record(name, _two_oracles(g, ref, err, exact, mag, ctx.rule_dtype,
+                                      ctx.error_model),
                    dtype=ctx.rule_dtype,
                    bug=BugClass.SET_INSTEAD_OF_ADD,
                    what=f"gradient of sum({op}(w, w)) (w read twice) vs FD")
@@ -140,7 +143,7 @@ def _random_dags(ctx: ProbeContext, hooks: Any, examples: int) -> None:
               suppress_health_check=list(HealthCheck))
     @given(_dag.strategy())
     def probe(dag: Dag) -> None:
-        a = _assess_dag(hooks, dag, values, ctx.rule_dtype)
+        a = _assess_dag(hooks, dag, values, ctx.rule_dtype, ctx.error_model)
         worst["n"] += 1
         if a.ratio > worst["ratio"]:
             worst.update(ratio=a.ratio, dag=dag, a=a)
@@ -198,8 +201,8 @@ def _compiled(ctx: ProbeContext, hooks: Any) -> None:
     _, _, exact, mag = a0
     doubled = {k: 2.0 * v for k, v in exact.items()}
     for name, got in (("fanout.compiled", first), ("fanout.compiled_rerun", second)):
-        a = _two_oracles(got, *a0, ctx.rule_dtype)
-        bug = BugClass.DOUBLED_RERUN if matches(got, doubled, {k: 2.0 * v for k, v in
+        a = _two_oracles(got, *a0, ctx.rule_dtype, ctx.error_model)
+        bug = BugClass.DOUBLED_RERUN if ctx.matches(got, doubled, {k: 2.0 * v for k, v in
                                                                 mag.items()}, ctx.rule_dtype) else (
             BugClass.WRONG_GRADIENT)
         ctx.record(name, a, bug=bug, dtype=ctx.rule_dtype,
@@ -214,7 +217,7 @@ def _compiled(ctx: ProbeContext, hooks: Any) -> None:
                  f"{describe_exc(exc)}", dtype=ctx.rule_dtype)
         return
     ctx.record("fanout.rebinding", _two_oracles(third, *_runner_reference(
-        hooks.parameter_values(), x1), ctx.rule_dtype),
+        hooks.parameter_values(), x1), ctx.rule_dtype, ctx.error_model),
                bug=BugClass.STALE_CACHE, dtype=ctx.rule_dtype,
                what=f"{kind} after rebinding parameters (+0.75) and the input vs FD at the new "
                     "values")
@@ -278,6 +281,6 @@ def _views_inplace(ctx: ProbeContext, hooks: Any) -> None:
     g = filled(hooks.gradients(), {"a": a0})
     ref, err = _dag.fd_gradient(lambda leaves: _views_numpy(leaves["a"], x), {"a": a0})
     mag = {"a": np.abs(g["a"]) + np.abs(ref["a"])}
-    ctx.record(name, assess(g, ref, mag, ctx.rule_dtype, err), bug=BugClass.SET_INSTEAD_OF_ADD,
+    ctx.record(name, ctx.assess(g, ref, mag, ctx.rule_dtype, err), bug=BugClass.SET_INSTEAD_OF_ADD,
                dtype=ctx.rule_dtype, what="gradient through views and in-place updates (a read 5 "
                                      "times: product, slice, in-place multiply, add, view) vs FD")

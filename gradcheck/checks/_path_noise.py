@@ -37,8 +37,9 @@ class _AlternativePath:
 def measured_extra(backend: Any, fn: Callable, path: str, args: Sequence[np.ndarray],
                    diff: Sequence[int], position: int, cotangents: Sequence[Sequence[np.ndarray]],
                    tangents: Sequence[np.ndarray], shares: Sequence[float], device: str,
-                   seed: int) -> list[float]:
-    """Per probe: ``max(0, NOISE_FACTOR * sum_k |u_k| sigma_k - share)`` for the input at
+                   seed: int, *, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+                   ) -> list[float]:
+    """Per probe: ``max(0, model.noise_bound(sum_k |u_k| sigma_k) - share)`` for the input at
     ``position`` of ``diff``, ``sigma`` the steadier path's element noise.  Never raises: a path
     that fails off the point gives no credit (zeros)."""
     try:
@@ -52,5 +53,5 @@ def measured_extra(backend: Any, fn: Callable, path: str, args: Sequence[np.ndar
         return [0.0] * len(tangents)
     bounds = np.cumsum([0] + [np.size(args[k]) for k in diff])
     block = sigma[:, bounds[position]:bounds[position + 1]]
-    return [max(0.0, tolerance.NOISE_FACTOR * float(np.abs(u).ravel() @ block[p]) - share)
+    return [max(0.0, model.noise_bound(float(np.abs(u).ravel() @ block[p])) - share)
             for p, (u, share) in enumerate(zip(tangents, shares, strict=True))]

@@ -1,10 +1,12 @@
 """Shared machinery of the semantic probes and the audit: bug classes, known backend behaviours,
 the probe context and the elementwise comparison under the error model.
 
-Every numeric comparison here goes through :mod:`gradcheck.tolerance`: the allowed error of
-element ``i`` is ``FD_SAFETY x fd_error_i + ROUNDING_GAMMA x eps(dtype) x magnitude_i`` where
-``magnitude_i`` is the sum of the absolute terms that produced the compared value (the caller
-knows them: e.g. ``|a cos p| + |c p|`` for a gradient ``a cos p + c p``).
+Every numeric comparison here goes through :class:`gradcheck.tolerance.ErrorModel`: the allowed
+error of element ``i`` is ``model.allowed(fd_error_i, magnitude_i, dtype)`` = ``fd_safety x
+fd_error_i + rounding_gamma x eps(dtype) x magnitude_i`` where ``magnitude_i`` is the sum of
+the absolute terms that produced the compared value (the caller knows them: e.g. ``|a cos p| +
+|c p|`` for a gradient ``a cos p + c p``); the model is the run's
+(:attr:`ProbeContext.error_model`, the default unless one is passed).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class ProbeContext:
     seed: int
     reproducer: str = ""
     results: list[CheckResult] = field(default_factory=list)
+    error_model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # every comparison's allowance
 
     def hooks(self, dtype: str | None = None) -> Any:
         """Fresh training hooks in ``dtype`` (default: the run's dtype), bridged to
@@ -110,6 +113,16 @@ class ProbeContext:
         self.results.append(r)
         return r
 
+    def assess(self, actual: Any, expected: Any, magnitude: Any, dtype: str,
+               fd_error: Any = None) -> Assessment:
+        """:func:`assess` under the run's :attr:`error_model`."""
+        return assess(actual, expected, magnitude, dtype, fd_error, model=self.error_model)
+
+    def matches(self, actual: Any, expected: Any, magnitude: Any, dtype: str,
+                fd_error: Any = None) -> bool:
+        """:func:`matches` under the run's :attr:`error_model`."""
+        return self.assess(actual, expected, magnitude, dtype, fd_error).ok
+
     def compare(self, name: str, actual: Any, expected: Any, magnitude: Any, *, what: str,
                 bug: BugClass, dtype: str | None = None, fd_error: Any = None,
                 kind: str = CheckKind.SEMANTIC.value, details: dict | None = None
@@ -117,7 +130,8 @@ class ProbeContext:
         """Elementwise ``actual`` vs ``expected`` (arrays or name -> array dicts) under the error
         model; the worst element (largest discrepancy / allowed) is the reported one."""
         dt = dtype or self.dtype
-        return self.record(name, assess(actual, expected, magnitude, dt, fd_error), what=what,
+        return self.record(name, self.assess(actual, expected, magnitude, dt, fd_error),
+                           what=what,
                            bug=bug, dtype=dt, kind=kind, details=details)
 
     def record(self, name: str, a: Assessment, *, what: str, bug: BugClass,
@@ -174,8 +188,9 @@ class Assessment:
 
 
 def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
-           fd_error: Any = None) -> Assessment:
-    """Compare elementwise under the error model (see module doc); pure, emits nothing."""
+           fd_error: Any = None, *, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+           ) -> Assessment:
+    """Compare elementwise under the error ``model`` (see module doc); pure, emits nothing."""
     a, labels = flatten(actual)
     e, _ = flatten(expected)
     mag, _ = flatten(magnitude)
@@ -183,7 +198,7 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
         raise ValueError(f"compared shapes differ: actual {a.shape}, expected {e.shape}, "
                          f"magnitude {mag.shape}")
     fe = flatten(fd_error)[0] if fd_error is not None else np.zeros_like(e)
-    allowed = tolerance.FD_SAFETY * fe + tolerance.ROUNDING_GAMMA * tolerance.eps(dtype) * mag
+    allowed = model.allowed(fe, mag, dtype)
     with np.errstate(all="ignore"):
         diff = np.abs(a - e)
         ratio = np.where(diff == 0, 0.0, diff / np.maximum(allowed, 1e-300))
@@ -191,7 +206,7 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
     if not ratio.size:
         return Assessment(True, "", 0.0, 0.0, 0.0, 0.0, 0.0, "", 0.0, 0, 0, None)
     i = int(np.argmax(ratio))
-    allow = tolerance.model_allowance(float(fe[i]), float(mag[i]), dtype)
+    allow = model.allowance(float(fe[i]), float(mag[i]), dtype)
     ee = float(e @ e)
     factor = float(a @ e) / ee if ee > 0 and np.all(np.isfinite(a)) else None
     disc = float(diff[i]) if np.isfinite(diff[i]) else float("inf")
@@ -201,11 +216,11 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
                       int(np.count_nonzero(ratio > 1.0)), factor)
 
 
-def matches(actual: Any, expected: Any, magnitude: Any, dtype: str, fd_error: Any = None
-            ) -> bool:
-    """Whether ``actual`` agrees with ``expected`` under the error model: used to *name* a
+def matches(actual: Any, expected: Any, magnitude: Any, dtype: str, fd_error: Any = None, *,
+            model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> bool:
+    """Whether ``actual`` agrees with ``expected`` under the error ``model``: used to *name* a
     failure (does it match a known bug's signature?), with the same allowance as the verdict."""
-    return assess(actual, expected, magnitude, dtype, fd_error).ok
+    return assess(actual, expected, magnitude, dtype, fd_error, model=model).ok
 
 
 def flatten(values: Any) -> tuple[np.ndarray, list[str]]:

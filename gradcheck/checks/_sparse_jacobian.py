@@ -120,10 +120,11 @@ def _fd_along(f_batch: Callable, x: np.ndarray, D: np.ndarray, h0: float, f0: np
     return np.concatenate(vals), np.concatenate(errs), np.concatenate(dirs), evals
 
 
-def _allowed(err: np.ndarray, a: np.ndarray, b: np.ndarray | float) -> np.ndarray:
-    """The localization's allowance for comparing ``a`` and ``b`` (FD error ``err``)."""
-    return tolerance.FD_SAFETY * err + tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (
-        np.abs(a) + np.abs(b))
+def _allowed(err: np.ndarray, a: np.ndarray, b: np.ndarray | float,
+             model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> np.ndarray:
+    """The localization's allowance for comparing ``a`` and ``b`` (FD error ``err``, the terms
+    ``|a| + |b|``): :meth:`gradcheck.tolerance.ErrorModel.allowed`."""
+    return model.allowed(err, np.abs(a) + np.abs(b))
 
 
 @dataclass
@@ -141,6 +142,7 @@ class _Problem:
     rng: np.random.Generator
     value: np.ndarray  # (m, n) the FD Jacobian, filled in pass by pass
     error: np.ndarray
+    model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # judges each cell
     evaluations: int = 0
     directions: int = 0
     verified: int = 0  # sets evaluated with a second weighting
@@ -181,8 +183,10 @@ class _Pass:
         self.owner = np.full((len(sets), m), -1)
         self.owner[k_of, rr] = cc
         with np.errstate(invalid="ignore"):
-            self.fails = ~(np.abs(self.value - ad) <= _allowed(self.error, self.value, ad))
+            self.fails = ~(np.abs(self.value - ad) <= _allowed(self.error, self.value, ad,
+                                                               pb.model))
         self.sets = sets
+        self.model = pb.model
 
     def attribute(self, pb: _Problem) -> None:
         """Into ``pb``: per element of the pass's columns in the AD pattern, its cell divided
@@ -205,12 +209,14 @@ class _Pass:
 
 
 def fd_jacobian(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *,
-                f0: np.ndarray, seed: int, levels: int = 5) -> FDJacobian:
+                f0: np.ndarray, seed: int, levels: int = 5,
+                model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> FDJacobian:
     """The FD block ``J[sl, :]`` of ``f_batch`` at ``x``, compressed by the colouring of
     ``J_ad``'s pattern where that needs at most ``n / 3`` colours, else a 5-point stencil per
     column (:mod:`gradcheck.checks._dense_jacobian`, guarded by this module's Richardson
     table).  See the module docstring for why a wrong AD
-    pattern cannot hide an error."""
+    pattern cannot hide an error.  ``model`` judges whether two FD cells (or an FD cell and
+    the AD one) agree."""
     x = np.asarray(x, dtype=np.float64).ravel()
     m, n = J_ad.shape
     pattern = J_ad != 0  # NaN counts as nonzero
@@ -222,11 +228,12 @@ def fd_jacobian(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *
             val, err, _, evaluations = _fd_along(f_batch, x, np.eye(n)[cols], h0, f0, levels)
             return val, err, evaluations
 
-        est = _dense_jacobian.stencil_jacobian(f_batch, x, f0, table=table, seed=seed)
+        est = _dense_jacobian.stencil_jacobian(f_batch, x, f0, table=table, seed=seed,
+                                               model=model)
         return FDJacobian(est.value[sl], est.error[sl], n, est.evaluations, est.how)
     rows, cols = np.nonzero(pattern)
     pb = _Problem(f_batch, x, J_ad, (rows, cols), h0, f0, levels, sl,
-                  np.random.default_rng(seed), np.zeros((m, n)), np.zeros((m, n)))
+                  np.random.default_rng(seed), np.zeros((m, n)), np.zeros((m, n)), model)
     G = int(colours.max()) + 1
     order = np.argsort(colours, kind="stable")
     groups = np.split(order, np.searchsorted(colours[order], np.arange(1, G)))
@@ -278,7 +285,8 @@ def _attributable(first: _Pass, second: _Pass, k: int, k2: int) -> bool:
     w2 = np.where(has, second.weight[np.maximum(c, 0)], 1.0)
     a, b = v1 / w1, v2 / w2
     with np.errstate(invalid="ignore"):
-        agree = np.abs(a - b) <= _allowed(e1 / np.abs(w1) + e2 / np.abs(w2), a, b)
+        agree = np.abs(a - b) <= _allowed(e1 / np.abs(w1) + e2 / np.abs(w2), a, b, first.model)
         # no AD nonzero in this row of the set: FD must see none either, in both weightings
-        zero = (np.abs(v1) <= _allowed(e1, v1, 0.0)) & (np.abs(v2) <= _allowed(e2, v2, 0.0))
+        zero = ((np.abs(v1) <= _allowed(e1, v1, 0.0, first.model))
+                & (np.abs(v2) <= _allowed(e2, v2, 0.0, first.model)))
     return bool(np.all(np.where(has, agree, zero)))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tolerance import DEFAULT_MODEL, ErrorModel
 from ._probing import BugClass, matches
 
 
@@ -49,12 +50,13 @@ def breakdown(factors: Mapping[str, float], limit: int = 8) -> str:
 def diagnose(actual: Mapping[str, np.ndarray], mag: Mapping[str, np.ndarray], dtype: str,
              alt: Callable[..., Any], *, s: float, norm: float, max_norm: float | None,
              step: int, factor: float | None, linear: bool = True,
-             first_grads: Mapping[str, np.ndarray] | None) -> tuple[BugClass, str]:
+             first_grads: Mapping[str, np.ndarray] | None,
+             model: ErrorModel = DEFAULT_MODEL) -> tuple[BugClass, str]:
     """The first known cause whose predicted step matches ``actual`` (``alt(**kw)`` predicts
     the step with a variation: ``scale=``, ``s=``, ``repeat=``, ``grads=``)."""
     def hit(pred: Any, grow: float = 1.0) -> bool:
         m = {k: mag[k] * grow + pred.magnitude[k] for k in mag}
-        return matches(actual, pred.values, m, dtype)
+        return matches(actual, pred.values, m, dtype, model=model)
 
     cands: list[tuple[BugClass, str, dict]] = []
     if s < 1.0:

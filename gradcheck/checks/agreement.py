@@ -73,8 +73,11 @@ class Side:
 
 def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.ndarray], *,
                  diff: Sequence[int] | None = None, seed: int = 0, probes: int = 3,
-                 name: str = "", reproducer: str = "", test_id: str = "") -> list[CheckResult]:
-    """Compare ``actual``'s VJP with ``expected``'s, in float64, one result per input.
+                 name: str = "", reproducer: str = "", test_id: str = "",
+                 error_model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+                 ) -> list[CheckResult]:
+    """Compare ``actual``'s VJP with ``expected``'s, in float64, one result per input, every
+    allowance from ``error_model``.
 
     Never raises: an engine that raises yields an ``error`` result naming it.
     """
@@ -101,7 +104,7 @@ def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.nd
     cond = _LazyConditioning(kind, actual, expected, args, diff, vs, us, seed)
     results = []
     for pos, j in enumerate(diff):
-        results.append(_judge(base, actual, expected, j, [g[pos] for g in ga],
+        results.append(_judge(error_model, base, actual, expected, j, [g[pos] for g in ga],
                               [g[pos] for g in gb], [u[pos] for u in us],
                               [m[pos] for m in out_mag], partial(noise.of, pos),
                               partial(cond.of, pos)))
@@ -142,40 +145,39 @@ def _output_magnitudes(side: Side, args, diff, v, u) -> list[float]:
     return mags
 
 
-def _judge(base: dict, actual: Side, expected: Side, j: int, ga, gb, us, out_mag,
+def _judge(model: tolerance.ErrorModel, base: dict, actual: Side, expected: Side, j: int, ga,
+           gb, us, out_mag,
            noise_of: Callable[[], np.ndarray], conditioning_of: Callable[[], np.ndarray]
            ) -> CheckResult:
     sa = np.array([g.ravel() @ u.ravel() for g, u in zip(ga, us, strict=True)])
     sb = np.array([g.ravel() @ u.ravel() for g, u in zip(gb, us, strict=True)])
     mag = np.array([np.abs(a.ravel()) @ np.abs(u.ravel()) + np.abs(b.ravel()) @ np.abs(u.ravel())
                     + m for a, b, u, m in zip(ga, gb, us, out_mag, strict=True)])
-    allows = [tolerance.model_allowance(0.0, float(m), "float64") for m in mag]
+    allows = [model.allowance(0.0, float(m)) for m in mag]
     ratios = _ratios(sa, sb, allows)
     cond = np.zeros(len(sa))
     if max(ratios) > 1.0 and np.all(np.isfinite(sa)):
         # the rounding bound of the final terms is exceeded: add the rounding of the arguments
         # amplified by the rule's conditioning (symmetric comparisons only; 0 for reference)
         cond = conditioning_of()
-        allows = [tolerance.model_allowance(0.0, float(m), "float64", conditioning=float(c))
+        allows = [model.allowance(0.0, float(m), conditioning=float(c))
                   for m, c in zip(mag, cond, strict=True)]
         ratios = _ratios(sa, sb, allows)
     if max(ratios) > 1.0 and np.all(np.isfinite(sa)):
         # still exceeded: the judging side's measured bound replaces its modelled share
         # (gamma eps (sum_j |g_b,j| |u_j| + its half of the conditioning)) where it is larger
-        share = [tolerance.ROUNDING_GAMMA * tolerance.eps("float64")
-                 * (float(np.abs(b.ravel()) @ np.abs(u.ravel())) + float(c) / 2)
+        share = [model.rounding(float(np.abs(b.ravel()) @ np.abs(u.ravel())) + float(c) / 2)
                  for b, u, c in zip(gb, us, cond, strict=True)]
-        extra = [max(0.0, tolerance.NOISE_FACTOR * float(nz) - sh)
+        extra = [max(0.0, model.noise_bound(float(nz)) - sh)
                  for nz, sh in zip(noise_of(), share, strict=True)]
-        allows = [tolerance.model_allowance(0.0, float(m), "float64", conditioning=float(c),
-                                            measured=x)
+        allows = [model.allowance(0.0, float(m), conditioning=float(c), measured=x)
                   for m, c, x in zip(mag, cond, extra, strict=True)]
         ratios = _ratios(sa, sb, allows)
     p = int(np.argmax(ratios))
     disc = abs(float(sa[p] - sb[p]))
     rel = disc / abs(float(sb[p])) if sb[p] != 0 else (0.0 if disc == 0 else float("inf"))
     ok = bool(ratios[p] <= 1.0) and bool(np.isfinite(sa[p]))
-    worst = () if ok else _worst(ga[p], gb[p])
+    worst = () if ok else _worst(model, ga[p], gb[p])
     verdict = "agrees" if ok else "DISAGREES"
     message = (f"VJP of {actual.label} w.r.t. input {j} {verdict} with {expected.label}: "
                f"<J^T v, u> {float(sa[p]):.10g} vs {float(sb[p]):.10g}; |diff| {disc:.3g} "
@@ -323,10 +325,11 @@ def _element_noise(side: Side, args, diff, vs, seed: int) -> np.ndarray:
                           grads(x[None, :])[0])[0].reshape(P, x.size)
 
 
-def _worst(ga: np.ndarray, gb: np.ndarray) -> tuple[WorstElement, ...]:
+def _worst(model: tolerance.ErrorModel, ga: np.ndarray, gb: np.ndarray
+           ) -> tuple[WorstElement, ...]:
     """The elements of the two VJPs that differ most relative to their own rounding bound."""
     a, b = ga.ravel(), gb.ravel()
-    allowed = tolerance.ROUNDING_GAMMA * tolerance.eps("float64") * (np.abs(a) + np.abs(b))
+    allowed = model.rounding(np.abs(a) + np.abs(b))
     with np.errstate(all="ignore"):
         r = np.where(a == b, 0.0, np.abs(a - b) / np.maximum(allowed, 1e-300))
     r = np.where(np.isnan(r), np.inf, r)

@@ -37,14 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd, stream, tolerance
+from .. import fd, stream
 from ..backends import _seeding
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import CheckKind, Report, Status
+from ..tolerance import DEFAULT_MODEL, ErrorModel
 from . import _args, _intent
 from ._audit_steps import AfterBackward, TrainStep, check_monitor, check_train_step
-from ._probing import BugClass, ProbeContext, assess, describe_exc, filled
+from ._probing import BugClass, ProbeContext, describe_exc, filled
 
 __all__ = ["AfterBackward", "AuditReport", "FlowStatus", "ParameterFlow", "TrainStep", "audit"]
 
@@ -143,6 +144,7 @@ def audit(
     train_step: TrainStep | Callable[[Any, Any], Any] | None = None,
     device: str = "cpu",
     seed: int = 0,
+    error_model: ErrorModel | None = None,
 ) -> AuditReport:
     """Audit gradient flow, gradients, the gradient-norm monitor and the training step of
     ``model`` (see module doc).
@@ -155,11 +157,14 @@ def audit(
     new parameters (functional ones), ideally wrapped as :class:`TrainStep` with its optimizer
     (``lr=`` for plain SGD), ``max_norm``, ``steps``, ties and target updates.  Intent inside
     the loss is declared with :func:`gradcheck.stopped` / :func:`gradcheck.surrogate`.  Every
-    evaluation runs with the global RNGs seeded from ``seed``.  Raises
+    evaluation runs with the global RNGs seeded from ``seed``.  ``error_model`` (default
+    ``None``: ``ErrorModel()``) is the profile every comparison and every "does the loss depend
+    on it" test is judged with (``docs/error-model.md`` section 5a).  Raises
     :class:`InvalidArgument` for unknown names; never raises for a misbehaving model (that is
     an ``error`` result).
     """
     seed = _args.seed(seed)
+    error_model = _args.error_model(error_model)
     be = get_backend(backend)
     if device not in be.devices():
         raise InvalidArgument.choice("device", device, be.devices())
@@ -175,9 +180,11 @@ def audit(
     if not names:
         raise InvalidArgument(f"the model has no parameters that backend {be.name!r} can see")
     stopped = _resolve_stopped(names, stop_gradient)
+    profile = "" if error_model == DEFAULT_MODEL else f", error_model=gradcheck.{error_model!r}"
     ctx = ProbeContext(be, device, hooks.dtype, seed, reproducer=(
         f"gradcheck.audit(model, {getattr(loss_fn, '__name__', 'loss_fn')}, batch, "
-        f"backend={be.name!r}, stop_gradient={tuple(sorted(stopped))!r}, seed={seed})"))
+        f"backend={be.name!r}, stop_gradient={tuple(sorted(stopped))!r}, seed={seed}{profile})"),
+        error_model=error_model)
     report = AuditReport(backend=be.name)
     original = hooks.snapshot()
     hooks.rng_seed = _rng_seed(seed)
@@ -356,9 +363,10 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
                              float("nan"), float("nan"), Status.ERROR, mine)
     U, est = side.projections(name, index)
     s_fd, e_fd = est.value[:, 0], est.error[:, 0]
-    noise = float(np.max(tolerance.FD_SAFETY * e_fd)) if e_fd.size else 0.0
+    # an FD value is told from 0 where it exceeds what its error estimate allows
+    noise = float(np.max(ctx.error_model.fd_bound(e_fd))) if e_fd.size else 0.0
     dependence = float(np.max(np.abs(s_fd))) if s_fd.size else 0.0
-    dependent = bool(np.any(np.abs(s_fd) > tolerance.FD_SAFETY * e_fd))
+    dependent = bool(np.any(np.abs(s_fd) > ctx.error_model.fd_bound(e_fd)))
     kink = bool(np.any(est.kink)) or not bool(np.all(est.finite)) or side.noisy > 0
     flat = U.reshape(len(U), -1)
     ad_proj = float(np.max(np.abs(flat @ side.grads[name].ravel()))) if len(U) else 0.0
@@ -366,7 +374,7 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
     by_marker = ""
     if status is FlowStatus.UNUSED and side.seen:
         U2, est2 = side.projections(name, index, plain=True)
-        if np.any(np.abs(est2.value[:, 0]) > tolerance.FD_SAFETY * est2.error[:, 0]):
+        if np.any(np.abs(est2.value[:, 0]) > ctx.error_model.fd_bound(est2.error[:, 0])):
             status = FlowStatus.BLOCKED_AS_INTENDED  # the loss depends on it only through a
             by_marker = "; ".join(str(d) for d in side.seen)  # declared stopped value
             dependence = float(np.max(np.abs(est2.value[:, 0])))
@@ -406,7 +414,7 @@ def _gradient_check(ctx: ProbeContext, name: str, g64: np.ndarray, U: np.ndarray
     flat = U.reshape(len(U), -1)
     s_ad = flat @ g64.ravel()
     mag = np.abs(flat) @ np.abs(g64.ravel()) + np.abs(s_fd)
-    a = assess(s_ad, s_fd, mag, "float64", e_fd)
+    a = ctx.assess(s_ad, s_fd, mag, "float64", e_fd)
     bug, hint = BugClass.WRONG_GRADIENT, " (a wrong rule or a partially blocked path)"
     intent = "; ".join(str(d) for d in declared)
     if not a.ok and cuts:

@@ -27,7 +27,7 @@ from ..backends.process_model import ModelSpec, validate_declared
 from ..backends.wire import decode_array, decode_scalar, encode_array
 from ..results import CheckKind, Report, Status
 from ._audit_steps import _diagnose
-from ._probing import BugClass, ProbeContext, assess, global_norm
+from ._probing import BugClass, ProbeContext, global_norm
 from .audit import FlowStatus
 
 
@@ -91,7 +91,7 @@ def check_named_model(be: Any, spec: ModelSpec, cut: dict, *, seed: int, own: bo
              else decode_array(raw[name]).astype(np.float64))
         grads[name] = g
         ad_norm, dep = float(np.linalg.norm(g)), float(np.max(np.abs(fd_g)))
-        noise = 10.0 * float(np.max(fd_e)) + 1e-300
+        noise = ctx.error_model.fd_bound(float(np.max(fd_e))) + 1e-300
         mine = [c for c in cuts if name in c.get("upstream", [])]
         where = "; ".join(_cut_text(c) for c in mine)
         if ad_norm > 0:
@@ -128,10 +128,10 @@ def check_named_model(be: Any, spec: ModelSpec, cut: dict, *, seed: int, own: bo
                              "vs central FD of the loss")
     reported = decode_scalar(res["grad_norm"])
     norm = global_norm(grads)
-    a = assess(reported, norm, norm + abs(reported), "float64")
+    a = ctx.assess(reported, norm, norm + abs(reported), "float64")
     bug, hint = BugClass.NORM_NOT_GLOBAL_L2, ""
     if not a.ok:
-        bug, hint = _diagnose(reported, norm, grads, loss, "float64")
+        bug, hint = _diagnose(reported, norm, grads, loss, "float64", ctx.error_model)
     ctx.record("grad_norm", a, bug=bug,
                what=f"global norm from {spec.store} ({reported:.6g}) vs sqrt(sum of squares) "
                     f"of the returned gradients in float64 ({norm:.6g}){hint}",

@@ -94,13 +94,17 @@ def noise_level(all_samples: Sequence[Sample], pos: int) -> float:
 
 
 def compare(all_samples: Sequence[Sample], pos: int, shape: tuple[int, ...], dtype: str,
-            conditioning: float, atol: float | None, rtol: float | None) -> Comparison:
-    """Compare at the first sample (the point itself); the others measure the noise."""
+            conditioning: float, atol: float | None, rtol: float | None, *,
+            model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> Comparison:
+    """Compare at the first sample (the point itself); the others measure the noise.  The
+    allowance is ``model``'s :meth:`~gradcheck.tolerance.ErrorModel.norm_allowance` (or the
+    explicit ``atol``/``rtol``)."""
     g_low, g64 = all_samples[0].g_low[pos], all_samples[0].g64[pos]
     e = g_low - g64
     noise = noise_level(all_samples, pos)
     norm = float(np.linalg.norm(g64))
-    allow = tolerance.rounding_allowance(norm, conditioning, noise, dtype, atol=atol, rtol=rtol)
+    allow = tolerance.rounding_allowance(norm, conditioning, noise, dtype, atol=atol, rtol=rtol,
+                                         model=model)
     return Comparison(norm, float(np.linalg.norm(g_low)), float(np.linalg.norm(e)), noise, allow,
                       _worst(g_low, g64, shape, allow.allowed))
 

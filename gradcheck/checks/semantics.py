@@ -33,6 +33,7 @@ from ..backends.base import Backend, widest_dtype
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import Report, Status
+from ..tolerance import DEFAULT_MODEL, ErrorModel
 from . import _args
 from ._accumulation import run_accumulation
 from ._clip import run_clip
@@ -76,6 +77,7 @@ def check_semantics(
     *,
     probes: Sequence[str] | None = None,
     examples: int = DEFAULT_EXAMPLES,
+    error_model: ErrorModel | None = None,
 ) -> Report:
     """Measure a backend's training semantics and compare them with what it declares.
 
@@ -86,6 +88,8 @@ def check_semantics(
     low-precision norm probes use float16 and bfloat16 where the backend has them).  ``probes``
     selects families (default: all of ``accumulation``, ``clip``, ``fanout``, ``detach``);
     ``examples`` is the number of Hypothesis DAGs; ``seed`` fixes every random choice.
+    ``error_model`` (default ``None``: ``ErrorModel()``) is the profile every numeric comparison
+    of the probes is judged with (``docs/error-model.md`` section 5a).
 
     Never raises for a misbehaving backend (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
@@ -95,9 +99,11 @@ def check_semantics(
     if dtype is None:
         dtype = widest_dtype(be.dtypes)
     chosen = _validate(be, device, dtype, probes, examples)
+    model = _args.error_model(error_model)
+    profile = "" if model == DEFAULT_MODEL else f", error_model=gradcheck.{model!r}"
     ctx = ProbeContext(be, device, dtype, seed, reproducer=(
         f"gradcheck.check_semantics({be.name!r}, device={device!r}, dtype={dtype!r}, "
-        f"seed={seed}, probes={chosen!r})"))
+        f"seed={seed}, probes={chosen!r}{profile})"), error_model=model)
     try:
         ctx.hooks()
     except NotImplementedError as exc:

@@ -32,7 +32,7 @@ from ..backends.registry import get_backend
 from ..backends.training import ClipSemantics
 from ..results import Report, Status
 from ._clip import run_clip
-from ._probing import BugClass, ProbeContext, assess, describe_exc, filled, global_norm
+from ._probing import BugClass, ProbeContext, describe_exc, filled, global_norm
 
 __all__ = ["check_accumulation_function", "check_clip_function", "check_grad_norm_function"]
 
@@ -133,12 +133,12 @@ def check_grad_norm_function(norm_fn: Callable, *, backend: str | Any, device: s
                      bug=BugClass.LOW_PRECISION_NORM if dt == "float16" else
                      BugClass.NORM_NOT_GLOBAL_L2, dtype=dt)
             continue
-        a = assess(got, truth, truth + abs(got), dt)
+        a = ctx.assess(got, truth, truth + abs(got), dt)
         hint = ""
         per = [float(np.linalg.norm(v)) for v in stored.values()]
-        if not a.ok and assess(got, sum(per), sum(per) + abs(got), dt).ok:
+        if not a.ok and ctx.matches(got, sum(per), sum(per) + abs(got), dt):
             hint = "; it returns the sum of per-parameter norms"
-        elif not a.ok and assess(got, truth ** 2, truth ** 2 + abs(got), dt).ok:
+        elif not a.ok and ctx.matches(got, truth ** 2, truth ** 2 + abs(got), dt):
             hint = "; it returns the squared norm"
         ctx.record(name, a, bug=BugClass.NORM_NOT_GLOBAL_L2, dtype=dt,
                    what=f"{label} gradients: the user's norm ({got:.6g}) vs the global L2 norm "
@@ -183,7 +183,7 @@ def check_accumulation_function(accumulate: Callable, *, backend: str | Any,
         ctx.emit("accumulation_fn", Status.ERROR, f"accumulate raised {describe_exc(exc)}")
         return Report(stream.record_many(ctx.results))
     mag = {k: 4.0 * np.abs(total[k]) + 1e-300 for k in names}
-    a = assess(got, total, mag, hooks.dtype)
+    a = ctx.assess(got, total, mag, hooks.dtype)
     bug, hint = BugClass.ACCUMULATION_MISMATCH, ""
     if not a.ok and a.factor is not None:
         K = micro_batches
