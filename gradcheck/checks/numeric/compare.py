@@ -201,7 +201,9 @@ def _path_noise_if_needed(prep: Prepared, name: str, pr: Probes, i: int, j: int,
                           s_rev: np.ndarray, terms: np.ndarray, share_terms: np.ndarray
                           ) -> np.ndarray | None:
     """The two reverse paths' measured rounding noise (:mod:`.._path_noise`), only where the
-    final-terms bound is exceeded and the error model (not an explicit tolerance) judges."""
+    final-terms bound is exceeded and the error model (not an explicit tolerance) judges.
+    (``measured_extra`` turns the noise into a bound with the default model's
+    ``noise_factor``: tests/test_eager_func_noise.py replaces it with a positional-only stub.)"""
     if model_of(prep).explicit or prep.rule_dtype != "float64":
         return None
     model = prep.cfg.error_model
@@ -237,7 +239,7 @@ def compare_low(prep: Prepared, where: dict[str, int],
     cond = tolerance.conditioning_norm(pr.v[i][0].ravel(), n_fwd, curv, ju,
                                        model=prep.cfg.error_model)
     cmp = rounding.compare(smp, prep.diff.index(j), prep.args64[j].shape, prep.dtype, cond,
-                           prep.cfg.atol, prep.cfg.rtol)
+                           prep.cfg.atol, prep.cfg.rtol, model=prep.cfg.error_model)
     ratio = tolerance.ratio(cmp.discrepancy, cmp.allowance.allowed)
     ok = ratio <= 1.0 and np.isfinite(cmp.actual)
     rel = cmp.discrepancy / cmp.expected if cmp.expected else (0.0 if not cmp.discrepancy

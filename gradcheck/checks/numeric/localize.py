@@ -51,7 +51,8 @@ def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:
         # FD compressed by the colouring of the AD pattern where it is sparse; a wrong pattern
         # cannot hide an error (random weights, verified attribution: _sparse_jacobian)
         est = _sparse_jacobian.fd_jacobian(batch_fn(prep, j), prep.args64[j].ravel(), J_ad,
-                                           out_slices(prep)[i], f0=f0(prep), seed=prep.cfg.seed)
+                                           out_slices(prep)[i], f0=f0(prep), seed=prep.cfg.seed,
+                                           model=prep.cfg.error_model)
     except AdapterFailed as exc:
         return Localization(f"failed: {exc.failure.text}")
     J_fd, E_fd = est.value, est.error
