@@ -7,7 +7,7 @@ Runs pytest in this process with a small instrumenting plugin.  Suite tests of o
 one memoized run, so a test's own duration says little (the first test of a case pays for all
 of them); instead the components of a run are timed where they are called:
 
-* ``prepare``: the evaluations at the point (``numeric._prepare``),
+* ``prepare``: the evaluations at the point (``checks/numeric/prepare.py``),
 * ``fd``: the finite-difference oracle (``fd.directional_derivatives``, all its evaluations),
 * ``vjp`` / ``eager_func`` / ``jvp``: the batched AD calls of the projected checks,
 * ``rounding``: the low-precision and float64 VJPs of the rounding check,
@@ -66,26 +66,21 @@ class Breakdown:
 
     def _install(self) -> None:
         from gradcheck import fd
-        from gradcheck.checks import numeric
+        from gradcheck.checks.numeric import compare, first_order, run
         from gradcheck.harness import runner
         from gradcheck.plugin import search
 
-        self.wrap(numeric, "_prepare", "prepare")
+        self.wrap(run, "prepare", "prepare")
         self.wrap(fd, "directional_derivatives", "fd")
-        self.wrap(numeric, "_forward", "jvp")
-        self.wrap(numeric, "_rounding_samples", "rounding")
-        self.wrap(numeric, "_localize", "localize")
-        self.wrap(numeric, "_second_order", "order2")
-        self.wrap(numeric, "_first_order", "first_order_rest")
+        self.wrap(first_order, "forward", "jvp")
+        self.wrap(first_order, "rounding_samples", "rounding")
+        self.wrap(compare, "localize", "localize")
+        self.wrap(run, "second_order", "order2")
+        self.wrap(first_order, "first_order", "first_order_rest")
         self.wrap(runner, "_agreement", "agreement")
         self.wrap(search, "search_case", "search")
-        original_reverse = numeric._reverse
-
-        def reverse(ctx, pr, args, dtype, alternative):
-            comp = "eager_func" if alternative else "vjp"
-            return self._timed(comp, original_reverse, ctx, pr, args, dtype, alternative)
-
-        numeric._reverse = reverse
+        self.wrap(first_order, "reverse", "vjp")
+        self.wrap(first_order, "alternatives", "eager_func")
         try:
             import jax.monitoring as jm
         except ImportError:

@@ -147,7 +147,7 @@ def array_literal(a: np.ndarray, k: int, seed: int) -> tuple[str, str]:
     dt = _dtype_expr(a.dtype)
     if a.size > INLINE_MAX:
         raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # hashed in place, no copy
-        digest = hashlib.sha256(raw).hexdigest()[:16]
+        digest = hashlib.sha256(raw.data).hexdigest()[:16]
         make = (f"np.random.default_rng({seed + k}).standard_normal({a.shape!r})"
                 if a.dtype.kind in "fV" else f"np.zeros({a.shape!r})")
         return (f"{make}.astype({dt})",

@@ -74,9 +74,6 @@ def test_the_profile_reaches_the_low_precision_rounding_comparison():
     assert loose.allowance.source.startswith("64 x eps(float32) x (||VJP|| ")
 
 
-@pytest.mark.xfail(strict=True, reason="the numeric comparisons (checks/numeric.py, the screen, "
-                   "the second estimate) read CheckConfig.error_model once the numeric "
-                   "pipeline's judge does (issue 17 item 1); until then they use the default")
 def test_check_with_a_stricter_profile_fails_a_borderline_pass():
     wrong = _scaled_sin(1e-11)  # ~0.8 of the default allowance (10 x the FD error dominates)
     default = check(wrong, X, backend="numpy", modes=("rev",))

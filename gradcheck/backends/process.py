@@ -7,8 +7,8 @@ sends one request per evaluation, VJP or JVP and waits for the answer with a tim
 
 Failure handling, so that one misbehaving child fails only the affected checks:
 
-* a **timeout** kills the child; the request raises :class:`ProtocolError`; the next request
-  starts a fresh child;
+* a **timeout** kills the child; the request raises :class:`ProtocolTimeout` (a
+  :class:`ProtocolError` and a ``TimeoutError``); the next request starts a fresh child;
 * a **crash** (the child exits or closes its stdout) raises with the exit code and the tail of
   its stderr; the next request restarts it, at most ``max_restarts`` times in a row (a
   handshake does not count as a success): after that every request raises at once, without
@@ -46,6 +46,7 @@ from .protocol_ops import PROTOCOL_OPS
 from .wire import (
     PROTOCOL_VERSION,
     ProtocolError,
+    ProtocolTimeout,
     RemoteError,
     decode_array,
     dumps_request,
@@ -146,7 +147,7 @@ class _Child:
 
         threading.Thread(target=write, daemon=True).start()
         if not written.wait(timeout):
-            raise ProtocolError(f"the child did not read the {method!r} request within "
+            raise ProtocolTimeout(f"the child did not read the {method!r} request within "
                                 f"{timeout:g} s (timeout: it stopped reading its stdin); it was "
                                 "killed and will be restarted for the next request"
                                 f"{self.stderr_text()}")
@@ -155,7 +156,7 @@ class _Child:
         try:
             answer = self.lines.get(timeout=max(deadline - time.monotonic(), 0.0))
         except queue.Empty:
-            raise ProtocolError(f"the child did not answer {method!r} within {timeout:g} s "
+            raise ProtocolTimeout(f"the child did not answer {method!r} within {timeout:g} s "
                                 "(timeout); it was killed and will be restarted for the next "
                                 f"request{self.stderr_text()}") from None
         if answer is None:

@@ -27,6 +27,11 @@ class ProtocolError(RuntimeError):
     """The child broke the protocol (malformed line, wrong id, bad array, crash, timeout)."""
 
 
+class ProtocolTimeout(ProtocolError, TimeoutError):
+    """The child did not read or answer a request within the request timeout (a
+    ``TimeoutError``: the adapter boundary reports it as a ``timeout`` failure)."""
+
+
 class RemoteError(RuntimeError):
     """The child answered a request with an ``error`` object."""
 

@@ -34,31 +34,27 @@ independent tangents.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from .. import fd, tolerance
-from ..results import CheckKind, Status
-from .numeric import (
-    _ad_scalars,
-    _batch_fn,
-    _compare_alternatives,
-    _Ctx,
-    _emit,
-    _f0,
-    _forward,
-    _message,
-    _no_forward_mode,
-    _out_slices,
-    _probe_ratios,
-    _Probes,
-    _probes,
-    _reverse,
-    _rows,
-    _stacked,
-    _terms,
+from .. import fd
+from ..backends.guarded import AdapterFailed, AdapterFailure
+from ..results import CheckKind, CheckResult, Status
+from .numeric.compare import compare_alternatives, emit_fwd_rev, model_of
+from .numeric.context import Prepared
+from .numeric.judge import Comparison, agreement_message, probe_ratios
+from .numeric.probes import Probes, batch_fn, draw, f0, out_slices, rows, stacked
+from .numeric.scalars import AdScalars, ad_scalars, terms
+from .numeric.stages import (
+    AlternativeSamples,
+    ForwardSamples,
+    ReverseSamples,
+    alternatives,
+    forward,
+    no_forward_mode,
+    reverse,
 )
 
 SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
@@ -68,127 +64,160 @@ SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum
 ALTERNATIVE_PROBES = 1
 
 
-def applies(ctx: _Ctx) -> bool:
+def applies(prep: Prepared) -> bool:
     """The screen covers float64 rule checks of engines with float64 (the rounding check of a
     lower dtype and the rule check of float32-only engines always run in full)."""
-    return ctx.dtype == "float64" and ctx.rule_dtype == "float64" and ctx.oracle is None
+    return prep.dtype == "float64" and prep.rule_dtype == "float64" and prep.oracle is None
 
 
-def label(ctx: _Ctx) -> tuple[str, str]:
+def label(prep: Prepared) -> tuple[str, str]:
     """The details key and the message label of the screen's results: ``fast_screen`` /
     "fast screen" under ``fast=True``, ``screen`` / "projected screen" in the default check."""
-    return ("fast_screen", "fast screen") if ctx.cfg.fast else ("screen", "projected screen")
+    return ("fast_screen", "fast screen") if prep.cfg.fast else ("screen", "projected screen")
 
 
-def screen(ctx: _Ctx) -> str | None:
-    """Run the screen; if every comparison passes, record the results on ``ctx`` and return
-    ``None``, else record nothing and return why the full check must run.
+@dataclass(frozen=True)
+class _Staged:
+    """One comparison the screen passed, to be recorded once the whole screen passed."""
+
+    kind: CheckKind
+    i: int
+    j: int
+    fields: dict[str, Any]
+    message: str = ""  # a skipped comparison's reason; a pass's message is its verdict's
+
+
+@dataclass(frozen=True)
+class _Pair:
+    i: int
+    j: int
+    r: int
+    ad: AdScalars
+    judged: list[_Staged]
+
+
+def screen(prep: Prepared) -> str | None:
+    """Run the screen; if every comparison passes, record the results and return ``None``,
+    else record nothing and return why the full check must run.
 
     In the default check (not ``fast``) the comparisons of two AD values run as well, with
     no finite differences: forward vs reverse and eager vs functional (their verdict, a pass
     or a failure, is recorded as in the full check; only the comparisons with the oracle
     decide whether the screen hands over)."""
-    pr = _probes(ctx, tangents=1)  # P cotangents, one tangent per input (module docstring)
-    slices = _out_slices(ctx)
-    f0 = _f0(ctx)
-    P = ctx.cfg.probes
-    R = len(ctx.float_outs)
+    pr = draw(prep, tangents=1)  # P cotangents, one tangent per input (module docstring)
+    slices = out_slices(prep)
+    f_0 = f0(prep)
+    P = prep.cfg.probes
+    R = len(prep.float_outs)
     # the projections: probe p's cotangent on output i's slice, zeros elsewhere (every input),
     # all P R of them on the one direction
     if R == 1:  # the cotangents themselves (one array, no copy)
-        W = _stacked([v.ravel() for v in pr.v[ctx.float_outs[0]]]).reshape(1, P, f0.size)
+        W = stacked([v.ravel() for v in pr.v[prep.float_outs[0]]]).reshape(1, P, f_0.size)
     else:
-        W = np.zeros((1, P * R, f0.size))
-        for r, i in enumerate(ctx.float_outs):
+        W = np.zeros((1, P * R, f_0.size))
+        for r, i in enumerate(prep.float_outs):
             for p in range(P):
                 W[0, p * R + r, slices[i]] = pr.v[i][p].ravel()
     est: dict[int, fd.ProjectedEstimate] = {}
-    for j in ctx.diff:
+    for j in prep.diff:
         try:
             one = fd.projected_derivatives(
-                _batch_fn(ctx, j), ctx.args64[j].ravel(),
-                _stacked([u.ravel() for u in pr.u[j]]), W, f0=f0)
-        except Exception as exc:
-            return f"evaluating the function for finite differences raised: {exc!r:.200}"
+                batch_fn(prep, j), prep.args64[j].ravel(),
+                stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0)
+        except AdapterFailed as exc:
+            shown = exc.failure.exception or exc.failure.text
+            return f"evaluating the function for finite differences raised: {shown!r:.200}"
         est[j] = _per_probe(one, P, R)
-        pr.u[j] = _rows(one.directions.reshape((1,) + ctx.args64[j].shape))
+        pr = pr.with_tangents(j, rows(one.directions.reshape((1,) + prep.args64[j].shape)))
     # each AD result is reduced to its compared scalars as soon as it arrives, and dropped: the
     # check never holds more than one reverse path's P gradients
-    scalars: dict[CheckKind, dict[tuple[int, int], Any]] = {}
-    if "fwd" in ctx.cfg.modes and ctx.backend.supports_jvp:
+    scalars: dict[CheckKind, _Reduced] = {}
+    if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
         # one JVP per input (J u), projected on every cotangent
-        jvps = _forward(ctx, pr)
-        scalars[CheckKind.JVP] = _reduced(ctx, CheckKind.JVP, {
-            (j, p): jvps[(j, 0)] for j in ctx.diff for p in range(P)}, pr)
-        del jvps
-    pr.u = {j: pr.u[j] * P for j in ctx.diff}  # probe p is (v_p, u): the same array P times
-    if "rev" in ctx.cfg.modes:
-        scalars = {CheckKind.VJP: _reduced(
-            ctx, CheckKind.VJP, _reverse(ctx, pr, ctx.args64, np.float64, False), pr), **scalars}
-    cross = not ctx.cfg.fast
+        fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else t * P)
+                               for j, t in forward(prep, pr).items()}
+        scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr)
+        del fwd
+    # probe p is (v_p, u): the same array P times
+    pr = Probes(pr.v, {j: pr.u[j] * P for j in prep.diff})
+    if "rev" in prep.cfg.modes:
+        scalars = {CheckKind.VJP: _reduced(prep, CheckKind.VJP, reverse(prep, pr), {}, pr),
+                   **scalars}
+    cross = not prep.cfg.fast
     # the eager-vs-functional comparison (two AD paths, no FD) on the first probe
     # (ALTERNATIVE_PROBES, docs/error-model.md 2b)
-    first = _Probes({i: v[:ALTERNATIVE_PROBES] for i, v in pr.v.items()},
-                    {j: u[:ALTERNATIVE_PROBES] for j, u in pr.u.items()})
-    alt = (_reverse(ctx, first, ctx.args64, np.float64, True)
-           if cross and CheckKind.VJP in scalars else {})
-    staged: list[tuple[int, int, int, dict, list[dict[str, Any]]]] = []
-    for r, i in enumerate(ctx.float_outs):
-        for j in ctx.diff:
+    first = Probes({i: v[:ALTERNATIVE_PROBES] for i, v in pr.v.items()},
+                   {j: u[:ALTERNATIVE_PROBES] for j, u in pr.u.items()})
+    alt: AlternativeSamples = (alternatives(prep, first)
+                               if cross and CheckKind.VJP in scalars else {})
+    staged: list[_Pair] = []
+    for r, i in enumerate(prep.float_outs):
+        for j in prep.diff:
             e = est[j]
             if not np.all(e.finite[:, r]):
                 return f"output {i} / input {j}: the FD estimate is not finite"
             if np.any(e.kink[:, r]):
                 return f"output {i} / input {j}: one-sided derivatives differ (possible kink)"
-            ad: dict[CheckKind, tuple[np.ndarray, np.ndarray]] = {}
-            skipped: list[dict[str, Any]] = []
+            ad: AdScalars = {}
+            skipped: list[_Staged] = []
             for kind, table in scalars.items():
                 vals = table[(i, j)]
-                if isinstance(vals, NotImplementedError):  # skipped, as in the full check
-                    skipped.append({"kind": kind.value, "status": Status.SKIPPED,
-                                    "output_index": i, "input_index": j, "message": str(vals)})
-                elif isinstance(vals, Exception):
-                    return f"the backend's {kind.value.upper()} raised"
+                if isinstance(vals, AdapterFailure):
+                    if not vals.unsupported:
+                        return f"the backend's {kind.value.upper()} raised"
+                    skipped.append(_Staged(kind, i, j, {"status": Status.SKIPPED},
+                                           vals.reason))  # skipped, as in the full check
                 else:
                     ad[kind] = vals
             if not ad:
                 return f"output {i} / input {j}: no derivative to compare"
-            terms = _terms(e.magnitude[:, r], ad)  # as the full check counts them
+            t = terms(e.magnitude[:, r], ad)  # as the full check counts them
             judged = []
             for kind, (s_ad, _) in ad.items():
-                verdict = _judge(ctx, kind, i, j, r, e, s_ad, terms)
+                verdict = _judge(prep, kind, i, j, r, e, s_ad, t)
                 if isinstance(verdict, str):
                     return verdict
                 judged.append(verdict)
-            staged.append((i, j, r, ad, skipped + judged))
-    text = label(ctx)[1]
-    if "fwd" in ctx.cfg.modes and not ctx.backend.supports_jvp:
-        _no_forward_mode(ctx)
-    for i, j, r, ad, judged in staged:
-        for kw in judged:
-            res = ctx.result(**kw)
-            if res.status is Status.PASSED:
-                ctx.results[-1] = replace(res, message=_message(res, text))
+            staged.append(_Pair(i, j, r, ad, skipped + judged))
+    text = label(prep)[1]
+    if "fwd" in prep.cfg.modes and not prep.backend.supports_jvp:
+        no_forward_mode(prep)
+    for pair in staged:
+        for c in pair.judged:
+            _record(prep, c, text)
         if not cross:
             continue
-        where = {"output_index": i, "input_index": j}
-        terms = _terms(est[j].magnitude[:, r], ad)
-        if CheckKind.VJP in ad and CheckKind.JVP in ad:
-            _emit(ctx, CheckKind.FWD_REV, where, ad[CheckKind.JVP][0], ad[CheckKind.VJP][0],
-                  np.zeros(len(terms)), terms, ctx.rule_dtype, (), pr, None)
-        if CheckKind.VJP in ad:
-            _compare_alternatives(ctx, where, alt, first, i, j,
-                                  ad[CheckKind.VJP][0][:ALTERNATIVE_PROBES],
-                                  est[j].magnitude[:ALTERNATIVE_PROBES, r])
+        where = {"output_index": pair.i, "input_index": pair.j}
+        t = terms(est[pair.j].magnitude[:, pair.r], pair.ad)
+        if CheckKind.VJP in pair.ad and CheckKind.JVP in pair.ad:
+            emit_fwd_rev(prep, where, pr, pair.ad[CheckKind.JVP][0], pair.ad[CheckKind.VJP][0],
+                         t)
+        if CheckKind.VJP in pair.ad:
+            compare_alternatives(prep, where, alt, first, pair.i, pair.j,
+                                 pair.ad[CheckKind.VJP][0][:ALTERNATIVE_PROBES],
+                                 est[pair.j].magnitude[:ALTERNATIVE_PROBES, pair.r])
     return None
 
 
-def _reduced(ctx: _Ctx, kind: CheckKind, source: dict[tuple[int, int], Any], pr: _Probes
-             ) -> dict[tuple[int, int], Any]:
-    """(output i, input j) -> the compared scalars and magnitudes of ``kind``'s AD results
-    (or the adapter's exception), for every pair."""
-    return {(i, j): _ad_scalars(kind, source, pr, i, j)
-            for i in ctx.float_outs for j in ctx.diff}
+# (output i, input j) -> the compared scalars and magnitudes, or the call's failure
+_Reduced = dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | AdapterFailure]
+
+
+def _reduced(prep: Prepared, kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples,
+             pr: Probes) -> _Reduced:
+    """Every pair's compared scalars of ``kind``'s AD results (or the adapter's failure)."""
+    return {(i, j): ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j))
+            for i in prep.float_outs for j in prep.diff}
+
+
+def _record(prep: Prepared, c: _Staged, text: str) -> CheckResult:
+    fields = dict(c.fields)
+    status = fields.pop("status", Status.PASSED)
+    where = {"output_index": c.i, "input_index": c.j}
+    if status is Status.SKIPPED:
+        return prep.result(c.kind, status, **where, message=c.message)
+    return prep.result(c.kind, status, **where, **fields,
+                       message=lambda r: agreement_message(r, text))
 
 
 def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimate:
@@ -206,34 +235,33 @@ def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimat
                    directions=np.broadcast_to(one.directions, (P,) + one.directions.shape[1:]))
 
 
-def _judge(ctx: _Ctx, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,
-           s_ad: np.ndarray, terms: np.ndarray) -> dict[str, Any] | str:
+def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,
+           s_ad: np.ndarray, t: np.ndarray) -> _Staged | str:
     """The result of one (kind, output, input) comparison, or why the screen cannot pass it."""
     s_fd, e_fd = e.value[:, r], e.error[:, r]
     what = f"{kind.value.upper()} of output {i} w.r.t. input {j}"
     for p in range(len(s_ad)):
-        if not e_fd[p] <= SCREEN_FLOOR * terms[p]:
+        if not e_fd[p] <= SCREEN_FLOOR * t[p]:
             return (f"{what}, probe {p}: the screen's FD error estimate {e_fd[p]:.3g} is above "
-                    f"{SCREEN_FLOOR:g} x terms {terms[p]:.3g}")
-    ratios, allows = _probe_ratios(ctx, s_ad, s_fd, e_fd, terms, "float64")
+                    f"{SCREEN_FLOOR:g} x terms {t[p]:.3g}")
+    model = model_of(prep)
+    ratios, allows = probe_ratios(Comparison(kind, s_ad, s_fd, e_fd, t, "float64"), model)
     # resolution before verdict, as the full check judges it (the floor above implies it)
-    model = [tolerance.model_allowance(float(e_fd[p]), float(terms[p]), "float64").allowed
-             for p in range(len(s_ad))]
+    models = [model.modelled(float(e_fd[p]), float(t[p]), "float64") for p in range(len(s_ad))]
     for p in range(len(s_ad)):
-        if not tolerance.resolved(model[p], float(terms[p])):
-            return (f"{what}, probe {p}: allowed error {model[p]:.3g} not resolved against "
-                    f"terms {terms[p]:.3g}")
-    resolution = max(m / float(t) if t > 0 else 0.0 for m, t in zip(model, terms, strict=True))
+        if not model.resolved(models[p], float(t[p])):
+            return (f"{what}, probe {p}: allowed error {models[p]:.3g} not resolved against "
+                    f"terms {t[p]:.3g}")
+    resolution = max(m / float(x) if x > 0 else 0.0 for m, x in zip(models, t, strict=True))
     for p, ratio in enumerate(ratios):
         if not (ratio <= 1.0 and np.isfinite(s_ad[p])):
             return (f"{what}, probe {p}: {float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, "
                     f"ratio {ratio:.3g}")
     p = int(np.argmax(ratios))
-    key, text = label(ctx)
+    key, text = label(prep)
     disc = abs(float(s_ad[p]) - float(s_fd[p]))
     rel = disc / abs(float(s_fd[p])) if s_fd[p] != 0 else (0.0 if disc == 0 else np.inf)
-    return {
-        "kind": kind.value, "status": Status.PASSED, "output_index": i, "input_index": j,
+    return _Staged(kind, i, j, {
         "expected": float(s_fd[p]), "actual": float(s_ad[p]), "discrepancy": disc,
         "relative_discrepancy": float(rel), "allowed": allows[p].allowed,
         "allowed_source": f"{allows[p].source} ({text})",
@@ -242,4 +270,4 @@ def _judge(ctx: _Ctx, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEs
                              for h, c in zip(e.steps[p], e.table[p, :, r], strict=True)),
         "details": {"probe": p, "probes": len(s_ad), key: "passed", "resolution": resolution,
                     "fd_evaluations": e.evaluations},
-    }
+    })

@@ -1,6 +1,6 @@
 """The FD Jacobian of a localization, compressed by column colouring where the Jacobian is sparse.
 
-Localization (:func:`gradcheck.checks.numeric._localize`) needs every element of a block
+Localization (:func:`gradcheck.checks.numeric.localize.localize`) needs every element of a block
 ``J`` (m x n).  One FD direction per column costs ``16 n`` evaluations of ``f``; most of them
 are wasted on a sparse ``J`` (an elementwise op has one nonzero per row).
 

@@ -36,6 +36,7 @@ import numpy as np
 from .. import tolerance
 from ..api import check
 from ..backends.base import Accumulation, Backend, Semantics
+from ..backends.guarded import AdapterFailure, GuardedBackend
 from ..backends.protocol_ops import PROTOCOL_OPS
 from ..backends.registry import get_backend
 from ..results import CheckResult, Report, Status
@@ -81,6 +82,19 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
 
 
+def _failure(failure: AdapterFailure) -> str:
+    """How a result quotes an adapter's failed call (the exception, as :func:`_describe`)."""
+    return _describe(failure.exception) if failure.exception is not None else failure.text
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A probe section that does not apply, as the adapter declares (``skipped``, not a
+    failure): what a section's body returns instead of a problem."""
+
+    reason: str
+
+
 def _as_list(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
@@ -119,18 +133,20 @@ def _identity(run: _Run) -> list[str]:
                 "the short name users pass as backend=...", check="name")
     else:
         run.add("identity", Status.PASSED, f"name={name!r}", check="name")
-    try:
-        version = be.version()
+    guard = GuardedBackend(be)
+    version = guard.call("version", be.version)
+    if isinstance(version, AdapterFailure):
+        run.add("identity", Status.ERROR, f"version() raised {_failure(version)}",
+                check="version")
+    else:
         ok = isinstance(version, str) and bool(version.strip())
         run.add("identity", Status.PASSED if ok else Status.FAILED,
                 f"version() returned {version!r}" + ("" if ok else ": expected a non-empty str"),
                 check="version")
-    except Exception as exc:
-        run.add("identity", Status.ERROR, f"version() raised {_describe(exc)}", check="version")
-    try:
-        devices = be.devices()
-    except Exception as exc:
-        run.add("identity", Status.ERROR, f"devices() raised {_describe(exc)}", check="devices")
+    devices = guard.call("devices", be.devices)
+    if isinstance(devices, AdapterFailure):
+        run.add("identity", Status.ERROR, f"devices() raised {_failure(devices)}",
+                check="devices")
         return []
     good = (isinstance(devices, list) and bool(devices)
             and all(isinstance(d, str) and d for d in devices)
@@ -203,20 +219,21 @@ class _ProbeContext:
         self.run.add(section, status, message, check=self.probe.name, device=self.device,
                      dtype=self.dtype)
 
-    def guarded(self, section: str, what: str, body: Callable[[], str | None]) -> None:
-        """Run ``body``; it returns a failure message or None; exceptions become errors."""
-        try:
-            problem = body()
-        except NotImplementedError as exc:
-            self.add(section, Status.SKIPPED, f"{what} raised NotImplementedError: {exc}")
-            return
-        except Exception as exc:
-            self.add(section, Status.ERROR, f"{what} raised {_describe(exc)}")
-            return
-        if problem is None:
+    def guarded(self, section: str, what: str, body: Callable[[], str | Skip | None]) -> None:
+        """Run ``body`` through the adapter boundary: it returns a problem, a :class:`Skip`
+        or None (as expected); a failed adapter call is an error (``skipped`` where the
+        adapter raised ``NotImplementedError``)."""
+        problem = GuardedBackend(self.be).call(what, body)
+        if isinstance(problem, AdapterFailure):
+            if problem.unsupported:
+                self.add(section, Status.SKIPPED,
+                         f"{what} raised NotImplementedError: {problem.reason}")
+            else:
+                self.add(section, Status.ERROR, f"{what} raised {_failure(problem)}")
+        elif problem is None:
             self.add(section, Status.PASSED, f"{what}: shapes, dtypes and values as expected")
-        elif problem.startswith("SKIP:"):
-            self.add(section, Status.SKIPPED, problem[5:].strip())
+        elif isinstance(problem, Skip):
+            self.add(section, Status.SKIPPED, problem.reason)
         else:
             self.add(section, Status.FAILED, f"{what}: {problem}")
 
@@ -276,7 +293,7 @@ class _ProbeContext:
         return _shape_dtype_problem("vjp with diff=[last input]", last, self.args[-1:],
                                     self.dtype)
 
-    def jvp(self) -> str | None:
+    def jvp(self) -> str | Skip | None:
         assert self.outs is not None
         rng = np.random.default_rng(3)
         tans = [rng.standard_normal(a.shape).astype(a.dtype) for a in self.args]
@@ -284,7 +301,7 @@ class _ProbeContext:
             try:
                 self.be.jvp(self.probe.fn, self.args, self.diff, tans, self.device)
             except NotImplementedError:
-                return "SKIP: supports_jvp=False and jvp() raises NotImplementedError, as declared"
+                return Skip("supports_jvp=False and jvp() raises NotImplementedError, as declared")
             return ("supports_jvp=False but jvp() returned a value: declare supports_jvp=True so "
                     "the forward-mode checks run, or make jvp() raise NotImplementedError")
         try:
@@ -293,7 +310,7 @@ class _ProbeContext:
             return f"supports_jvp=True but jvp() raised NotImplementedError: {exc}"
         return _shape_dtype_problem("jvp", out, self.outs, self.dtype)
 
-    def order2(self) -> str | None:
+    def order2(self) -> str | Skip | None:
         n = len(self.args)
         declared = ("supports_order2=False" if not self.be.supports_order2 else
                     "supports_order2_for(fn) is False" if not self.be.supports_order2_for(
@@ -302,8 +319,8 @@ class _ProbeContext:
             try:
                 self.be.vjp_function(self.probe.fn, self.diff, n)
             except NotImplementedError:
-                return (f"SKIP: {declared} and vjp_function() raises NotImplementedError, as "
-                        "declared")
+                return Skip(f"{declared} and vjp_function() raises NotImplementedError, as "
+                            "declared")
             return (f"{declared} but vjp_function() returned a function: declare order-2 "
                     "support (supports_order2, supports_order2_for), or make it raise "
                     "NotImplementedError")
@@ -320,13 +337,13 @@ class _ProbeContext:
                                                                             in vals], self.device))
         return _shape_dtype_problem("vjp(vjp_function)", again, self.args, self.dtype)
 
-    def alternatives(self) -> str | None:
+    def alternatives(self) -> str | Skip | None:
         alts = self.be.alternative_vjps(self.probe.fn, self.args, self.diff, self.cotangents(),
                                         self.device)
         if not isinstance(alts, dict):
             return f"alternative_vjps() returned {type(alts).__name__}, expected a dict"
         if not alts:
-            return "SKIP: no alternative reverse-mode paths declared"
+            return Skip("no alternative reverse-mode paths declared")
         for name, grads in alts.items():
             problem = _shape_dtype_problem(f"alternative path {name!r}", _as_list(grads),
                                            self.args, self.dtype)
@@ -372,15 +389,15 @@ def _probe_sections(run: _Run, probes: list[Probe], devices: list[str], dtypes: 
 def _training(run: _Run, devices: list[str], dtypes: list[str]) -> None:
     for device in devices[:1]:
         for dtype in dtypes[:1]:
-            try:
-                hooks = run.backend.training(device, dtype)
-            except NotImplementedError as exc:
-                run.add("training", Status.SKIPPED, f"no training hooks: {exc}", device=device,
-                        dtype=dtype)
-                continue
-            except Exception as exc:
-                run.add("training", Status.ERROR, f"training() raised {_describe(exc)}",
-                        device=device, dtype=dtype)
+            hooks = GuardedBackend(run.backend).call("training", run.backend.training, device,
+                                                     dtype)
+            if isinstance(hooks, AdapterFailure):
+                if hooks.unsupported:
+                    run.add("training", Status.SKIPPED, f"no training hooks: {hooks.reason}",
+                            device=device, dtype=dtype)
+                else:
+                    run.add("training", Status.ERROR, f"training() raised {_failure(hooks)}",
+                            device=device, dtype=dtype)
                 continue
             status = Status.FAILED if hooks is None else Status.PASSED
             run.add("training", status, f"training() returned {type(hooks).__name__}; the "

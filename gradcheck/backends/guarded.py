@@ -1,0 +1,308 @@
+"""The adapter boundary of the checks: every call into an adapter returns a value or a typed
+:class:`AdapterFailure`, and never raises an ``Exception``.
+
+:class:`GuardedBackend` wraps a :class:`~gradcheck.backends.base.Backend`.  Each of its methods
+calls the adapter once and gives back either what the adapter returned (as NumPy arrays) or an
+:class:`AdapterFailure` saying which call failed and how:
+
+* ``unsupported``: the adapter raised ``NotImplementedError`` (a capability it declares
+  missing: the checks report ``skipped``);
+* ``raised``: any other exception of the adapter or of the function it ran (``error``);
+* ``timeout``: the adapter's own time limit (a process engine that did not answer: its
+  exception is a ``TimeoutError``);
+* ``bad-shape`` / ``bad-dtype``: the adapter returned arrays of the wrong number, shape or
+  dtype.  The ``*_rows`` and ``checked_*`` methods validate derivatives here, once, against
+  the arrays they must match (and the dtype under test below float64), and hand back float64
+  arrays.
+
+``BaseException``\\ s that are not ``Exception``\\ s pass through on purpose: the check's
+deadline (:class:`gradcheck.checks._limits.Timeout`), ``KeyboardInterrupt`` and ``SystemExit``
+end the check as a whole (one ``error`` result, :func:`gradcheck.checks._limits.contained`),
+not one comparison.
+
+:class:`AdapterFailed` carries a failure through code that can only raise: the batched
+function the finite-difference engine evaluates (:mod:`gradcheck.fd` counts a row that raises
+as outside the domain).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..results import shorten
+from .base import Backend
+
+T = TypeVar("T")
+
+
+class FailureKind(str, enum.Enum):
+    """How a call into an adapter failed."""
+
+    RAISED = "raised"
+    UNSUPPORTED = "unsupported"  # NotImplementedError: a declared missing capability
+    BAD_SHAPE = "bad-shape"
+    BAD_DTYPE = "bad-dtype"
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True)
+class AdapterFailure:
+    """One failed call into an adapter.
+
+    ``text`` is how an ``error`` result quotes it (``"RuntimeError: first line"``; a
+    validation problem as the ``ValueError`` the checks report it as); ``reason`` how a
+    ``skipped`` result does (the ``NotImplementedError``'s own message)."""
+
+    kind: FailureKind
+    call: str
+    text: str
+    reason: str
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def unsupported(self) -> bool:
+        return self.kind is FailureKind.UNSUPPORTED
+
+    @classmethod
+    def of(cls, call: str, exc: BaseException) -> AdapterFailure:
+        """The failure an exception of the adapter (or of the function it ran) stands for."""
+        kind = (FailureKind.UNSUPPORTED if isinstance(exc, NotImplementedError)
+                else FailureKind.TIMEOUT if isinstance(exc, TimeoutError)
+                else FailureKind.RAISED)
+        return cls(kind, call, describe(exc), str(exc), exc)
+
+    @classmethod
+    def invalid(cls, call: str, problem: str, kind: FailureKind = FailureKind.BAD_SHAPE
+                ) -> AdapterFailure:
+        """A value of the wrong number, shape or dtype (``problem`` says which)."""
+        return cls(kind, call, f"ValueError: {problem}", problem)
+
+
+class AdapterFailed(Exception):
+    """An :class:`AdapterFailure` raised through code that only raises (the FD engine's
+    batched function); callers catch exactly this, never ``Exception``."""
+
+    def __init__(self, failure: AdapterFailure) -> None:
+        super().__init__(failure.text)
+        self.failure = failure
+
+
+def describe(exc: BaseException) -> str:
+    """``"Type: first line of the message"``, at most 500 characters."""
+    text = str(exc).strip().splitlines()
+    return shorten(f"{type(exc).__name__}: {text[0] if text else ''}", 500)
+
+
+def has_dtype(g: np.ndarray, dtype: np.dtype) -> bool:
+    """``g`` has ``dtype``; NumPy has no bfloat16 of its own, so adapters hand bfloat16 results
+    over as float32: accepted when every value is a bfloat16 value."""
+    if g.dtype == dtype:
+        return True
+    if dtype.name == "bfloat16" and g.dtype == np.float32:
+        return bool(np.array_equal(g, g.astype(dtype).astype(np.float32), equal_nan=True))
+    return False
+
+
+def checked(call: str, values: Sequence[Any], want: Sequence[np.ndarray], what: str,
+            dtype: Any) -> list[np.ndarray] | AdapterFailure:
+    """``values`` as float64 arrays (no copy in float64) if there is one per array of ``want``
+    with its shape, and below float64 the dtype ``dtype``; else the failure naming the first
+    problem."""
+    if len(values) != len(want):
+        return AdapterFailure.invalid(call, f"{what} returned {len(values)} arrays, expected "
+                                            f"{len(want)}")
+    out = []
+    low = np.dtype(dtype) != np.float64
+    for g, a in zip(values, want, strict=True):
+        g = np.asarray(g)
+        if g.shape != a.shape:
+            return AdapterFailure.invalid(call, f"{what} returned shape {g.shape}, expected "
+                                                f"{a.shape}")
+        if low and not has_dtype(g, np.dtype(dtype)):
+            return AdapterFailure.invalid(call, f"{what} returned dtype {g.dtype}, expected "
+                                                f"{np.dtype(dtype)}", FailureKind.BAD_DTYPE)
+        out.append(np.asarray(g, dtype=np.float64))
+    return out
+
+
+def unstacked(call: str, values: Sequence[Any], rows: int, what: str
+              ) -> list[list[np.ndarray]] | AdapterFailure:
+    """``values[k]`` with a leading batch axis of ``rows`` -> per row, the list over ``k``."""
+    arrays = [np.asarray(g) for g in values]
+    for g in arrays:
+        if g.ndim == 0 or len(g) != rows:
+            return AdapterFailure.invalid(call, f"{what} returned shape {g.shape}, expected "
+                                                f"{rows} stacked rows")
+    return [[g[b] for g in arrays] for b in range(rows)]
+
+
+class GuardedBackend:
+    """A backend seen through the boundary: values or :class:`AdapterFailure`, no raise."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def supports_jvp(self) -> bool:
+        return bool(self.backend.supports_jvp)
+
+    @property
+    def supports_order2(self) -> bool:
+        return bool(self.backend.supports_order2)
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(self.backend.dtypes)
+
+    def call(self, call: str, f: Callable[..., T], *args: Any, **kwargs: Any
+             ) -> T | AdapterFailure:
+        """``f(*args, **kwargs)``, or the failure of its exception (the one ``except
+        Exception`` of the boundary)."""
+        try:
+            return f(*args, **kwargs)
+        except Exception as exc:
+            return AdapterFailure.of(call, exc)
+
+    def _arrays(self, call: str, f: Callable[..., Sequence[Any]], *args: Any, **kwargs: Any
+                ) -> list[Any] | AdapterFailure:
+        """A call whose answer is a sequence of arrays (a non-sequence is a failure)."""
+        def run() -> list[Any]:
+            return list(f(*args, **kwargs))
+
+        return self.call(call, run)
+
+    # -- plain calls ---------------------------------------------------------------------
+    def oracle_forward(self, fn: Callable) -> Callable | None | AdapterFailure:
+        return self.call("oracle_forward", self.backend.oracle_forward, fn)
+
+    def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str
+                 ) -> list[Any] | AdapterFailure:
+        """The outputs (the adapter's list, :class:`~gradcheck.backends.base.Outputs` with
+        its paths included: returned as is)."""
+        return self.call("evaluate", self.backend.evaluate, fn, args, device)
+
+    def evaluate_batch(self, fn: Callable, args: Sequence[np.ndarray], batched: Sequence[bool],
+                       device: str) -> list[Any] | AdapterFailure:
+        return self._arrays("evaluate_batch", self.backend.evaluate_batch, fn, args, batched,
+                            device)
+
+    def vjp(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+            cotangents: Sequence[np.ndarray], device: str) -> list[Any] | AdapterFailure:
+        """The adapter's VJP, unvalidated (see :meth:`checked_vjp`)."""
+        return self._arrays("vjp", self.backend.vjp, fn, args, diff, cotangents, device)
+
+    def vjp_function(self, fn: Callable, diff: Sequence[int], n_args: int
+                     ) -> Callable | AdapterFailure:
+        return self.call("vjp_function", self.backend.vjp_function, fn, diff, n_args)
+
+    def jvp_function(self, fn: Callable, diff: Sequence[int], n_args: int
+                     ) -> Callable | AdapterFailure:
+        return self.call("jvp_function", self.backend.jvp_function, fn, diff, n_args)
+
+    def vjp_batch(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+                  cotangents: Sequence[np.ndarray], device: str, vectorize: bool = False
+                  ) -> list[Any] | AdapterFailure:
+        return self._arrays("vjp_batch", self.backend.vjp_batch, fn, args, diff, cotangents,
+                            device, vectorize=vectorize)
+
+    def jvp_batch(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+                  tangents: Sequence[np.ndarray], device: str, vectorize: bool = False
+                  ) -> list[Any] | AdapterFailure:
+        return self._arrays("jvp_batch", self.backend.jvp_batch, fn, args, diff, tangents,
+                            device, vectorize=vectorize)
+
+    # -- validated derivatives -------------------------------------------------------------
+    def checked_vjp(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+                    cotangents: Sequence[np.ndarray], device: str, *, what: str, dtype: Any
+                    ) -> list[np.ndarray] | AdapterFailure:
+        """``J^T v`` per input of ``diff``, validated against ``args`` (float64 arrays)."""
+        g = self.vjp(fn, args, diff, cotangents, device)
+        if isinstance(g, AdapterFailure):
+            return g
+        return checked("vjp", g, [args[k] for k in diff], what, dtype)
+
+    def vjp_rows(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+                 cotangents: Sequence[np.ndarray], device: str, *, rows: int, dtype: Any
+                 ) -> list[list[np.ndarray]] | AdapterFailure:
+        """:meth:`Backend.vjp_batch` (not vectorized) as ``rows`` validated rows."""
+        g = self.vjp_batch(fn, args, diff, cotangents, device)
+        if isinstance(g, AdapterFailure):
+            return g
+        per_row = unstacked("vjp_batch", g, rows, "the VJP")
+        if isinstance(per_row, AdapterFailure):
+            return per_row
+        return _all_checked("vjp_batch", per_row, [args[k] for k in diff], "the VJP", dtype)
+
+    def alternative_rows(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+                         cotangents: Sequence[np.ndarray], device: str, *, rows: int,
+                         dtype: Any) -> dict[str, list[list[np.ndarray]]] | AdapterFailure:
+        """:meth:`Backend.alternative_vjps_batch` as validated rows per path name."""
+        call = "alternative_vjps_batch"
+        alts = self.call(call, self.backend.alternative_vjps_batch, fn, args, diff, cotangents,
+                         device)
+        if isinstance(alts, AdapterFailure):
+            return alts
+        if not isinstance(alts, dict):
+            return AdapterFailure.invalid(call, f"alternative_vjps_batch returned "
+                                                f"{type(alts).__name__}, expected a dict")
+        split: dict[str, list[list[np.ndarray]]] = {}
+        for name, g in alts.items():
+            per_row = unstacked(call, g, rows, name)
+            if isinstance(per_row, AdapterFailure):
+                return per_row
+            split[name] = per_row
+        want = [args[k] for k in diff]
+        out: dict[str, list[list[np.ndarray]]] = {name: [] for name in split}
+        for p in range(rows):  # row by row, as the paths' problems are reported
+            for name, per_row in split.items():
+                g64 = checked(call, per_row[p], want, name, dtype)
+                if isinstance(g64, AdapterFailure):
+                    return g64
+                out[name].append(g64)
+        return out
+
+    def jvp_rows(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+                 tangents: Sequence[np.ndarray], device: str, *, rows: int,
+                 outputs: Sequence[np.ndarray], picked: Sequence[int]
+                 ) -> list[dict[int, np.ndarray]] | AdapterFailure:
+        """:meth:`Backend.jvp_batch` (not vectorized) as ``rows`` validated rows: per row,
+        output index (of ``picked``) -> ``J u`` as float64, shaped like ``outputs``."""
+        t = self.jvp_batch(fn, args, diff, tangents, device)
+        if isinstance(t, AdapterFailure):
+            return t
+        if len(t) != len(outputs):
+            return AdapterFailure.invalid("jvp_batch", f"the JVP returned {len(t)} outputs, "
+                                                       f"expected {len(outputs)}")
+        per_row = unstacked("jvp_batch", [t[i] for i in picked], rows, "the JVP")
+        if isinstance(per_row, AdapterFailure):
+            return per_row
+        out = []
+        for row in per_row:
+            entry = {}
+            for i, r in zip(picked, row, strict=True):
+                g = checked("jvp_batch", [r], [np.asarray(outputs[i])], "the JVP", np.float64)
+                if isinstance(g, AdapterFailure):
+                    return g
+                entry[i] = g[0]
+            out.append(entry)
+        return out
+
+
+def _all_checked(call: str, per_row: list[list[np.ndarray]], want: Sequence[np.ndarray],
+                 what: str, dtype: Any) -> list[list[np.ndarray]] | AdapterFailure:
+    out = []
+    for row in per_row:
+        g = checked(call, row, want, what, dtype)
+        if isinstance(g, AdapterFailure):
+            return g
+        out.append(g)
+    return out
