@@ -83,7 +83,13 @@ SPECS: tuple[OpSpec, ...] = (
     _r("prod_axis1", _signed(0.5, 1.5, S), (point("zeros", _ZEROS_ROWS),)),
     _r("logsumexp", special=(point("minus_inf", _NEG_INF), point("large", _A + 1000.0, fd=False))),
     _r("logsumexp_axis1", special=(point("minus_inf", _NEG_INF),)),
-    _r("var"),
+    _r("var", known=known(
+        "jax", "oracle limitation, not a wrong jax derivative: the search reaches a constant "
+        "array, where the exact gradient 2 (x - mean) / n is 0 and jax's jitted VJP returns "
+        "~1e-20 (the mean off by 1 ulp: backward stable), which the rounding bound, relative "
+        "to the compared terms, calls a failure (tests/test_oracle_limitations.py)",
+        checks=("search",), dtypes=("float32",), points=("random",),
+        link="docs/known-discrepancies.md")),
     _r("var_axis1"),
     _r("std", special=(point("constant", np.full(S, 0.7), expect="inconclusive"),)),
     _r("norm", special=(
