@@ -4,7 +4,9 @@ A :class:`KnownDiscrepancy` is a real, investigated discrepancy of a backend (or
 behaviour that fails a semantic probe): which backend, why (``reason``, with a ``link`` to the
 evidence or the ``evidence`` itself), and which results it covers (``subject``: the catalog op
 or the probe name; ``check``: the :class:`~gradcheck.CheckKind`; ``dtype``; ``point``: the
-special point of the catalog, ``random`` for the seeded sample), each ``"*"`` for any.  The
+special point of the catalog, ``random`` for the seeded sample; ``profile``: the suite
+profile whose run shows it, for a Hypothesis search that finds it only with the larger example
+budget of ``thorough``), each ``"*"`` for any.  The
 matching suite test is a strict xfail and the result carries the reason (``details["known"]``
 or ``details["known_behaviour"]``), so the report shows it as ``known`` and a fixed upstream
 behaviour shows up as an unexpected pass.
@@ -31,7 +33,8 @@ class KnownDiscrepancy:
 
     ``check`` is a :class:`~gradcheck.CheckKind` (or its value) or ``"*"``; ``point`` is a
     special-point name, ``"random"`` for the seeded sample or ``"*"``; ``subject`` is the op
-    (catalog entries) or the probe (semantic entries) or ``"*"``.
+    (catalog entries) or the probe (semantic entries) or ``"*"``; ``profile`` is a suite
+    profile (``quick``, ``ci``, ``thorough``) or ``"*"``.
     """
 
     backend: str
@@ -42,19 +45,22 @@ class KnownDiscrepancy:
     point: str = ANY
     subject: str = ANY
     evidence: str = ""
+    profile: str = ANY
 
     def __post_init__(self) -> None:
         if self.check != ANY and type(self.check) is not CheckKind:
             object.__setattr__(self, "check", CheckKind(self.check))  # a typo raises here
 
-    def matches(self, backend: str, dtype: str, check: str, point: str) -> bool:
+    def matches(self, backend: str, dtype: str, check: str, point: str,
+                profile: str = ANY) -> bool:
         """Whether this record covers a result of ``check`` on ``backend`` in ``dtype`` at
-        ``point`` (of the op it is attached to)."""
+        ``point`` (of the op it is attached to) in a run of ``profile`` (``"*"``: any)."""
         return (
             self.backend == backend
             and self.dtype in (ANY, dtype)
             and self.check in (ANY, check)
             and self.point in (ANY, point)
+            and self.profile in (ANY, profile)
         )
 
     @property

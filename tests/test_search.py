@@ -47,3 +47,20 @@ def test_search_finds_a_rule_wrong_only_for_large_inputs(monkeypatch):
     monkeypatch.setattr(NumpyBackend, "op", lambda self, name: buggy)
     with pytest.raises(AssertionError, match="search of numpy-cpu-float64-sin found"):
         search_case(Planned(Case("numpy", "cpu", "float64", "sin"), "search"), "thorough")
+
+
+def test_search_keeps_values_one_roundoff_above_the_subnormal_range():
+    """cos at x = tiny(float32): its gradient -sin(x) * v is subnormal in float32 for any
+    |v| < 1, which XLA on CPU flushes to 0 (the thorough run's jax-cpu-float32-cos search
+    failed there, 0 vs 2.8e-38); the search rejects such inputs, keeps values one unit
+    roundoff above the subnormal range and leaves float64 alone there."""
+    from gradcheck.harness.plan import in_rounding_range
+    from gradcheck.plugin.search import _in_model_range
+
+    tiny32 = np.full((3, 4), float(np.finfo(np.float32).tiny))
+    assert in_rounding_range("cos", (tiny32,), "float32")  # normal numbers: a special point may
+    assert not _in_model_range("cos", (tiny32,), "float32")
+    assert _in_model_range("cos", (tiny32,), "float64")
+    assert _in_model_range("cos", (np.full((3, 4), 1e-30),), "float32")  # >= tiny / eps
+    assert not _in_model_range("exp", (np.full((3, 4), -100.0),), "float32")  # output 3.7e-44
+    assert _in_model_range("exp", (np.full((3, 4), -100.0),), "float64")

@@ -59,11 +59,11 @@ class OpSpec:
     # well-conditioned solves), so the Hypothesis search draws whole samples from ``sample``
     box_domain: bool = True
 
-    def known_for(self, backend: str, dtype: str, check: str, point: str = "random"
-                  ) -> KnownDiscrepancy | None:
-        """The known discrepancy covering this combination, if any."""
+    def known_for(self, backend: str, dtype: str, check: str, point: str = "random",
+                  profile: str = "*") -> KnownDiscrepancy | None:
+        """The known discrepancy covering this combination (in a run of ``profile``), if any."""
         for k in self.known:
-            if k.matches(backend, dtype, check, point):
+            if k.matches(backend, dtype, check, point, profile):
                 return k
         return None
 
@@ -94,10 +94,11 @@ def point(name: str, *args: object, expect: str = "passed", fd: bool = True) -> 
 
 
 def known(backend: str, reason: str, *, checks: tuple[str, ...] = ("*",),
-          dtypes: tuple[str, ...] = ("*",), points: tuple[str, ...] = ("*",), link: str = ""
-          ) -> tuple[KnownDiscrepancy, ...]:
-    """One :class:`KnownDiscrepancy` per (check, dtype, point) combination of the arguments."""
-    return tuple(KnownDiscrepancy(backend, reason, link, d, c, p)
+          dtypes: tuple[str, ...] = ("*",), points: tuple[str, ...] = ("*",), link: str = "",
+          profile: str = "*") -> tuple[KnownDiscrepancy, ...]:
+    """One :class:`KnownDiscrepancy` per (check, dtype, point) combination of the arguments;
+    ``profile`` limits them to the runs of one suite profile."""
+    return tuple(KnownDiscrepancy(backend, reason, link, d, c, p, profile=profile)
                  for c in checks for d in dtypes for p in points)
 
 

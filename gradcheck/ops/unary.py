@@ -58,6 +58,8 @@ def _u(name: str, sample=_NORMAL, special: tuple[SpecialPoint, ...] = (), *,
 
 
 F64 = ("float64",)
+F64_32 = ("float64", "float32")
+ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
 _DOC = "docs/known-discrepancies.md"
 _FROM_OUTPUT = ("the rule reuses the rounded output y: at saturation y rounds to +-1 (or -1 for "
                 "expm1) and the derivative cancels to exactly 0, while the true derivative is "
@@ -83,34 +85,64 @@ _GELU = known("torch", "F.gelu computes x * 0.5 * (1 + erf(x / sqrt 2)): the for
               "0 for x < -5.9 (true -7.6e-23 at -10) and the backward drops the cdf term "
               "(1 % error), so the gradient disagrees with torch's own forward and the truth",
               checks=("vjp", "jvp", "reference", "rounding"), points=("very_negative",),
-              link=_DOC)
+              link=_DOC) + known(
+    "torch", "order 2 at -10: torch's second derivative is exact ((2 - x^2) phi(x) = -7.5407e-21, "
+    "mpmath), but the order-2 checks differentiate torch's first derivative, which drops the "
+    "cdf term (x phi(x)), by finite differences: (1 - x^2) phi(x), 1 % off",
+    checks=ORDER2, points=("very_negative",), link=_DOC)
+_LOGSIGMOID = known("torch", "log_sigmoid's double backward computes (sigmoid(x) - 1) sigmoid(x): "
+                    "sigmoid(x) rounds to 1 for x > 36.7 and the second derivative cancels to "
+                    "exactly 0 (true -sigmoid(x) sigmoid(-x) = -4.248e-18 at 40, mpmath); the "
+                    "first derivative sigmoid(-x) is exact", checks=ORDER2,
+                    points=("very_positive",), link=_DOC)
 _I0 = known("jax", "jax.scipy.special.i0 = exp(|x|) i0e(x) differentiates |x| at 0 as +1: "
             "i0'(0) comes out 1 instead of i1(0) = 0", checks=("vjp", "jvp", "reference"),
             points=("zero",), link=_DOC) + known(
+    "jax", "order 2 at x = 0: i0''(0) comes out 1.5 instead of 0.5, and the first derivative "
+    "jumps there (1 at 0, i1(x) ~ x / 2 next to it), so finite differences of it do not resolve",
+    checks=ORDER2, points=("zero",), link=_DOC) + known(
     "jax", "the search reaches x = 0, where i0'(0) comes out 1 (see i0@zero)", checks=("search",),
-    dtypes=F64, points=("random",), link=_DOC)
+    dtypes=F64_32, points=("random",), link=_DOC)
 _SINC_WHY = ("sinc' at 1e-5 is computed as (cos(pi x) - sinc(x)) / x (or an equivalent form) "
              "that cancels: relative error ~3e-7 in float64")
+_SINC_O2 = ("the second derivative at 1e-5 cancels the same way: relative error 7e-7 (torch) "
+            "and 2e-7..8e-7 (jax, by mode) against -3.2898681327 (mpmath)")
+_SINC_SEARCH = "the search reaches |x| << 1, where sinc' cancels (see sinc@near_zero)"
 _SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference", "cross_backend"),
               points=("near_zero",),
               link=_DOC) + known("jax", _SINC_WHY + "; forward and reverse mode cancel "
                                  "differently, so they also disagree with each other",
                                  checks=("vjp", "jvp", "fwd_rev", "reference"),
-                                 points=("near_zero",), link=_DOC) + known(
-    "jax", "the search reaches |x| << 1, where sinc' cancels (see sinc@near_zero)",
-    checks=("search",), dtypes=F64, points=("random",), link=_DOC)
+                                 points=("near_zero",), link=_DOC) + tuple(
+    k for b in ("torch", "jax") for k in known(b, _SINC_O2, checks=ORDER2,
+                                                 points=("near_zero",), link=_DOC)) + known(
+    "torch", "torch's sinc backward is where(x == 0, 0, ...): a constant at 0, so the second "
+    "derivative there is nan (reverse over reverse) or 0 (forward mode) instead of "
+    "-pi^2 / 3 = -3.29", checks=ORDER2, points=("zero",),
+    link="https://github.com/pytorch/pytorch/issues/89459") + known(
+    "jax", _SINC_SEARCH, checks=("search",), dtypes=F64_32, points=("random",),
+    link=_DOC) + known("torch", _SINC_SEARCH, checks=("search",), dtypes=("float32",),
+                       points=("random",), link=_DOC) + known(
+    "torch", _SINC_SEARCH + "; only the longer search of the thorough profile gets there in "
+    "float64 (x ~ 6e-8: relative error 4e-3)", checks=("search",), dtypes=F64,
+    points=("random",), link=_DOC, profile="thorough")
 _TRIGAMMA = ("torch's float64 trigamma (polygamma(1, x), the derivative of digamma and second "
              "derivative of lgamma) truncates its asymptotic series: relative error up to 5e-10 "
              "(mpmath), far above float64 rounding")
 _DIGAMMA = known("torch", _TRIGAMMA, checks=("vjp", "jvp", "reference", "vjp_of_vjp", "jvp_of_vjp",
                                             "jvp_of_jvp", "search"), dtypes=F64,
                  points=("random",),
-                 link=_DOC) + known("torch", _TRIGAMMA, checks=("vjp", "jvp"),
+                 link=_DOC) + known("torch", _TRIGAMMA, checks=("vjp", "jvp", *ORDER2, "search"),
                                     dtypes=("float32",), points=("random",), link=_DOC) + known(
     "torch", _TRIGAMMA, checks=("reference",), dtypes=F64, points=("reflection",),
     link=_DOC)
-_LGAMMA = known("torch", _TRIGAMMA, checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
-                dtypes=F64, points=("random",), link=_DOC)
+_LGAMMA = known("torch", _TRIGAMMA, checks=ORDER2, dtypes=F64_32, points=("random",), link=_DOC)
+_EXP = known("jax", "oracle limitation, not a wrong jax derivative: the full 12x12 Jacobian of "
+             "jax's JVP agrees with finite differences to 6e-15 relative, but the projected "
+             "order-2 value (-3.6e-304) sums products exp(x) t s below the smallest normal "
+             "2.2e-308, which XLA on CPU flushes to zero (jax-ml/jax#16200): an absolute error "
+             "(4.9e-309) the rounding bound, relative only, does not allow for",
+             checks=("jvp_of_jvp",), dtypes=F64, points=("underflow",), link=_DOC)
 _ACOSH = known("torch", "acosh' computed as rsqrt(x^2 - 1): cancellation near 1 (relative 2e-14 "
                "at 1.001); (x - 1)(x + 1) is exact", checks=("reference",), dtypes=F64,
                points=("near_one",), link=_DOC)
@@ -131,7 +163,7 @@ SPECS: tuple[OpSpec, ...] = (
     _u("arccosh", uniform(1.2, 4.0, S), (_const("near_one", 1.001, fd=False),), known=_ACOSH),
     _u("arctanh", uniform(-0.9, 0.9, S), (_const("zero", 0.0), _saturated(0.999, fd=False)),
        known=_ATANH),
-    _u("exp", special=(_const("near_overflow", 690.0), _const("underflow", -700.0))),
+    _u("exp", special=(_const("near_overflow", 690.0), _const("underflow", -700.0)), known=_EXP),
     _u("exp2", special=(_const("zero", 0.0),)),
     _u("expm1", special=(_const("tiny", 1e-10), _const("zero", 0.0),
                          _const("very_negative", -40.0)),
@@ -143,7 +175,8 @@ SPECS: tuple[OpSpec, ...] = (
     _u("sqrt", uniform(0.2, 5.0, S), (_const("small", 1e-4), _const("huge", 1e300))),
     _u("rsqrt", uniform(0.2, 5.0, S), (_const("small", 1e-4),)),
     _u("sigmoid", special=(_const("zero", 0.0), _saturated(40.0)), known=_SIGMOID),
-    _u("logsigmoid", special=(_const("very_negative", -40.0), _const("very_positive", 40.0))),
+    _u("logsigmoid", special=(_const("very_negative", -40.0), _const("very_positive", 40.0)),
+       known=_LOGSIGMOID),
     _u("softplus", special=(_const("very_negative", -40.0), _const("large", 25.0)),
        known=_SOFTPLUS),
     _u("silu", special=(_const("zero", 0.0), _saturated(40.0))),
