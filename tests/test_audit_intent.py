@@ -17,6 +17,7 @@ nn = torch.nn
 
 # the models and steps the examples show, audited here in mutant pairs
 from examples.intent_markers import Agent as ActorTarget  # noqa: E402
+from examples.intent_markers import V, td_batch  # noqa: E402
 from examples.intent_markers import polyak as _polyak_step  # noqa: E402
 from examples.intent_markers import q_loss as _q_loss  # noqa: E402
 
@@ -78,18 +79,8 @@ def test_residual_nondeterminism_is_reported_not_passed():
 
 # -- semi-gradient TD: a detach on one path of a parameter that trains through another ----
 
-# defined here, not imported from examples/intent_markers.py: a test asserts that the message
-# names this file's line of the declaration
-class V(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
-
-    def forward(self, s):
-        return self.net(s).squeeze(-1)
-
-
+# the loss is defined here, not imported from examples/intent_markers.py (the model and the
+# batch are): a test asserts that the message names this file's line of the declaration
 def _td(declare: bool, detach: bool):
     def loss(v, batch):
         s, r, s2 = batch
@@ -101,25 +92,19 @@ def _td(declare: bool, detach: bool):
     return loss
 
 
-def _td_batch():
-    g = torch.Generator().manual_seed(2)
-    return torch.randn(16, 4, generator=g), torch.randn(16, generator=g), \
-        torch.randn(16, 4, generator=g)
-
-
 def test_semi_gradient_td_declared_passes():
-    report = audit(V(), _td(True, True), _td_batch(), backend="torch")
+    report = audit(V(), _td(True, True), td_batch(), backend="torch")
     _ok(report)
     assert report.declarations and "bootstrap target" in report.declarations[0]
 
 
 def test_semi_gradient_td_undeclared_detach_is_flagged():
-    report = audit(V(), _td(False, True), _td_batch(), backend="torch")
+    report = audit(V(), _td(False, True), td_batch(), backend="torch")
     assert "partial stop or surrogate gradient not declared" in _bugs(report)
 
 
 def test_declared_stop_that_does_not_happen_is_flagged():
-    report = audit(V(), _td(True, False), _td_batch(), backend="torch")
+    report = audit(V(), _td(True, False), td_batch(), backend="torch")
     assert "declared stop that does not happen" in _bugs(report)
     r = [r for r in report.failures if r.name.startswith("intent.stopped")][0]
     assert "test_audit_intent.py:" in r.message

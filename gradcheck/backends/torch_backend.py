@@ -32,22 +32,19 @@ def _stack_rows(rows: Any, count: int) -> list[Any]:
     result and dropped before the next is computed (``torch.stack`` of a list holds every row
     and the result at once: twice the memory of the result), and one row is a view."""
     it = iter(rows)
-    first = next(it)
+    row = next(it)
     if count == 1:
-        return [None if t is None else t.unsqueeze(0) for t in first]
-    out = [None if t is None else t.new_empty((count,) + tuple(t.shape)) for t in first]
-    row = first
-    del first
+        return [None if t is None else t.unsqueeze(0) for t in row]
+    out = [None if t is None else t.new_empty((count,) + tuple(t.shape)) for t in row]
     for b in range(count):
         if b:
-            row = next(it)
+            row = next(it)  # the previous row is dropped here
         for o, t in zip(out, row, strict=True):
             if o is not None:
                 if t is None or t.shape != o.shape[1:]:  # as torch.stack would refuse it
                     raise RuntimeError(f"row {b} has shape {None if t is None else t.shape}, "
                                        f"row 0 {tuple(o.shape[1:])}")
                 o[b].copy_(t)
-        del row
     return out
 
 

@@ -93,6 +93,7 @@ class _Pair:
     j: int
     r: int
     ad: AdScalars
+    terms: np.ndarray  # the comparison's absolute terms per probe, as the full check counts them
     judged: list[_Staged]
 
 
@@ -178,7 +179,7 @@ def screen(prep: Prepared) -> str | None:
                 if isinstance(verdict, str):
                     return verdict
                 judged.append(verdict)
-            staged.append(_Pair(i, j, r, ad, skipped + judged))
+            staged.append(_Pair(i, j, r, ad, t, skipped + judged))
     text = label(prep)[1]
     if "fwd" in prep.cfg.modes and not prep.backend.supports_jvp:
         no_forward_mode(prep)
@@ -188,10 +189,9 @@ def screen(prep: Prepared) -> str | None:
         if not cross:
             continue
         where = {"output_index": pair.i, "input_index": pair.j}
-        t = terms(est[pair.j].magnitude[:, pair.r], pair.ad)
         if CheckKind.VJP in pair.ad and CheckKind.JVP in pair.ad:
             emit_fwd_rev(prep, where, pr, pair.ad[CheckKind.JVP][0], pair.ad[CheckKind.VJP][0],
-                         t)
+                         pair.terms)
         if CheckKind.VJP in pair.ad:
             compare_alternatives(prep, where, alt, first, pair.i, pair.j,
                                  pair.ad[CheckKind.VJP][0][:ALTERNATIVE_PROBES],
