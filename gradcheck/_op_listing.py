@@ -20,7 +20,11 @@ checked against the finite-difference oracle), and the op written for each engin
 backend's op table (`gradcheck/backends/jax_ops`, `torch_ops`, `mlx_ops`, `tinygrad_ops`).
 *Known* counts, per backend, the distinct investigated discrepancies recorded for the op (each
 a strict xfail in the suites, for the checks, dtypes and points it names; evidence in
-`docs/known-discrepancies*.md`).
+`docs/known-discrepancies*.md`). A special point that is a kink (`abs` at 0, ties of `max`)
+expects `inconclusive` from the finite-difference checks of the first derivative and gets no
+second-order checks; a point where the first derivative is continuous and the second jumps
+(`huber_loss` at `|a - b| = delta`) expects `passed` at order 1 and `inconclusive` from the
+second-order checks (`thorough`).
 """
 
 

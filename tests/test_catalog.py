@@ -9,7 +9,14 @@ import pytest
 from gradcheck import InvalidArgument, Status
 from gradcheck.backends.numpy_backend import NumpyBackend
 from gradcheck.harness.plan import CHECKS, PROFILES, Selection, plan, representable
-from gradcheck.harness.runner import RANDOM, Case, case_inputs, numeric_report, stable_seed
+from gradcheck.harness.runner import (
+    RANDOM,
+    Case,
+    case_inputs,
+    expected_verdict,
+    numeric_report,
+    stable_seed,
+)
 from gradcheck.ops import catalog
 
 
@@ -27,6 +34,7 @@ def test_spec_is_consistent(spec):
         assert len(sp.args) == spec.arity, sp.name
         assert [a.shape for a in sp.args] == [np.shape(a) for a in sample], sp.name
         assert sp.expect in ("passed", "inconclusive")
+        assert sp.expect_order2 in (None, "passed", "inconclusive")
     for k in spec.known:
         assert k.reason and k.backend
 
@@ -97,6 +105,25 @@ def test_plan_kinks_only_for_fd_checks_and_fd_blind_points_only_for_exact_checks
     assert "jax-cpu-float64-tan@near_pole" in ref
     assert "numpy-cpu-float64-tan@near_pole" not in _ids("vjp", profile="ci",
                                                           backends=("numpy",), ops=("tan",))
+
+
+def test_a_point_smooth_at_order_1_only_is_judged_a_kink_by_order_2_alone():
+    """huber_loss at |a - b| = delta: the first derivative is continuous, the second jumps.
+    The first-order checks must pass there and the second-order checks (thorough) must see the
+    kink; points where the first derivative itself jumps get no order-2 checks."""
+    case = Case("jax", "cpu", "float64", "huber_loss", "at_delta")
+    assert expected_verdict(case, 1) == "passed"
+    assert expected_verdict(case, 2) == "inconclusive"
+    assert "jax-cpu-float64-huber_loss@at_delta" in _ids("vjp_of_vjp", profile="thorough",
+                                                          backends=("jax",), ops=("huber_loss",))
+    assert not any("@zero" in i for i in _ids("vjp_of_vjp", profile="thorough",
+                                              backends=("jax",), ops=("relu",)))
+    report = numeric_report(case, order=2)
+    first = [r for r in report.results if r.order == 1 and r.kind.value in ("vjp", "jvp")]
+    second = [r for r in report.results if r.order == 2]
+    assert first and all(r.status.value == "passed" for r in first)
+    assert second and all(r.status.value == "inconclusive" for r in second)
+    assert all("not differentiable" in r.message for r in second)
 
 
 def test_plan_skips_absent_devices_with_a_reason():

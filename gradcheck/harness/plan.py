@@ -124,8 +124,12 @@ def _points(spec: OpSpec, check: CheckKind, profile: str, dtype: str) -> list[st
                                                               or dtype != "float64")):
         return pts  # special points: float64 (the rule); every dtype and order in thorough
     for sp in spec.special:
-        if sp.expect != "passed" and not kind.judges_kinks:
-            continue  # kinks: only the FD checks, which must say "inconclusive"
+        if sp.expected(kind.order) != "passed" and not (
+                kind.judges_kinks or (kind.order == 2 and sp.expect_order2 is not None)):
+            # kinks: only the FD checks, which must say "inconclusive"; at order 2 only where
+            # the first derivative is continuous and the second jumps (``expect_order2``):
+            # where the first derivative itself jumps, order 2 is not defined to judge
+            continue
         if not sp.fd and kind.fd_based:
             continue
         if dtype != "float64" and not representable(spec, sp.name, dtype):

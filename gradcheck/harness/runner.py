@@ -79,10 +79,11 @@ def case_inputs(case: Case) -> tuple[np.ndarray, ...]:
                                  [RANDOM] + [sp.name for sp in spec.special])
 
 
-def expected_verdict(case: Case) -> str:
-    """``"passed"``, or ``"inconclusive"`` at a special point that is a kink."""
+def expected_verdict(case: Case, order: int = 1) -> str:
+    """``"passed"``, or ``"inconclusive"`` at a special point that is a kink of the derivative
+    of ``order``."""
     spec = catalog.get_spec(case.op)
-    return next((sp.expect for sp in spec.special if sp.name == case.point), "passed")
+    return next((sp.expected(order) for sp in spec.special if sp.name == case.point), "passed")
 
 
 def op_function(backend: str, op: str):

@@ -107,13 +107,22 @@ SPECS: tuple[OpSpec, ...] = (
            doc="mean of softplus(x) - t x; the target t is differentiable too"),
     OpSpec("mse_loss", FAMILY, 2, normal((3, 4), (3, 4))),
     OpSpec("huber_loss", FAMILY, 2, _huber((3, 4)), doc="delta = 1, mean", special=(
-        # |a - b| = 1 everywhere: C^1 there, so first order passes
-        point("at_delta", np.zeros((3, 4)), np.where(np.arange(12).reshape(3, 4) % 2, 1.0, -1.0)),
+        # |a - b| = 1 everywhere: C^1 there, so first order passes; the second derivative
+        # jumps from 1 to 0 there, so the second-order checks must see the kink
+        point("at_delta", np.zeros((3, 4)), np.where(np.arange(12).reshape(3, 4) % 2, 1.0, -1.0),
+              expect_order2="inconclusive"),
     )),
     OpSpec("layer_norm", FAMILY, 3, normal((3, 5), (5,), (5,)), known=_torch_nested_jvp(196700)),
     OpSpec("rms_norm", FAMILY, 2, normal((3, 5), (5,))),
     OpSpec("batch_norm_train", FAMILY, 3, normal((6, 3), (3,), (3,)),
-           known=_torch_nested_jvp(196699)),
+           known=_torch_nested_jvp(196699) + (KnownDiscrepancy(
+               "torch", check="search", dtype="float32", profile="thorough",
+               link="docs/known-discrepancies.md",
+               reason="oracle limitation (entry 38's class): the search reaches channels whose "
+                      "batch is constant, where the exact derivative in the weight, x_hat, is 0; "
+                      "the float64 forward's x - mean leaves 2^-44 and finite differences "
+                      "measure that residue (-5.7e-14 per element), torch's backward gives 0, "
+                      "and the rounding bound has no term for the cancellation x - mean"),)),
     OpSpec("linear", FAMILY, 3, normal((4, 3), (2, 3), (2,)), doc="x W^T + b"),
     OpSpec("conv1d", FAMILY, 3, normal((2, 3, 7), (4, 3, 3), (4,))),
     OpSpec("conv1d_stride2_pad1", FAMILY, 3, normal((2, 3, 8), (4, 3, 3), (4,))),

@@ -28,6 +28,10 @@ Sampler = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
 class SpecialPoint:
     """A named input where bugs cluster.  ``expect`` is the verdict a correct backend gets:
     ``"passed"`` (smooth there) or ``"inconclusive"`` (a kink / non-differentiable point).
+    ``expect_order2``, where given, is the verdict of the second-order checks when it differs
+    from the first-order one: a point where the function is once but not twice
+    differentiable (``huber_loss`` at ``|a - b| = delta``: the first derivative is continuous,
+    the second jumps) passes at order 1 and is ``"inconclusive"`` at order 2.
 
     ``fd=False`` marks a point the finite-difference oracle cannot judge (its steps cross a
     nearby pole, or the function's own evaluation error there exceeds ``eps * |f|``, shown by
@@ -39,6 +43,12 @@ class SpecialPoint:
     args: tuple[np.ndarray, ...]
     expect: str = "passed"
     fd: bool = True
+    expect_order2: str | None = None
+
+    def expected(self, order: int = 1) -> str:
+        """The verdict a correct backend gets at this point in the checks of ``order``."""
+        return self.expect_order2 if order == 2 and self.expect_order2 is not None \
+            else self.expect
 
 
 @dataclass(frozen=True)
@@ -86,11 +96,12 @@ def uniform(low: float, high: float, *shapes: tuple[int, ...]) -> Sampler:
     return sample
 
 
-def point(name: str, *args: object, expect: str = "passed", fd: bool = True) -> SpecialPoint:
+def point(name: str, *args: object, expect: str = "passed", fd: bool = True,
+          expect_order2: str | None = None) -> SpecialPoint:
     """Shorthand for a :class:`SpecialPoint` from array-likes (floats become float64)."""
     arrays = tuple(np.asarray(a, dtype=np.float64) if not isinstance(a, np.ndarray) else a
                    for a in args)
-    return SpecialPoint(name, arrays, expect, fd)
+    return SpecialPoint(name, arrays, expect, fd, expect_order2)
 
 
 def known(backend: str, reason: str, *, checks: tuple[str, ...] = ("*",),

@@ -42,7 +42,7 @@ def assert_check(planned: Planned) -> None:
     """Fail (with evidence and reproducers) unless every result has the expected verdict."""
     __tracebackhide__ = True
     mine = record(planned, relevant(planned, results_for(planned)))
-    expected = runner.expected_verdict(planned.case)
+    expected = runner.expected_verdict(planned.case, INFO[planned.check].order)
     skipped = [r for r in mine if r.status is Status.SKIPPED]
     judged = [r for r in mine if r.status is not Status.SKIPPED]
     if skipped and not judged:
