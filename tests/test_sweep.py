@@ -220,6 +220,34 @@ def test_a_worker_that_dies_is_recorded_and_replaced(tmp_path):
     assert len(parts) == 2 and parts[1].exists()  # a second worker took "after"
 
 
+def _hanging_worker(backend, names, cfg, path, progress):
+    """A worker that hangs on the op named "hangs" (as a loop inside native code would: the
+    in-process limits never get to run)."""
+    import time
+    from pathlib import Path
+
+    for name in names:
+        Path(progress).write_text(name)
+        while name == "hangs":
+            time.sleep(1)
+    Path(progress).write_text("")  # as run_ops does once every op is done
+    Path(path).write_text("")
+
+
+def test_a_worker_hanging_on_one_op_is_killed_recorded_and_replaced(tmp_path):
+    from gradcheck import stream
+    from gradcheck.sweep.runner import run_parallel
+
+    with stream.using(tmp_path / "main.jsonl"):
+        parts = run_parallel([("jax", ["fine", "hangs", "after"])], QUICK, tmp_path, 1,
+                             target=_hanging_worker, kill_s=3.0)
+    hung = [r for r in read_streams([tmp_path / "main.jsonl"]).checks]
+    assert [(r.name, r.status.value, r.details["triage"]["symptom"]) for r in hung] == [
+        ("hangs", "error", "hang")]
+    assert "worker was killed" in hung[0].message and hung[0].details["sweep"]["hung_s"] >= 3
+    assert len(parts) == 2 and parts[1].exists()  # a second worker took "after"
+
+
 def test_resume_checks_only_the_ops_without_results(tmp_path):
     first = SweepConfig(("jax",), ops=("jax.nn.selu",), profile="quick", triage=False)
     sweep(first, tmp_path)

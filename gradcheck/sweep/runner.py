@@ -37,6 +37,10 @@ CHECK_TIMEOUT_S = 60.0
 #: seconds all checks of one op may take (its triage included); the points after it are
 #: recorded as skipped with that reason, so one slow op cannot hold a worker for long
 OP_BUDGET_S = 240.0
+#: seconds after which the parent kills a worker still checking one op: a hang in native code
+#: (jax's ``expi`` at 1e300 loops inside XLA), which the in-process limits above, raised from
+#: a signal handler between Python bytecodes, cannot interrupt
+OP_KILL_S = 2 * OP_BUDGET_S
 
 
 @dataclass(frozen=True)
@@ -245,6 +249,8 @@ def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
             if progress:  # a worker: one line per op on stderr (the parent's log)
                 print(f"sweep {op.backend} [{k + 1}/{len(ops)}] {op.name}: {n} results, "
                       f"{time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+    if progress:  # every op done: what follows (the interpreter's exit) is no op's hang
+        Path(progress).write_text("")
     return count
 
 
@@ -261,31 +267,66 @@ def _worker(backend: str, names: list[str], cfg: SweepConfig, path: str, progres
     run_ops(backend, names, cfg, path, progress=progress)
 
 
-def crash_result(backend: str, name: str, exitcode: int | None) -> CheckResult:
+def crash_result(backend: str, name: str, exitcode: int | None,
+                 hung_s: float | None = None) -> CheckResult:
     """The ``error`` result of an op during whose checks the worker process died (a native
-    crash of the engine: a signal, ``abort()``, heap corruption)."""
-    how = (f"signal {-exitcode}" if exitcode is not None and exitcode < 0
-           else f"exit status {exitcode}")
-    message = (f"the worker process died ({how}) while checking this op: a crash of the engine "
-               "at one of its points; its results before the crash are in the stream (the "
-               "worker's run has no end record), the ops after it were checked by a new worker")
-    key = "|".join((backend, name, "call", "crash", "raised"))
+    crash of the engine: a signal, ``abort()``, heap corruption) or was killed because the op
+    ran for ``hung_s`` seconds (a hang)."""
+    if hung_s is not None:
+        message = (f"the op's checks ran for {hung_s:.0f} s, past the sweep's limit of "
+                   f"{OP_KILL_S:g} s per op, inside code the per-check limits cannot interrupt "
+                   "(a hang in the engine's native code), so the worker was killed; its "
+                   "results before that are in the stream, the ops after it were checked by a "
+                   "new worker")
+        symptom = "hang"
+    else:
+        how = (f"signal {-exitcode}" if exitcode is not None and exitcode < 0
+               else f"exit status {exitcode}")
+        message = (f"the worker process died ({how}) while checking this op: a crash of the "
+                   "engine at one of its points; its results before the crash are in the stream "
+                   "(the worker's run has no end record), the ops after it were checked by a new "
+                   "worker")
+        symptom = "raised"
+    key = "|".join((backend, name, "call", "crash", symptom))
+    sweep_info: dict[str, Any] = {"point": "crash", "exitcode": exitcode}
+    if hung_s is not None:
+        sweep_info["hung_s"] = round(hung_s, 1)
     return CheckResult(kind=CheckKind.CALL, status=Status.ERROR, backend=backend, name=name,
                        message=message, test_id=f"sweep:{backend}-{name}@crash",
-                       details={"sweep": {"point": "crash", "exitcode": exitcode},
-                                "triage": {"class": "crash", "symptom": "raised", "key": key,
+                       details={"sweep": sweep_info,
+                                "triage": {"class": "crash", "symptom": symptom, "key": key,
                                            "evidence": {}, "reproducer": ""}})
 
 
+@dataclass
+class _Running:
+    """A worker process, its shard and what its progress file said when last read."""
+
+    proc: Any
+    backend: str
+    names: list[str]
+    progress: Path
+    current: str = ""
+    since: float = dataclasses.field(default_factory=time.monotonic)
+
+    def poll(self, now: float) -> float:
+        """Re-read the op being checked; the seconds it has been checked for."""
+        name = self.progress.read_text() if self.progress.exists() else ""
+        if name != self.current:
+            self.current, self.since = name, now
+        return now - self.since
+
+
 def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path,
-                 jobs: int, target: Any = None) -> list[Path]:
+                 jobs: int, target: Any = None, kill_s: float = OP_KILL_S) -> list[Path]:
     """Run the shards ``(backend, op names)`` in at most ``jobs`` spawned processes running
     ``target(backend, names, cfg, stream_path, progress_path)`` (default: check the ops); a
-    process that dies is replaced by one for the ops after the one its progress file names,
-    which is recorded as a crash in the active stream.  Returns the stream files written."""
+    process that dies, or that its progress file shows on one op for ``kill_s`` seconds (and
+    is then killed), is replaced by one for the ops after that op, which is recorded as a
+    crash in the active stream.  Returns the stream files written."""
     ctx = get_context("spawn")
     queue = list(tasks)
-    running: list[tuple[Any, str, list[str], Path]] = []
+    running: list[_Running] = []
     parts: list[Path] = []
     while queue or running:
         while queue and len(running) < jobs:
@@ -298,20 +339,25 @@ def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path
                                                      str(progress)))
             proc.start()
             parts.append(part)
-            running.append((proc, backend, names, progress))
-        for entry in list(running):
-            proc, backend, names, progress = entry
-            proc.join(timeout=0.2)
-            if proc.exitcode is None:
-                continue
-            running.remove(entry)
-            current = progress.read_text() if progress.exists() else ""
-            progress.unlink(missing_ok=True)
-            if proc.exitcode != 0 and current in names:
-                stream.record(crash_result(backend, current, proc.exitcode))
-                rest = names[names.index(current) + 1:]
+            running.append(_Running(proc, backend, names, progress))
+        for w in list(running):
+            w.proc.join(timeout=0.2)
+            hung = None
+            if w.proc.exitcode is None:
+                seconds = w.poll(time.monotonic())
+                if not w.current or seconds < kill_s:
+                    continue
+                w.proc.kill()
+                w.proc.join()
+                hung = seconds
+            running.remove(w)
+            w.poll(time.monotonic())
+            w.progress.unlink(missing_ok=True)
+            if (hung is not None or w.proc.exitcode != 0) and w.current in w.names:
+                stream.record(crash_result(w.backend, w.current, w.proc.exitcode, hung))
+                rest = w.names[w.names.index(w.current) + 1:]
                 if rest:
-                    queue.append((backend, rest))
+                    queue.append((w.backend, rest))
     return parts
 
 
