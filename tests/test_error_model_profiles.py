@@ -125,3 +125,29 @@ def test_audit_judges_its_gradient_checks_and_its_flow_noise_with_the_profile():
     grads = [r for r in strict.results if r.kind == "vjp"]
     assert grads and all(r.allowed_source.startswith("2 x FD error") for r in grads)
     assert "error_model=gradcheck.ErrorModel(fd_safety=2.0)" in grads[0].reproducer
+
+
+def test_the_profile_turns_the_measured_noise_of_two_reverse_paths_into_a_bound():
+    """The eager-vs-functional check where torch's tape and ``torch.func.vjp`` round a
+    one-element group norm apart (tests/test_eager_func_noise.py): only the two paths'
+    measured noise explains the difference, and the profile's ``noise_factor`` bounds it."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[-6.795487403017545, 8.49765622094553]])  # OpInfo group_norm[20]'s input
+
+    def eager_func(model: ErrorModel | None = None):
+        kw = {} if model is None else {"error_model": model}
+        (r,) = [r for r in check(lambda a: torch.nn.functional.group_norm(a, 1), x,
+                                 backend="torch", modes=("rev",), **kw)
+                if r.kind == "eager_func"]
+        return r
+
+    default = eager_func()  # noise_factor 4
+    strict, loose = eager_func(ErrorModel(noise_factor=0.25)), eager_func(
+        ErrorModel(noise_factor=16.0))
+    assert default.status is Status.PASSED and "measured rounding" in default.allowed_source
+    assert strict.status is Status.FAILED and loose.status is Status.PASSED
+    # same comparison; the allowance (all of it the measured noise here) scales with the factor
+    assert strict.discrepancy == default.discrepancy == loose.discrepancy > 0
+    assert strict.allowed == pytest.approx(default.allowed / 16.0, rel=1e-3)
+    assert loose.allowed == pytest.approx(default.allowed * 4.0, rel=1e-3)
+    assert "measured rounding of the judging side" in strict.message

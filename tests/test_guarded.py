@@ -20,6 +20,12 @@ from gradcheck.backends.wire import ProtocolTimeout
 ROOT = Path(__file__).resolve().parents[1] / "gradcheck"
 PIPELINE = sorted((ROOT / "checks" / "numeric").glob("*.py")) + [
     ROOT / "checks" / "_screen.py", ROOT / "checks" / "_second_estimate.py"]
+# modules whose adapter and user-code calls go through the boundary (guarded.attempt /
+# GuardedBackend): no blind except of their own
+BEHIND_THE_BOUNDARY = [ROOT / "checks" / f"{m}.py" for m in (
+    "utilities", "agreement", "_clip", "audit", "_fanout", "_audit_steps", "semantics",
+    "_step_diagnosis", "_path_noise", "_probing")] + [
+    ROOT / "backends" / "_training_jax.py", ROOT / "harness" / "conformance.py"]
 
 
 def _sin() -> NumpyFunction:
@@ -102,11 +108,34 @@ def test_the_pipeline_modules_are_small_and_import_no_private_names(module):
                if isinstance(node, ast.ImportFrom) for a in node.names
                if a.name.startswith("_") and not _is_module(module, node, a.name)]
     assert private == []  # (a package-private module, checks/_limits.py, is not a name)
-    blind = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ExceptHandler)
-             and isinstance(node.type, ast.Name) and node.type.id in ("Exception",
-                                                                     "BaseException")]
+    blind = _blind_excepts(tree)
     # run.py contains what passes the boundary (SystemExit, the deadline): one site
     assert blind == [] or (module.name == "run.py" and len(blind) == 1)
+
+
+def _blind_excepts(tree: ast.AST) -> list[int]:
+    """Lines of ``except:``, ``except Exception`` / ``BaseException`` (alone or in a tuple)."""
+    def blind(t: ast.expr | None) -> bool:
+        if t is None:
+            return True
+        if isinstance(t, ast.Tuple):
+            return any(blind(e) for e in t.elts)
+        return isinstance(t, ast.Name) and t.id in ("Exception", "BaseException")
+
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.ExceptHandler) and blind(node.type)]
+
+
+@pytest.mark.parametrize("module", BEHIND_THE_BOUNDARY, ids=_path)
+def test_the_checks_call_adapters_and_user_code_through_the_boundary(module):
+    assert _blind_excepts(ast.parse(module.read_text())) == []
+
+
+def test_the_boundary_holds_the_one_broad_except():
+    guarded = ROOT / "backends" / "guarded.py"
+    assert len(_blind_excepts(ast.parse(guarded.read_text()))) == 1  # in attempt()
+    assert _blind_excepts(ast.parse("try:\n    f()\nexcept (ValueError, Exception):\n"
+                                    "    pass\n")) == [3]  # the detector detects
 
 
 def test_a_profile_of_the_error_model_reaches_the_verdicts():

@@ -27,10 +27,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._jax_x64 import x64_methods
+from .guarded import AdapterFailure, attempt
 from .training import ClipSemantics, CutPoint, TrainingHooks, validate_max_norm
 
 _DTYPES = {"float64": jnp.float64, "float32": jnp.float32, "float16": jnp.float16,
            "bfloat16": jnp.bfloat16}
+
+# How a user's loss fails under jax.jit / jax.vmap where it runs eagerly: the tracer errors
+# (ConcretizationTypeError, TracerBoolConversionError, TracerArrayConversionError: TypeError;
+# NonConcreteBooleanIndexError: IndexError), a method only concrete arrays have
+# (AttributeError: ``block_until_ready``), a host callback the transformation does not take
+# (ValueError; NotImplementedError: a RuntimeError), XLA refusing to compile (JaxRuntimeError:
+# a RuntimeError).  The fallback re-runs the loss eagerly, so a real error of the loss is
+# raised there, unchanged; anything else the traced loss raises is raised as it is.
+_UNTRACEABLE = (TypeError, IndexError, AttributeError, ValueError, RuntimeError)
 
 
 def _np(x: Any) -> np.ndarray:
@@ -162,7 +172,7 @@ class JaxTraining(TrainingHooks):
         """``run(closed)`` jitted when :attr:`compile_losses`; eagerly if tracing fails."""
         try:
             return run(self._closed(loss_fn, self._inputs))
-        except Exception:
+        except _UNTRACEABLE:
             if not self.compile_losses or self._jitted.get(id(loss_fn)) is None:
                 raise
             self._jitted[id(loss_fn)] = None  # not jittable: python control flow on values
@@ -210,7 +220,7 @@ class JaxTraining(TrainingHooks):
         try:
             with self.seeded():
                 return np.asarray(fn(batched, *inputs), dtype=np.float64)[:n]
-        except Exception:  # python control flow on values, host callbacks: loop eagerly
+        except _UNTRACEABLE:  # python control flow on values, host callbacks: loop eagerly
             self._batched[key] = None
             return super().loss_batch(loss_fn, name, rows, *inputs)
 
@@ -286,10 +296,14 @@ class JaxTraining(TrainingHooks):
             self._params = {_key_name(path): jnp.asarray(leaf) for path, leaf in leaves}
 
     def find_cut_points(self, loss_fn, *inputs):
-        try:
+        def trace() -> Any:
             with self.seeded():
-                jaxpr = jax.make_jaxpr(self._closed(loss_fn, inputs))(self._params)
-        except Exception as exc:  # not traceable: a host round trip under tracing, usually
+                return jax.make_jaxpr(self._closed(loss_fn, inputs))(self._params)
+
+        # the user's loss, traced: whatever stops the trace is reported, not raised
+        jaxpr = attempt("make_jaxpr", trace)
+        if isinstance(jaxpr, AdapterFailure):  # a host round trip under tracing, usually
+            exc = jaxpr.exception
             first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
             return [CutPoint(f"not traceable ({type(exc).__name__}: {first})", "?", True)]
         found: list[CutPoint] = []
@@ -324,7 +338,7 @@ def _where(eqn: Any) -> str:
         from jax._src import source_info_util
 
         where = source_info_util.summarize(eqn.source_info)
-    except Exception:  # private API: the location is a courtesy
-        return "?"
+    except (ImportError, AttributeError, TypeError, ValueError):  # private API, may change:
+        return "?"  # the location is a courtesy
     cwd = os.getcwd() + os.sep
     return where[len(cwd):] if where.startswith(cwd) else where

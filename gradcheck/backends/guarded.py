@@ -23,6 +23,11 @@ not one comparison.
 :class:`AdapterFailed` carries a failure through code that can only raise: the batched
 function the finite-difference engine evaluates (:mod:`gradcheck.fd` counts a row that raises
 as outside the domain).
+
+:func:`attempt` is the boundary for code the harness runs but does not own and that is not a
+:class:`~gradcheck.backends.base.Backend` method: an adapter's training hooks, a user's model,
+loss, clip, monitor or training step, a probe family run as a whole.  It holds the one ``except
+Exception`` of the boundary (:meth:`GuardedBackend.call` is it, for a backend's methods).
 """
 
 from __future__ import annotations
@@ -82,6 +87,13 @@ class AdapterFailure:
         """A value of the wrong number, shape or dtype (``problem`` says which)."""
         return cls(kind, call, f"ValueError: {problem}", problem)
 
+    def quoted(self, limit: int) -> str:
+        """:attr:`text` described in at most ``limit`` characters (what a result of a check that
+        quotes exceptions more briefly shows)."""
+        if self.exception is None:
+            return shorten(self.text, limit)
+        return describe(self.exception, limit)
+
 
 class AdapterFailed(Exception):
     """An :class:`AdapterFailure` raised through code that only raises (the FD engine's
@@ -92,10 +104,23 @@ class AdapterFailed(Exception):
         self.failure = failure
 
 
-def describe(exc: BaseException) -> str:
-    """``"Type: first line of the message"``, at most 500 characters."""
+def describe(exc: BaseException, limit: int = 500) -> str:
+    """``"Type: first line of the message"``, at most ``limit`` characters (cut at a word
+    boundary, :func:`gradcheck.results.shorten`)."""
     text = str(exc).strip().splitlines()
-    return shorten(f"{type(exc).__name__}: {text[0] if text else ''}", 500)
+    return shorten(f"{type(exc).__name__}: {text[0] if text else ''}", limit)
+
+
+def attempt(call: str, f: Callable[..., T], *args: Any, **kwargs: Any) -> T | AdapterFailure:
+    """``f(*args, **kwargs)``, or the failure its exception stands for (``call`` names what was
+    called).  Broad on purpose, and the only place that is: ``f`` is code the harness does not
+    own (an adapter, its training hooks, a user's function), which may raise any ``Exception``;
+    each is reported as a result, never lost and never fatal to the run.  Control flow
+    (``BaseException``: the check's deadline, ``KeyboardInterrupt``) passes through."""
+    try:
+        return f(*args, **kwargs)
+    except Exception as exc:
+        return AdapterFailure.of(call, exc)
 
 
 def has_dtype(g: np.ndarray, dtype: np.dtype) -> bool:
@@ -165,12 +190,8 @@ class GuardedBackend:
 
     def call(self, call: str, f: Callable[..., T], *args: Any, **kwargs: Any
              ) -> T | AdapterFailure:
-        """``f(*args, **kwargs)``, or the failure of its exception (the one ``except
-        Exception`` of the boundary)."""
-        try:
-            return f(*args, **kwargs)
-        except Exception as exc:
-            return AdapterFailure.of(call, exc)
+        """``f(*args, **kwargs)``, or the failure of its exception (:func:`attempt`)."""
+        return attempt(call, f, *args, **kwargs)
 
     def _arrays(self, call: str, f: Callable[..., Sequence[Any]], *args: Any, **kwargs: Any
                 ) -> list[Any] | AdapterFailure:

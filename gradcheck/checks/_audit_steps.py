@@ -30,11 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.guarded import AdapterFailure, attempt
 from ..results import CheckKind, Status
 from ..tolerance import ErrorModel
 from . import _state
 from ._optimizers import SGD, Adam, from_torch
-from ._probing import BugClass, ProbeContext, assess, describe_exc, filled, global_norm, matches
+from ._probing import QUOTE, BugClass, ProbeContext, assess, filled, global_norm, matches
 from ._step_diagnosis import breakdown, diagnose, per_parameter
 from ._step_model import Prediction, TargetUpdate, Tie, predict
 
@@ -93,21 +94,14 @@ def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
     snap = hooks.snapshot()
     hooks.zero_grad()
     try:
-        if isinstance(monitor, AfterBackward):
-            hooks.backward(loss_fn, batch)
-            with hooks.seeded():
-                reported = float(monitor.fn(hooks.monitor_argument()))
-            how = "AfterBackward monitor, called after the audit's backward"
-        else:
-            with hooks.seeded():
-                reported = float(monitor(hooks.model, batch))
-            how = "grad_norm_monitor"
-    except Exception as exc:
-        ctx.emit("grad_norm", Status.ERROR, f"grad_norm_monitor raised {describe_exc(exc)}",
-                 kind=kind)
-        return norm
+        got = attempt("grad_norm_monitor", _monitored, hooks, loss_fn, batch, monitor)
     finally:
         hooks.restore(snap)
+    if isinstance(got, AdapterFailure):
+        ctx.emit("grad_norm", Status.ERROR, f"grad_norm_monitor raised {got.quoted(QUOTE)}",
+                 kind=kind)
+        return norm
+    reported, how = got
     if not np.isfinite(reported):
         ctx.emit("grad_norm", Status.FAILED, f"{how} reports {reported} but the global L2 norm "
                  f"of the gradients is {norm:.6g} (finite): a non-finite norm never passes; "
@@ -125,6 +119,17 @@ def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
                     f"gradients recomputed in float64 ({norm:.6g}){hint}",
                details={"grad_norm": norm, "monitor": reported})
     return norm
+
+
+def _monitored(hooks: Any, loss_fn: Any, batch: Any, monitor: Any) -> tuple[float, str]:
+    """What the user's monitor reports, and how it was called."""
+    if isinstance(monitor, AfterBackward):
+        hooks.backward(loss_fn, batch)
+        with hooks.seeded():
+            reported = float(monitor.fn(hooks.monitor_argument()))
+        return reported, "AfterBackward monitor, called after the audit's backward"
+    with hooks.seeded():
+        return float(monitor(hooks.model, batch)), "grad_norm_monitor"
 
 
 def _diagnose(reported: float, norm: float, grads: Mapping[str, np.ndarray],
@@ -206,17 +211,21 @@ def check_train_step(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any, tr
 
 def _repeatable(ctx, hooks, batch, spec: TrainStep, objs, found) -> None:
     values = hooks.parameter_values()
-    try:
+
+    def twice() -> tuple[dict, dict]:
         hooks.zero_grad()
         hooks.run_user_step(_Caller(spec), batch)
         first = hooks.parameter_values()
         hooks.assign(values)  # stored gradients stay as the step left them
         _state.restore(objs)
         hooks.run_user_step(_Caller(spec), batch)
-        second = hooks.parameter_values()
-    except Exception as exc:
-        ctx.emit("train_step", Status.ERROR, f"train_step raised {describe_exc(exc)}")
+        return first, hooks.parameter_values()
+
+    ran = attempt("train_step", twice)
+    if isinstance(ran, AdapterFailure):
+        ctx.emit("train_step", Status.ERROR, f"train_step raised {ran.quoted(QUOTE)}")
         return
+    first, second = ran
     d1 = {k: first[k] - values[k] for k in values}
     d2 = {k: second[k] - values[k] for k in values}
     mag = {k: np.abs(values[k]) + np.abs(first[k]) + np.abs(second[k]) for k in values}
@@ -239,36 +248,46 @@ def _steps(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, found) -> None:
         ctx.emit("train_step.effective_step", Status.SKIPPED, f"{origin}: declare lr (and "
                  "max_norm) or optimizer= with gradcheck.TrainStep to measure the effective step")
         return
+    seed0 = hooks.rng_seed
     try:
-        targets_named = {tk for tu in spec.target_updates for tk, _ in tu.pairs(names)}
-        state = model.initial_state(names)
-        caller = _Caller(spec)
-        seed0 = hooks.rng_seed
-        first_grads = None
-        hooks.zero_grad()
-        for t in range(max(1, int(spec.steps))):
-            hooks.rng_seed = None if seed0 is None else seed0 + 7919 * t
-            before = hooks.parameter_values()
-            left = hooks.snapshot()
-            hooks.zero_grad()
-            hooks.backward(loss_fn, batch)
-            raw = hooks.gradients()
-            hooks.restore(left)  # stored gradients as the previous step left them
-            grads = filled(raw, before)
-            first_grads = grads if first_grads is None else first_grads
-            moving = [k for k in names if k not in stopped and raw[k] is not None]
-            preds = _preds(model, before, grads, moving, state, t, spec, hooks)
-            hooks.run_user_step(caller, batch)
-            after = hooks.parameter_values()
-            pred = _pick(preds, after, hooks.dtype, ctx.error_model)
-            _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving,
-                          state, pred, first_grads, targets_named, stopped)
-            state = pred.state
-    except Exception as exc:
-        ctx.emit("train_step.effective_step", Status.ERROR,
-                 f"train_step raised {describe_exc(exc)}")
+        # the user's step, loss and declarations, with the harness's predictions between
+        # them, through the boundary as one: whatever raises fails this check, not the audit
+        ran = attempt("train_step", _step_by_step, ctx, hooks, loss_fn, batch, spec, stopped,
+                      model, origin, names)
     finally:
         hooks.rng_seed = seed0
+    if isinstance(ran, AdapterFailure):
+        ctx.emit("train_step.effective_step", Status.ERROR,
+                 f"train_step raised {ran.quoted(QUOTE)}")
+
+
+def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, origin,
+                  names) -> None:
+    """``spec.steps`` steps of the user's, each compared with the declared optimizer's."""
+    targets_named = {tk for tu in spec.target_updates for tk, _ in tu.pairs(names)}
+    state = model.initial_state(names)
+    caller = _Caller(spec)
+    seed0 = hooks.rng_seed
+    first_grads = None
+    hooks.zero_grad()
+    for t in range(max(1, int(spec.steps))):
+        hooks.rng_seed = None if seed0 is None else seed0 + 7919 * t
+        before = hooks.parameter_values()
+        left = hooks.snapshot()
+        hooks.zero_grad()
+        hooks.backward(loss_fn, batch)
+        raw = hooks.gradients()
+        hooks.restore(left)  # stored gradients as the previous step left them
+        grads = filled(raw, before)
+        first_grads = grads if first_grads is None else first_grads
+        moving = [k for k in names if k not in stopped and raw[k] is not None]
+        preds = _preds(model, before, grads, moving, state, t, spec, hooks)
+        hooks.run_user_step(caller, batch)
+        after = hooks.parameter_values()
+        pred = _pick(preds, after, hooks.dtype, ctx.error_model)
+        _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving,
+                      state, pred, first_grads, targets_named, stopped)
+        state = pred.state
 
 
 def _preds(model, before, grads, moving, state, t, spec, hooks, **kw) -> list[Prediction]:

@@ -12,15 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.guarded import AdapterFailure, attempt
 from ..results import Status
-from ._probing import (
-    BugClass,
-    ProbeContext,
-    describe_exc,
-    filled,
-    flatten,
-    global_norm,
-)
+from ._probing import QUOTE, BugClass, ProbeContext, filled, flatten, global_norm
 from ._problems import StandardProblem, shapes_for
 
 SCALES = (-1.0, 0.0, 1e-3, 0.5, 2.0)
@@ -125,11 +119,11 @@ def _nonfinite(ctx: ProbeContext, hooks: Any, stored: dict) -> None:
         poisoned = {k: v.copy() for k, v in stored.items()}
         first = next(iter(poisoned))
         poisoned[first].flat[0] = bad
-        try:
-            reported, _ = _after_clip(hooks, poisoned, 1.0)
-        except Exception as exc:
-            outcomes.append(f"{bad}: raised {describe_exc(exc)}")
+        after = attempt("clip_grad_norm", _after_clip, hooks, poisoned, 1.0)
+        if isinstance(after, AdapterFailure):
+            outcomes.append(f"{bad}: raised {after.quoted(QUOTE)}")
             continue
+        reported = after[0]
         flagged = not np.isfinite(reported)
         failed |= not flagged
         outcomes.append(f"{bad}: returned norm {reported!r}"
@@ -143,13 +137,12 @@ def _threshold_validation(ctx: ProbeContext, hooks: Any, stored: dict) -> None:
     g, _ = flatten(stored)
     outcomes, failed = [], False
     for t in (-1.0, float("nan")):
-        try:
-            _, clipped = _after_clip(hooks, stored, t)
-        except Exception as exc:
-            outcomes.append(f"max_norm={t!r}: rejected ({describe_exc(exc)})")
+        after = attempt("clip_grad_norm", _after_clip, hooks, stored, t)
+        if isinstance(after, AdapterFailure):
+            outcomes.append(f"max_norm={t!r}: rejected ({after.quoted(QUOTE)})")
             continue
         failed = True
-        c, _ = flatten(clipped)
+        c, _ = flatten(after[1])
         if not np.all(np.isfinite(c)):
             effect = "gradients became non-finite"
         elif float(c @ g) < 0:
@@ -168,29 +161,39 @@ def _low_precision(ctx: ProbeContext, dtype: str) -> None:
         "large": ("elements of magnitude 300", 300.0 * rng.choice([-1.0, 1.0], _LOW_SIZE)),
         "many": (f"{_LOW_SIZE} elements in [0.5, 1.5]", rng.uniform(0.5, 1.5, _LOW_SIZE)),
     }
-    hooks = None
-    for tag, (label, values) in cases.items():
-        name = f"clip.low_precision_norm[{dtype}:{tag}]"
-        if dtype not in ctx.backend.dtypes:
+    names = {tag: f"clip.low_precision_norm[{dtype}:{tag}]" for tag in cases}
+    if dtype not in ctx.backend.dtypes:
+        for name in names.values():
             ctx.emit(name, Status.SKIPPED, f"backend {ctx.backend.name!r} has no {dtype}",
                      dtype=dtype)
+        return
+    hooks = attempt("training", ctx.hooks, dtype)  # one set of hooks for both cases
+    for tag, (label, values) in cases.items():
+        name = names[tag]
+        loaded = hooks if isinstance(hooks, AdapterFailure) else attempt(
+            "set_gradients", _load, hooks, values)
+        if isinstance(loaded, AdapterFailure):
+            ctx.emit(name, Status.SKIPPED, f"no {dtype} training hooks: "
+                     f"{loaded.quoted(QUOTE)}", dtype=dtype)
             continue
-        try:
-            hooks = hooks or ctx.hooks(dtype)
-            hooks.create_parameters({"w": np.zeros(_LOW_SIZE)})
-            hooks.set_gradients({"w": values})
-        except Exception as exc:
-            ctx.emit(name, Status.SKIPPED, f"no {dtype} training hooks: {describe_exc(exc)}",
-                     dtype=dtype)
-            continue
-        stored = filled(hooks.gradients(), {"w": values})
+        stored = filled(loaded.gradients(), {"w": values})
         norm = global_norm(stored)
-        try:
-            reported = float(hooks.clip_grad_norm(2.0 * norm))
-        except Exception as exc:
-            ctx.emit(name, Status.ERROR, f"{label}: clip raised {describe_exc(exc)}",
+        reported = attempt("clip_grad_norm", _clip_norm, loaded, 2.0 * norm)
+        if isinstance(reported, AdapterFailure):
+            ctx.emit(name, Status.ERROR, f"{label}: clip raised {reported.quoted(QUOTE)}",
                      dtype=dtype)
             continue
         ctx.compare(name, reported, norm, norm, dtype=dtype,
                     what=f"{dtype} gradient norm ({label}) returned by clip vs the float64 "
                          "recomputation", bug=BugClass.LOW_PRECISION_NORM)
+
+
+def _load(hooks: Any, values: np.ndarray) -> Any:
+    """``hooks`` with one parameter ``w`` whose gradient is ``values``."""
+    hooks.create_parameters({"w": np.zeros(_LOW_SIZE)})
+    hooks.set_gradients({"w": values})
+    return hooks
+
+
+def _clip_norm(hooks: Any, max_norm: float) -> float:
+    return float(hooks.clip_grad_norm(max_norm))

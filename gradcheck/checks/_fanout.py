@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.guarded import AdapterFailure, attempt
 from ..results import Status
 from ..tolerance import ErrorModel
 from . import _dag
 from ._dag import Dag
-from ._probing import BugClass, ProbeContext, assess, describe_exc, filled
+from ._probing import QUOTE, BugClass, ProbeContext, assess, filled
 
 FIXED: dict[str, Dag] = {
     "fanout.shared_operand": Dag(("a", "b", "c"), (("mul", (0, 1)), ("mul", (1, 2)),
@@ -150,10 +151,19 @@ def _random_dags(ctx: ProbeContext, hooks: Any, examples: int) -> None:
         if not a.ok:
             raise _Mismatch(dag, a)
 
+    def mismatch() -> _Mismatch | None:
+        try:
+            probe()
+        except _Mismatch as m:  # the minimal failing DAG Hypothesis shrank to
+            return m
+        return None
+
     name = "fanout.random_dags"
-    try:
-        probe()
-    except _Mismatch as m:
+    m = attempt("random DAG probe", mismatch)
+    if isinstance(m, AdapterFailure):
+        ctx.emit(name, Status.ERROR, f"random DAG probe raised {m.quoted(QUOTE)}",
+                 dtype=ctx.rule_dtype)
+    elif m is not None:
         uses = m.dag.uses()
         bug = BugClass.SET_INSTEAD_OF_ADD if uses else BugClass.WRONG_GRADIENT
         shared = ", ".join(f"{k} x{c}" for k, c in uses.items()) or "none"
@@ -161,9 +171,6 @@ def _random_dags(ctx: ProbeContext, hooks: Any, examples: int) -> None:
                    what=f"minimal failing DAG (shrunk by Hypothesis, seed {ctx.seed}) "
                         f"[{m.dag.text()}] (fan-out: {shared}): gradient vs FD",
                    details={"dag": m.dag.text()})
-    except Exception as exc:
-        ctx.emit(name, Status.ERROR, f"random DAG probe raised {describe_exc(exc)}",
-                 dtype=ctx.rule_dtype)
     else:
         a = worst.get("a")
         if a is None:
@@ -186,17 +193,20 @@ def _compiled(ctx: ProbeContext, hooks: Any) -> None:
     hooks.create_parameters(params)
     loss = _dag_loss(hooks, _RUNNER_DAG, inputs=("x",))
     kind = hooks.runner_kind
-    try:
+
+    def twice() -> tuple[Callable, Any, Any]:
         run = hooks.compile(loss)
-        first = run(hooks.to_native(x0))
-        second = run(hooks.to_native(x0))
-    except NotImplementedError as exc:
-        ctx.emit("fanout.compiled_rerun", Status.SKIPPED, str(exc), dtype=ctx.rule_dtype)
+        return run, run(hooks.to_native(x0)), run(hooks.to_native(x0))
+
+    ran = attempt(kind, twice)
+    if isinstance(ran, AdapterFailure):
+        if ran.unsupported:
+            ctx.emit("fanout.compiled_rerun", Status.SKIPPED, ran.reason, dtype=ctx.rule_dtype)
+        else:
+            ctx.emit("fanout.compiled_rerun", Status.ERROR,
+                     f"{kind} raised {ran.quoted(QUOTE)}", dtype=ctx.rule_dtype)
         return
-    except Exception as exc:
-        ctx.emit("fanout.compiled_rerun", Status.ERROR, f"{kind} raised {describe_exc(exc)}",
-                 dtype=ctx.rule_dtype)
-        return
+    run, first, second = ran
     a0 = _runner_reference(hooks.parameter_values(), x0)
     _, _, exact, mag = a0
     doubled = {k: 2.0 * v for k, v in exact.items()}
@@ -210,11 +220,10 @@ def _compiled(ctx: ProbeContext, hooks: Any) -> None:
                         f"[{_RUNNER_DAG.text()}] vs FD")
     new = {k: v + 0.75 for k, v in params.items()}
     hooks.assign(new)
-    try:
-        third = run(hooks.to_native(x1))
-    except Exception as exc:
+    third = attempt(kind, lambda: run(hooks.to_native(x1)))
+    if isinstance(third, AdapterFailure):
         ctx.emit("fanout.rebinding", Status.ERROR, f"{kind} raised after rebinding: "
-                 f"{describe_exc(exc)}", dtype=ctx.rule_dtype)
+                 f"{third.quoted(QUOTE)}", dtype=ctx.rule_dtype)
         return
     ctx.record("fanout.rebinding", _two_oracles(third, *_runner_reference(
         hooks.parameter_values(), x1), ctx.rule_dtype, ctx.error_model),

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import tolerance
 from ..backends.base import Backend
+from ..backends.guarded import AdapterFailed
 from .agreement import Side, _element_noise
 
 
@@ -40,8 +41,9 @@ def measured_extra(backend: Any, fn: Callable, path: str, args: Sequence[np.ndar
                    seed: int, *, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
                    ) -> list[float]:
     """Per probe: ``max(0, model.noise_bound(sum_k |u_k| sigma_k) - share)`` for the input at
-    ``position`` of ``diff``, ``sigma`` the steadier path's element noise.  Never raises: a path
-    that fails off the point gives no credit (zeros)."""
+    ``position`` of ``diff``, ``sigma`` the steadier path's element noise; ``model`` is the
+    check's (``check(..., error_model=...)``: its ``noise_factor`` makes the bound).  A path
+    that fails off the point (:class:`AdapterFailed`) gives no credit (zeros)."""
     try:
         sigma = np.minimum(
             _element_noise(Side(backend, fn, device), args, diff, cotangents, seed),
@@ -49,7 +51,7 @@ def measured_extra(backend: Any, fn: Callable, path: str, args: Sequence[np.ndar
             _element_noise(Side(cast(Backend, _AlternativePath(backend, path)), fn, device),
                            args, diff,
                            cotangents, seed))
-    except Exception:
+    except AdapterFailed:
         return [0.0] * len(tangents)
     bounds = np.cumsum([0] + [np.size(args[k]) for k in diff])
     block = sigma[:, bounds[position]:bounds[position + 1]]

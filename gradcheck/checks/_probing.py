@@ -25,6 +25,10 @@ from ..known import KnownDiscrepancy as KnownBehaviour  # noqa: F401  (re-export
 from ..known import known_behaviour
 from ..results import CheckKind, CheckResult, Status
 
+QUOTE = 300
+"""Characters of an exception a probe's message quotes (:meth:`AdapterFailure.quoted`): what
+raised, and the first line of why."""
+
 
 class BugClass(str, enum.Enum):
     """The training-semantics bug a failed probe points at (its value is shown in messages)."""
@@ -253,7 +257,3 @@ def global_norm(grads: Mapping[str, np.ndarray]) -> float:
     return float(np.sqrt(sum(float(np.sum(np.square(np.asarray(g, dtype=np.float64))))
                              for g in grads.values())))
 
-
-def describe_exc(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]

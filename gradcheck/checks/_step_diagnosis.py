@@ -21,6 +21,12 @@ import numpy as np
 from ..tolerance import DEFAULT_MODEL, ErrorModel
 from ._probing import BugClass, matches
 
+# what the step model (:mod:`._step_model`, :mod:`._optimizers`) raises for a variation it
+# cannot express: an optimizer feature it does not model (NotImplementedError), a variation
+# whose shapes or state do not fit (ValueError, LookupError), a number it cannot form
+# (ArithmeticError).  Such a cause is not the one; anything else is a bug here and surfaces.
+_CANNOT_EXPRESS = (NotImplementedError, ValueError, LookupError, ArithmeticError)
+
 
 def per_parameter(actual: Mapping[str, np.ndarray], intended: Mapping[str, np.ndarray],
                   before: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, float]:
@@ -106,7 +112,7 @@ def diagnose(actual: Mapping[str, np.ndarray], mag: Mapping[str, np.ndarray], dt
     for bug, hint, kw in cands:
         try:
             pred = alt(**kw)
-        except Exception:  # an unusual variation the model cannot express: not this cause
+        except _CANNOT_EXPRESS:  # an unusual variation the model cannot express: not this cause
             continue
         if hit(pred, float(kw.get("scale", 1.0)) if kw.get("scale", 1.0) > 1 else 1.0):
             return bug, hint

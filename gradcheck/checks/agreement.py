@@ -52,7 +52,8 @@ import numpy as np
 
 from .. import fd, tolerance
 from ..backends.base import Backend
-from ..results import CheckResult, Status, WorstElement
+from ..backends.guarded import AdapterFailed, AdapterFailure, GuardedBackend, attempt
+from ..results import CheckResult, Status, WorstElement, shorten
 
 _WORST = 5
 _NOISE_ULPS = (-2, -1, 1, 2)  # each input element moves by t times one of these ulps, |t| <= 3
@@ -89,17 +90,10 @@ def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.nd
         kind=kind, backend=actual.backend.name, device=actual.device, dtype="float64",
         name=name, seed=seed, shapes=tuple(a.shape for a in args), reproducer=reproducer,
         test_id=test_id)
-    try:
-        outs = expected.backend.evaluate(expected.fn, args, expected.device)
-        rng = np.random.default_rng(seed)
-        vs = [[rng.standard_normal(np.shape(o)) for o in outs] for _ in range(probes)]
-        us = [[rng.standard_normal(args[k].shape) for k in diff] for _ in range(probes)]
-        ga = [_vjp(actual, args, diff, v) for v in vs]
-        gb = [_vjp(expected, args, diff, v) for v in vs]
-        out_mag = [_output_magnitudes(expected, args, diff, v, u) for v, u in zip(vs, us,
-                                                                               strict=True)]
-    except Exception as exc:
-        return [CheckResult(status=Status.ERROR, message=f"{kind}: {_describe(exc)}", **base)]
+    sampled = _sample(actual, expected, args, diff, seed, probes)
+    if isinstance(sampled, str):
+        return [CheckResult(status=Status.ERROR, message=f"{kind}: {sampled}", **base)]
+    vs, us, ga, gb, out_mag = sampled
     noise = _LazyNoise(kind, actual, expected, args, diff, vs, us, seed)
     cond = _LazyConditioning(kind, actual, expected, args, diff, vs, us, seed)
     results = []
@@ -111,37 +105,76 @@ def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.nd
     return results
 
 
-def _describe(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
+_Sampled = tuple[list, list, list[list[np.ndarray]], list[list[np.ndarray]], list[list[float]]]
 
 
-def _vjp(side: Side, args, diff, v) -> list[np.ndarray]:
-    try:
-        grads = side.backend.vjp(side.fn, args, diff, v, side.device)
-    except Exception as exc:
-        raise RuntimeError(f"the VJP of {side.label} raised {_describe(exc)}") from exc
-    out = [np.asarray(g, dtype=np.float64) for g in grads]
+def _sample(actual: Side, expected: Side, args, diff, seed: int, probes: int
+            ) -> _Sampled | str:
+    """The probes (``vs``, ``us``), both sides' VJPs along them and the output magnitudes;
+    or what failed, as the ``error`` result says it (every call through the adapter
+    boundary)."""
+    outs = GuardedBackend(expected.backend).evaluate(expected.fn, args, expected.device)
+    if isinstance(outs, AdapterFailure):
+        return outs.text
+    rng = np.random.default_rng(seed)
+    vs = [[rng.standard_normal(np.shape(o)) for o in outs] for _ in range(probes)]
+    us = [[rng.standard_normal(args[k].shape) for k in diff] for _ in range(probes)]
+    ga: list[list[np.ndarray]] = []
+    gb: list[list[np.ndarray]] = []
+    out_mag: list[list[float]] = []
+    for side, grads in ((actual, ga), (expected, gb)):
+        for v in vs:
+            g = _vjp(side, args, diff, v)
+            if isinstance(g, str):
+                return g
+            grads.append(g)
+    for v, u in zip(vs, us, strict=True):
+        m = _output_magnitudes(expected, args, diff, v, u)
+        if isinstance(m, AdapterFailure):
+            return m.text
+        out_mag.append(m)
+    return vs, us, ga, gb, out_mag
+
+
+def _vjp(side: Side, args, diff, v) -> list[np.ndarray] | str:
+    """``side``'s ``J^T v`` per input of ``diff`` as float64, or the problem."""
+    grads = GuardedBackend(side.backend).call("vjp", side.backend.vjp, side.fn, args, diff, v,
+                                              side.device)
+    if isinstance(grads, AdapterFailure):  # worded as the check has always reported it
+        return shorten(f"RuntimeError: the VJP of {side.label} raised {grads.text}", 500)
+    out = attempt("vjp", lambda: [np.asarray(g, dtype=np.float64) for g in grads])
+    if isinstance(out, AdapterFailure):
+        return out.text
+    if len(out) != len(diff):
+        return (f"ValueError: the VJP of {side.label} returned {len(out)} arrays for "
+                f"{len(diff)} inputs")
     for g, k in zip(out, diff, strict=True):
         if g.shape != args[k].shape:
-            raise ValueError(f"the VJP of {side.label} returned shape {g.shape} for input {k}, "
-                             f"expected {args[k].shape}")
+            return (f"ValueError: the VJP of {side.label} returned shape {g.shape} for input "
+                    f"{k}, expected {args[k].shape}")
     return out
 
 
-def _output_magnitudes(side: Side, args, diff, v, u) -> list[float]:
+def _output_magnitudes(side: Side, args, diff, v, u) -> list[float] | AdapterFailure:
     """``sum_i |v_i| |(J u_j)_i|`` per input ``j`` from ``side``'s JVP (0 without one)."""
     if not side.backend.supports_jvp:
         return [0.0] * len(diff)
+    guard = GuardedBackend(side.backend)
     mags = []
     for pos in range(len(diff)):
         tans = [u[q] if q == pos else np.zeros_like(u[q]) for q in range(len(diff))]
-        try:
-            ju = side.backend.jvp(side.fn, args, diff, tans, side.device)
-        except NotImplementedError:
+        ju = guard.call("jvp", side.backend.jvp, side.fn, args, diff, tans, side.device)
+        if isinstance(ju, AdapterFailure) and ju.unsupported:
             return [0.0] * len(diff)
-        mags.append(float(sum(np.sum(np.abs(vi) * np.abs(np.asarray(t, dtype=np.float64)))
-                              for vi, t in zip(v, ju, strict=True))))
+        if isinstance(ju, AdapterFailure):
+            return ju
+        # the adapter's answer as arrays of the outputs' shapes (else the failure says why)
+        m = attempt("jvp", lambda ju=ju: float(sum(
+            np.sum(np.abs(vi) * np.abs(np.asarray(t, dtype=np.float64)))
+            for vi, t in zip(v, ju, strict=True))))
+        if isinstance(m, AdapterFailure):
+            return m
+        mags.append(m)
     return mags
 
 
@@ -212,7 +245,7 @@ class _LazyNoise:
             try:
                 sigma = np.minimum.reduce([_element_noise(side, args, diff, vs, seed)
                                            for side in self._sides])
-            except Exception:  # a side misbehaves off the point: no credit
+            except AdapterFailed:  # a side misbehaves off the point: no credit
                 sigma = np.zeros((len(vs), sum(args[k].size for k in diff)))
             # bounded like the rounding of a dot product, element by element: sum_k |u_k| sigma_k
             self._noise = _project(sigma, args, diff, us)
@@ -241,7 +274,7 @@ class _LazyConditioning:
                 sens = [_argument_sensitivity(side, args, diff, vs, seed)
                         for side in self._sides]
                 per_elem = tolerance.argument_conditioning_elements(*sens)
-            except Exception:  # a side misbehaves off the point: no credit
+            except AdapterFailed:  # a side misbehaves off the point: no credit
                 per_elem = np.zeros((len(vs), sum(args[k].size for k in diff)))
             self._cond = _project(per_elem, args, diff, us)
         return self._cond[:, pos]
@@ -256,11 +289,20 @@ def _project(per_elem: np.ndarray, args, diff, us) -> np.ndarray:
 
 def _vjps_along(side: Side, args, diff, vs) -> Callable[[np.ndarray], np.ndarray]:
     """``X (B, n) -> (B, P * n)``: ``side``'s ``J^T v_p`` at each row of ``X`` (the
-    differentiable inputs concatenated in ``diff`` order), all probes batched."""
+    differentiable inputs concatenated in ``diff`` order), all probes batched.  Raises
+    :class:`AdapterFailed` where the adapter fails or answers with arrays that do not fit
+    (the FD engine counts such a row as outside the domain)."""
     P = len(vs)
     n = sum(args[k].size for k in diff)
     bounds = np.cumsum([0] + [args[k].size for k in diff])
     cts = [np.stack([v[i] for v in vs]) for i in range(len(vs[0]))]
+    guard = GuardedBackend(side.backend)
+
+    def fill(out: np.ndarray, a: list) -> None:
+        g = side.backend.vjp_batch(side.fn, a, diff, cts, side.device)
+        for pos in range(len(diff)):
+            out[:, bounds[pos]:bounds[pos + 1]] = np.asarray(
+                g[pos], dtype=np.float64).reshape(P, -1)
 
     def grads(X: np.ndarray) -> np.ndarray:
         out = np.empty((len(X), P, n))
@@ -268,10 +310,10 @@ def _vjps_along(side: Side, args, diff, vs) -> Callable[[np.ndarray], np.ndarray
             a = list(args)
             for pos, k in enumerate(diff):
                 a[k] = row[bounds[pos]:bounds[pos + 1]].reshape(args[k].shape)
-            g = side.backend.vjp_batch(side.fn, a, diff, cts, side.device)
-            for pos in range(len(diff)):
-                out[b, :, bounds[pos]:bounds[pos + 1]] = np.asarray(
-                    g[pos], dtype=np.float64).reshape(P, -1)
+            # the adapter's answer, read into the row (a wrong number or size of arrays fails)
+            failed = guard.call("vjp_batch", fill, out[b], a)
+            if isinstance(failed, AdapterFailure):
+                raise AdapterFailed(failed)
         return out.reshape(len(X), -1)
 
     return grads
@@ -311,8 +353,9 @@ def _element_noise(side: Side, args, diff, vs, seed: int) -> np.ndarray:
     floats); :func:`gradcheck.fd.noise_level`'s 4th and 6th differences remove the smooth change
     of the derivative along the line and leave the rounding noise ``sigma_k`` of every element
     of ``J^T v_p``.  Zeros and non-finite elements stay put (a special case at 0 is not a
-    rounding regime).  Non-finite differences count as no noise; a side that raises there
-    (caught by the caller) measures none either: no allowance is added.
+    rounding regime).  Non-finite differences count as no noise; a side that fails there
+    (:class:`AdapterFailed`, caught by the caller) measures none either: no allowance is
+    added.
     """
     P = len(vs)
     x = np.concatenate([args[k].ravel() for k in diff])

@@ -39,13 +39,14 @@ import numpy as np
 
 from .. import fd, stream
 from ..backends import _seeding
+from ..backends.guarded import AdapterFailure, attempt
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import CheckKind, Report, Status
 from ..tolerance import DEFAULT_MODEL, ErrorModel
 from . import _args, _intent
 from ._audit_steps import AfterBackward, TrainStep, check_monitor, check_train_step
-from ._probing import BugClass, ProbeContext, describe_exc, filled
+from ._probing import QUOTE, BugClass, ProbeContext, filled
 
 __all__ = ["AfterBackward", "AuditReport", "FlowStatus", "ParameterFlow", "TrainStep", "audit"]
 
@@ -202,37 +203,41 @@ def _rng_seed(seed: int) -> int:
 
 
 def _cut_points(hooks: Any, loss_fn: Callable, batch: Any) -> list:
-    try:
-        return hooks.find_cut_points(loss_fn, batch)
-    except Exception:  # the finder re-runs the loss; its failure is reported elsewhere
-        return []
+    found = attempt("find_cut_points", hooks.find_cut_points, loss_fn, batch)
+    # the finder re-runs the loss; its failure is reported elsewhere
+    return [] if isinstance(found, AdapterFailure) else found
+
+
+def _observed_backward(hooks: Any, loss_fn: Callable, batch: Any) -> tuple[float, list]:
+    """The loss's value from one backward, and the intent markers it declared."""
+    with _intent.session("observe") as seen:
+        loss = hooks.backward(loss_fn, batch)
+    return loss, seen.seen
 
 
 def _run(ctx, hooks, loss_fn, batch, stopped, monitor, train_step, report) -> None:
     hooks.zero_grad()
-    try:
-        with _intent.session("observe") as seen:
-            report.loss = hooks.backward(loss_fn, batch)
-    except Exception as exc:
+    observed = attempt("backward", _observed_backward, hooks, loss_fn, batch)
+    if isinstance(observed, AdapterFailure):
         cuts = _cut_points(hooks, loss_fn, batch)
         host = any(c.host for c in cuts)
         traced = [str(c) for c in cuts if not c.what.startswith("not traceable")]
         ctx.emit("backward", Status.ERROR, f"the loss cannot be differentiated: "
-                 f"{describe_exc(exc)}" + (f"; cut points: {'; '.join(traced)}"
-                                            if traced else ""),
+                 f"{observed.quoted(QUOTE)}" + (f"; cut points: {'; '.join(traced)}"
+                                                 if traced else ""),
                  bug=BugClass.HOST_ROUND_TRIP if host else None, kind=CheckKind.FLOW.value)
         report.cut_points = tuple(map(str, cuts))
         return
+    report.loss, declared = observed
     values = hooks.parameter_values()
     grads = filled(hooks.gradients(), values)
     hooks.zero_grad()
     cuts = _cut_points(hooks, loss_fn, batch)
     report.cut_points = tuple(map(str, cuts))
-    declared = seen.seen
     report.declarations = tuple(str(d) for d in declared)
     _check_declarations(ctx, declared)
-    side = _float64_side(ctx, hooks, loss_fn, batch, bool(declared))
-    if not isinstance(side, Exception):
+    side = attempt("model_copy", _Float64Side, ctx, hooks, loss_fn, batch, bool(declared))
+    if not isinstance(side, AdapterFailure):
         report.stochastic = _check_randomness(ctx, side)
     records = [_parameter(ctx, hooks, i, name, grads[name], stopped, cuts, side, declared)
                for i, name in enumerate(hooks.parameter_names())]
@@ -341,14 +346,6 @@ class _Float64Side:
         return est.directions.reshape(U.shape), est
 
 
-def _float64_side(ctx: ProbeContext, hooks: Any, loss_fn: Callable, batch: Any,
-                  declared: bool) -> _Float64Side | Exception:
-    try:
-        return _Float64Side(ctx, hooks, loss_fn, batch, declared)
-    except Exception as exc:  # e.g. a loss that hard-codes float32 tensors
-        return exc
-
-
 def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.ndarray,
                stopped: set[str], cuts: list, side: Any, declared_here: list) -> ParameterFlow:
     shape = tuple(np.shape(grad))
@@ -356,9 +353,9 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
     ad_norm = float(np.linalg.norm(grad))
     trainable = hooks.trainable(name)
     mine = tuple(str(c) for c in cuts if name in c.params or not c.params)
-    if isinstance(side, Exception):
+    if isinstance(side, AdapterFailure):  # e.g. a loss that hard-codes float32 tensors
         ctx.emit(name, Status.ERROR, f"cannot evaluate the loss on a float64 copy of the model "
-                 f"for finite differences: {describe_exc(side)}", kind=CheckKind.FLOW.value)
+                 f"for finite differences: {side.quoted(QUOTE)}", kind=CheckKind.FLOW.value)
         return ParameterFlow(name, shape, FlowStatus.INCONCLUSIVE, declared, trainable, ad_norm,
                              float("nan"), float("nan"), Status.ERROR, mine)
     U, est = side.projections(name, index)

@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from .. import stream
 from ..backends.base import Backend, widest_dtype
+from ..backends.guarded import AdapterFailure, attempt
 from ..backends.registry import get_backend
 from ..errors import InvalidArgument
 from ..results import Report, Status
@@ -39,7 +40,7 @@ from ._accumulation import run_accumulation
 from ._clip import run_clip
 from ._detach import run_detach
 from ._fanout import DEFAULT_EXAMPLES, run_fanout
-from ._probing import BugClass, ProbeContext, describe_exc
+from ._probing import QUOTE, BugClass, ProbeContext
 
 FAMILIES: dict[str, Callable[..., None]] = {
     "accumulation": run_accumulation,
@@ -104,25 +105,23 @@ def check_semantics(
     ctx = ProbeContext(be, device, dtype, seed, reproducer=(
         f"gradcheck.check_semantics({be.name!r}, device={device!r}, dtype={dtype!r}, "
         f"seed={seed}, probes={chosen!r}{profile})"), error_model=model)
-    try:
-        ctx.hooks()
-    except NotImplementedError as exc:
-        ctx.emit("training", Status.SKIPPED, str(exc))
-        return Report(stream.record_many(ctx.results))
-    except Exception as exc:
-        ctx.emit("training", Status.ERROR, f"training() failed: {describe_exc(exc)}")
+    hooks = attempt("training", ctx.hooks)
+    if isinstance(hooks, AdapterFailure):
+        if hooks.unsupported:
+            ctx.emit("training", Status.SKIPPED, hooks.reason)
+        else:
+            ctx.emit("training", Status.ERROR, f"training() failed: {hooks.quoted(QUOTE)}")
         return Report(stream.record_many(ctx.results))
     for family in chosen:
         start, t0 = len(ctx.results), time.perf_counter()
-        try:
-            if family == "fanout":
-                run_fanout(ctx, examples)
-            else:
-                FAMILIES[family](ctx)
-        except NotImplementedError as exc:
-            ctx.emit(family, Status.SKIPPED, f"{family} probes not applicable: {exc}")
-        except Exception as exc:  # a broken adapter fails its family, the run goes on
-            ctx.emit(family, Status.ERROR, f"{family} probes raised {describe_exc(exc)}")
+        # a family as a whole through the boundary: a broken adapter (or hooks) fails its
+        # family, the run goes on
+        args = (ctx, examples) if family == "fanout" else (ctx,)
+        failed = attempt(f"{family} probes", FAMILIES[family], *args)
+        if isinstance(failed, AdapterFailure) and failed.unsupported:
+            ctx.emit(family, Status.SKIPPED, f"{family} probes not applicable: {failed.reason}")
+        elif isinstance(failed, AdapterFailure):
+            ctx.emit(family, Status.ERROR, f"{family} probes raised {failed.quoted(QUOTE)}")
         share = (time.perf_counter() - t0) / max(len(ctx.results) - start, 1)
         ctx.results[start:] = [replace(r, duration_s=share) for r in ctx.results[start:]]
     return Report(stream.record_many(ctx.results))

@@ -28,11 +28,12 @@ from typing import Any
 import numpy as np
 
 from .. import stream
+from ..backends.guarded import AdapterFailure, attempt
 from ..backends.registry import get_backend
 from ..backends.training import ClipSemantics
 from ..results import Report, Status
 from ._clip import run_clip
-from ._probing import BugClass, ProbeContext, describe_exc, filled, global_norm
+from ._probing import QUOTE, BugClass, ProbeContext, filled, global_norm
 
 __all__ = ["check_accumulation_function", "check_clip_function", "check_grad_norm_function"]
 
@@ -85,10 +86,9 @@ def check_clip_function(clip: Callable, *, backend: str | Any, device: str = "cp
 
     ctx = _context(be, device, dtype, seed, "check_clip_function",
                    lambda b, d, dt: UserClip(b, d, dt))
-    try:
-        run_clip(ctx)
-    except Exception as exc:
-        ctx.emit("clip", Status.ERROR, f"the clip probes raised {describe_exc(exc)}")
+    failed = attempt("clip probes", run_clip, ctx)
+    if isinstance(failed, AdapterFailure):
+        ctx.emit("clip", Status.ERROR, f"the clip probes raised {failed.quoted(QUOTE)}")
     return Report(stream.record_many(ctx.results))
 
 
@@ -102,22 +102,18 @@ def check_grad_norm_function(norm_fn: Callable, *, backend: str | Any, device: s
              "nonfinite": (dtype, np.array([[1.0, np.inf], [2.0, 3.0]]))}
     for label, (dt, values) in cases.items():
         name = f"grad_norm_fn[{label}]"
-        try:
-            hooks = ctx.hooks(dt)
-        except Exception as exc:
-            ctx.emit(name, Status.SKIPPED, f"{dt} not available: {describe_exc(exc)}")
+        hooks = attempt("training", ctx.hooks, dt)
+        if isinstance(hooks, AdapterFailure):
+            ctx.emit(name, Status.SKIPPED, f"{dt} not available: {hooks.quoted(QUOTE)}")
             continue
         shapes = {f"p{i}": row.shape for i, row in enumerate(values)}
         hooks.create_parameters({k: np.zeros(s) for k, s in shapes.items()})
         hooks.set_gradients({f"p{i}": row for i, row in enumerate(values)})
         stored = filled(hooks.gradients(), {k: np.zeros(s) for k, s in shapes.items()})
         truth = global_norm(stored)
-        try:
-            arg = list(hooks._params.values()) if ctx.backend.name == "torch" else \
-                hooks.monitor_argument()
-            got = float(norm_fn(arg))
-        except Exception as exc:
-            ctx.emit(name, Status.ERROR, f"norm function raised {describe_exc(exc)}")
+        got = attempt("norm function", _user_norm, norm_fn, hooks, ctx.backend.name)
+        if isinstance(got, AdapterFailure):
+            ctx.emit(name, Status.ERROR, f"norm function raised {got.quoted(QUOTE)}")
             continue
         if not np.isfinite(truth):
             ok = not np.isfinite(got)
@@ -144,6 +140,12 @@ def check_grad_norm_function(norm_fn: Callable, *, backend: str | Any, device: s
                    what=f"{label} gradients: the user's norm ({got:.6g}) vs the global L2 norm "
                         f"recomputed in float64 ({truth:.6g}){hint}")
     return Report(stream.record_many(ctx.results))
+
+
+def _user_norm(norm_fn: Callable, hooks: Any, engine: str) -> float:
+    """The user's norm of the gradients ``hooks`` hold, as the engine's idiom passes them."""
+    arg = list(hooks._params.values()) if engine == "torch" else hooks.monitor_argument()
+    return float(norm_fn(arg))
 
 
 def check_accumulation_function(accumulate: Callable, *, backend: str | Any,
@@ -175,12 +177,15 @@ def check_accumulation_function(accumulate: Callable, *, backend: str | Any,
         g = filled(hooks.gradients(), w0)
         total = {k: total[k] + g[k] / micro_batches for k in names}
     hooks.zero_grad()
-    try:
+
+    def accumulated() -> dict[str, np.ndarray]:
         out = accumulate(hooks.model, loss_fn, nat)
-        got = filled(hooks.gradients(), w0) if ctx.backend.name == "torch" else {
+        return filled(hooks.gradients(), w0) if ctx.backend.name == "torch" else {
             k: np.asarray(out[k], dtype=np.float64) for k in names}
-    except Exception as exc:
-        ctx.emit("accumulation_fn", Status.ERROR, f"accumulate raised {describe_exc(exc)}")
+
+    got = attempt("accumulate", accumulated)
+    if isinstance(got, AdapterFailure):
+        ctx.emit("accumulation_fn", Status.ERROR, f"accumulate raised {got.quoted(QUOTE)}")
         return Report(stream.record_many(ctx.results))
     mag = {k: 4.0 * np.abs(total[k]) + 1e-300 for k in names}
     a = ctx.assess(got, total, mag, hooks.dtype)

@@ -36,7 +36,7 @@ import numpy as np
 from .. import tolerance
 from ..api import check
 from ..backends.base import Accumulation, Backend, Semantics
-from ..backends.guarded import AdapterFailure, GuardedBackend
+from ..backends.guarded import AdapterFailure, GuardedBackend, attempt
 from ..backends.protocol_ops import PROTOCOL_OPS
 from ..backends.registry import get_backend
 from ..results import CheckResult, Report, Status
@@ -77,14 +77,9 @@ class _Run:
             section=section, details={"section": section, **details}))
 
 
-def _describe(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
-
-
 def _failure(failure: AdapterFailure) -> str:
-    """How a result quotes an adapter's failed call (the exception, as :func:`_describe`)."""
-    return _describe(failure.exception) if failure.exception is not None else failure.text
+    """How a result quotes an adapter's failed call (the exception, in 400 characters)."""
+    return failure.quoted(400)
 
 
 @dataclass(frozen=True)
@@ -356,11 +351,11 @@ def _numeric(ctx: _ProbeContext) -> None:
 
     modes = ("rev", "fwd") if ctx.be.supports_jvp else ("rev",)
     order = 2 if ctx.be.supports_order2 and ctx.be.supports_order2_for(ctx.probe.fn) else 1
-    try:
-        report = check(ctx.probe.fn, *ctx.probe.inputs, backend=ctx.be, device=ctx.device,
-                       dtype=ctx.dtype, modes=modes, order=order, name=ctx.probe.name)
-    except Exception as exc:
-        ctx.add("numeric", Status.ERROR, f"gradcheck.check raised {_describe(exc)}")
+    report = attempt("check", check, ctx.probe.fn, *ctx.probe.inputs, backend=ctx.be,
+                     device=ctx.device, dtype=ctx.dtype, modes=modes, order=order,
+                     name=ctx.probe.name)
+    if isinstance(report, AdapterFailure):
+        ctx.add("numeric", Status.ERROR, f"gradcheck.check raised {_failure(report)}")
         return
     for r in report.results:
         ctx.run.results.append(replace(r, name=f"numeric: {ctx.probe.name}: {r.subject}",
@@ -413,22 +408,20 @@ def run_conformance(backend: str | Backend, *, probes: Sequence[Probe] | None = 
     matmul); ``numeric=False`` leaves out the gradient checks on the probes.  Never raises for
     a broken adapter: every problem is a failed or errored result in the returned report.
     """
-    try:
-        be = get_backend(backend)
-    except Exception as exc:
+    be = attempt("get_backend", get_backend, backend)  # the adapter's own module is loaded
+    if isinstance(be, AdapterFailure):
         run = _Run(None, name=str(backend))
-        run.add("identity", Status.ERROR, f"the backend cannot be loaded: {_describe(exc)}",
+        run.add("identity", Status.ERROR, f"the backend cannot be loaded: {_failure(be)}",
                 check="load")
         return Report(run.results)
     run = _Run(be)
     devices = _identity(run)
     dtypes = _declarations(run)
     if probes is None:
-        try:
-            probes = default_probes(be, seed)
-        except Exception as exc:
-            run.add("evaluate", Status.ERROR, f"op() raised {_describe(exc)}", check="probes")
-            probes = []
+        found = attempt("op", default_probes, be, seed)
+        if isinstance(found, AdapterFailure):
+            run.add("evaluate", Status.ERROR, f"op() raised {_failure(found)}", check="probes")
+        probes = [] if isinstance(found, AdapterFailure) else found
     if not probes:
         run.add("evaluate", Status.FAILED,
                 f"no probe function: op() returned None for each of {DEFAULT_PROBE_OPS} and no "

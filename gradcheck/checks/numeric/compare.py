@@ -201,9 +201,8 @@ def _path_noise_if_needed(prep: Prepared, name: str, pr: Probes, i: int, j: int,
                           s_rev: np.ndarray, terms: np.ndarray, share_terms: np.ndarray
                           ) -> np.ndarray | None:
     """The two reverse paths' measured rounding noise (:mod:`.._path_noise`), only where the
-    final-terms bound is exceeded and the error model (not an explicit tolerance) judges.
-    (``measured_extra`` turns the noise into a bound with the default model's
-    ``noise_factor``: tests/test_eager_func_noise.py replaces it with a positional-only stub.)"""
+    final-terms bound is exceeded and the error model (not an explicit tolerance) judges; the
+    check's model turns the noise into a bound (its ``noise_factor``)."""
     if model_of(prep).explicit or prep.rule_dtype != "float64":
         return None
     model = prep.cfg.error_model
@@ -215,7 +214,8 @@ def _path_noise_if_needed(prep: Prepared, name: str, pr: Probes, i: int, j: int,
     shares = model.rounding(share_terms)
     return np.array(_path_noise.measured_extra(
         prep.backend.backend, prep.fn, name, prep.args64, prep.diff, prep.diff.index(j), cts,
-        [pr.u[j][p] for p in range(P)], list(shares), prep.device, prep.cfg.seed))
+        [pr.u[j][p] for p in range(P)], list(shares), prep.device, prep.cfg.seed,
+        model=model))
 
 
 def compare_low(prep: Prepared, where: dict[str, int],
