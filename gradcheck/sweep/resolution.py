@@ -9,7 +9,9 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
   for every output component ``k``; the backend's reverse mode gives the same components from
   rows ``J^T e_k`` (one VJP of ones for a one-input elementwise op), its forward mode from
   ``J u``.  Each component is compared *relative to its own terms*: ``|AD_k - FD_k|`` against
-  ``FD_SAFETY * err_k + ROUNDING_GAMMA * eps64 * sum_i |J_ki u_i|`` (``vjp``/``jvp`` at order 1,
+  ``FD_SAFETY * err_k + ROUNDING_GAMMA * (eps64 * sum_i |J_ki u_i| + n_k * tiny64)`` (``n_k``
+  the nonzero terms; ``tiny64`` the smallest normal number, what a flush-to-zero engine loses
+  per rounding below it: a component within that bound is not judged) (``vjp``/``jvp`` at order 1,
   ``vjp_of_vjp``/``jvp_of_vjp`` at order 2, on ``g(x) = J(x)^T w``), and forward against
   reverse component by component with the rounding term alone (``fwd_rev``).  A component
   whose FD error is above :data:`gradcheck.tolerance.RESOLUTION` of its size abstains.
@@ -42,6 +44,10 @@ from .inventory import ELEMENTWISE, Op
 
 #: output components whose rows the scaled check compares (a seeded sample above this)
 ROW_LIMIT = 32
+#: the absolute rounding of one term in float64's subnormal range: an engine that flushes
+#: subnormal results to zero (XLA on CPU) loses up to the smallest normal number per rounding,
+#: whatever the relative model says; counted like ROUNDING_GAMMA counts relative roundings
+TINY64 = float(np.finfo(np.float64).tiny)
 #: elements the mpmath check evaluates per point (digamma at 600 digits, for f'' at 1e-300,
 #: takes about a second per element)
 MPMATH_LIMIT = 16
@@ -205,16 +211,23 @@ def scaled_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int,
     if tgt.elementwise:
         rev = rows[0][:, 0] * uflat[0][ks]
         terms = np.abs(rev)
+        count = np.ones(len(ks))
     else:
         rev = sum(r @ u for r, u in zip(rows, uflat, strict=True))
         terms = sum(np.abs(r) @ np.abs(u) for r, u in zip(rows, uflat, strict=True))
+        count = sum(np.count_nonzero(r, axis=1) for r in rows)
     want, err = est.value[ks], est.error[ks]
-    rounding = ROUNDING_GAMMA * fd.EPS64 * terms
+    # relative rounding of the terms, plus the absolute rounding of each term in the subnormal
+    # range (TINY64): a component of ~1e-308 is 0 in a flush-to-zero engine
+    underflow = ROUNDING_GAMMA * TINY64 * np.maximum(count, 1)
+    rounding = ROUNDING_GAMMA * fd.EPS64 * terms + underflow
     with np.errstate(all="ignore"):
         # resolved in its own terms: a step family that straddles a period, a kink or a pole
         # has no small error estimate; an exactly zero component resolves with err = 0
-        # (every difference exactly zero: |J u| is below the noise err, judged with it)
-        judged = np.isfinite(want) & ((err <= RESOLUTION * np.abs(want)) | (want == 0))
+        # (every difference exactly zero: |J u| is below the noise err, judged with it); a
+        # component whose terms and value lie within the underflow bound is not resolved
+        judged = (np.isfinite(want) & ((err <= RESOLUTION * np.abs(want)) | (want == 0))
+                  & ((terms > underflow) | (np.abs(want) > underflow)))
     allowed = FD_SAFETY * err + rounding
     rev_kind, fwd_kind = _kinds(order)
     what = (f"(J u)_k with u scaled per element (|x_i|), central differences at two step "
@@ -225,10 +238,11 @@ def scaled_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int,
         fwd = tgt.jvp(xs, us, "float64")[ks]
         out.append(_verdict(fwd_kind, op, "float64", order, "scaled", fwd, want, allowed,
                             judged, what.replace("reverse", "forward", 1), seed))
-        both = np.isfinite(rev) & (terms > 0)
+        both = np.isfinite(rev) & (terms > underflow)
         out.append(_verdict(CheckKind.FWD_REV, op, "float64", order, "scaled", fwd, rev,
                             2 * rounding, both, "forward vs reverse mode per output component "
-                            "(J u)_k, rounding bound of its own terms", seed))
+                            "(J u)_k, rounding bound of its own terms and of underflow",
+                            seed))
     return out
 
 
