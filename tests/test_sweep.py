@@ -263,3 +263,11 @@ def test_resume_checks_only_the_ops_without_results(tmp_path):
     assert names["jax.nn.selu"] == Counter(r.name for r in before)["jax.nn.selu"]
     assert names["jax.nn.soft_sign"] > 0
     assert not list(tmp_path.glob("results.sweep*"))
+
+
+def test_a_known_hang_is_shown_as_known():
+    from gradcheck.sweep.runner import crash_result
+
+    hang = crash_result("jax", "jax.scipy.special.expi", -9, 500.0)
+    assert hang.details["triage"]["symptom"] == "hang" and "never returns" in hang.details["known"]
+    assert "known" not in crash_result("jax", "jax.numpy.sin", -6).details

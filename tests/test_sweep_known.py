@@ -20,7 +20,7 @@ jax = pytest.importorskip("jax")
 def test_every_bug_entry_has_a_pinning_test_here():
     bugs = {k.op for k in known.KNOWN if k.nature == "bug"}
     assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.arcsinh",
-                    "jax.numpy.sinc"}
+                    "jax.numpy.sinc", "jax.scipy.special.exp[i1]"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
 
 
@@ -71,3 +71,28 @@ def test_jax_sinc_derivative_at_tiny_inputs():
     x = np.array([1e-300, 1e-200])
     got = np.asarray(jax.vmap(jax.grad(jnp.sinc))(jnp.asarray(x)))
     np.testing.assert_allclose(got, -np.pi ** 2 * x / 3, rtol=1e-12)  # sinc'(x) ~ -pi^2 x/3
+
+
+_EXPI_HANG = """
+import numpy as np, jax
+jax.config.update("jax_enable_x64", True)
+import jax.scipy.special as s
+for x in (1e-113, -1e-10):
+    assert np.isfinite(float(s.expi(np.array([x]))[0]))  # alone: at once
+print(np.asarray(s.expi(np.array([-1e-10, 1.0]))), np.asarray(s.exp1(np.array([1e-113, 1.0]))))
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax expi/exp1 hang on mixed tiny and O(1) "
+                                       "arguments")
+def test_jax_expi_and_exp1_return_on_an_array_mixing_tiny_and_unit_arguments():
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _EXPI_HANG], capture_output=True,
+                              text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("jax.scipy.special.expi([-1e-10, 1.0]) / exp1([1e-113, 1.0]) did not "
+                    "return within 60 s")
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -55,6 +55,12 @@ KNOWN: tuple[KnownFinding, ...] = (
         "the derivative is -inf at |x| below ~1e-160 (x = 1e-300: the true value is "
         "-pi^2 x / 3 = -3.3e-300; 1e-100 and above are right)", kinds=("vjp", "jvp", "fwd_rev"),
         points=("tiny", "subnormal")),
+    KnownFinding(
+        "jax", "jax.scipy.special.exp[i1]",
+        "the forward never returns on an array that mixes a tiny and an O(1) argument "
+        "(float64 expi([-1e-10, 1.0]), exp1([1e-113, 1.0]); float32 too), though each "
+        "element alone evaluates at once: the sweep's worker hangs at the tiny band and is "
+        "killed (a crash result with symptom hang)", kinds=("call",), points=("crash",)),
     # by design: the backend defines these derivatives so (the failures are the sweep's
     # question, not a wrong rule); each reason says where that is defined
     KnownFinding(

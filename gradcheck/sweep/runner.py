@@ -38,8 +38,9 @@ CHECK_TIMEOUT_S = 60.0
 #: recorded as skipped with that reason, so one slow op cannot hold a worker for long
 OP_BUDGET_S = 240.0
 #: seconds after which the parent kills a worker still checking one op: a hang in native code
-#: (jax's ``expi`` at 1e300 loops inside XLA), which the in-process limits above, raised from
-#: a signal handler between Python bytecodes, cannot interrupt
+#: (jax's ``expi`` and ``exp1`` on an array mixing tiny and O(1) values never return), which
+#: the in-process limits above, raised from a signal handler between Python bytecodes, cannot
+#: interrupt
 OP_KILL_S = 2 * OP_BUDGET_S
 
 
@@ -291,11 +292,15 @@ def crash_result(backend: str, name: str, exitcode: int | None,
     sweep_info: dict[str, Any] = {"point": "crash", "exitcode": exitcode}
     if hung_s is not None:
         sweep_info["hung_s"] = round(hung_s, 1)
+    details: dict[str, Any] = {"sweep": sweep_info,
+                               "triage": {"class": "crash", "symptom": symptom, "key": key,
+                                          "evidence": {}, "reproducer": ""}}
+    entry = known.lookup(backend, name, "call", "*", "crash")
+    if entry is not None:
+        details.update(known=entry.reason, known_nature=entry.nature)
     return CheckResult(kind=CheckKind.CALL, status=Status.ERROR, backend=backend, name=name,
                        message=message, test_id=f"sweep:{backend}-{name}@crash",
-                       details={"sweep": sweep_info,
-                                "triage": {"class": "crash", "symptom": symptom, "key": key,
-                                           "evidence": {}, "reproducer": ""}})
+                       details=details)
 
 
 @dataclass
