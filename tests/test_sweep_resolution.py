@@ -264,3 +264,23 @@ def test_scaled_rows_of_a_scalar_output():
     bad = resolution_checks(Op("mutant.sumsq", "torch", wrong, (x,)), (x,), "float64", 1, 2,
                             ("rev",))
     assert _failed(bad, "scaled")
+
+
+def test_elementwise_in_fact_is_not_fooled_by_a_transpose_or_an_underflowing_softmax():
+    """A square transpose fixes its first and last elements; a softmax at large logits moves
+    the other probabilities of a row only where they did not underflow.  Taken for
+    elementwise, the scaled check compared their components with one VJP of ones (a false
+    alarm); a true elementwise op still takes the shortcut."""
+    from gradcheck.backends.registry import get_backend
+    from gradcheck.sweep.resolution import diagonal
+
+    be = get_backend("torch")
+    square = np.arange(16.0).reshape(4, 4) / 7 - 1
+    logits = np.array([[1e4, -1e3, 100.0, -10.0], [10.0, -10.0, 1e3 - 1e3, -100.0]])
+    for fn, x in ((torch.t, square), (lambda t: torch.softmax(t, -1), logits)):
+        op = Op("shape.keeper", "torch", fn, (x,), family=ELEMENTWISE)
+        assert not diagonal(be, op, (x,), be.evaluate(fn, [x], "cpu"))
+        ok, bad = _clean(resolution_checks(op, (x,), "float64", 1, 3, ("rev",)))
+        assert ok, bad
+    sin = Op("torch.sin", "torch", torch.sin, (square,), family=ELEMENTWISE)
+    assert diagonal(be, sin, (square,), be.evaluate(torch.sin, [square], "cpu"))
