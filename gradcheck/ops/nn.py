@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import KnownDiscrepancy, OpSpec, SpecialPoint, normal, point
+from .spec import KnownDiscrepancy, OpSpec, SpecialPoint, known, normal, point
 
 FAMILY = "nn"
 
@@ -112,7 +112,14 @@ SPECS: tuple[OpSpec, ...] = (
         point("at_delta", np.zeros((3, 4)), np.where(np.arange(12).reshape(3, 4) % 2, 1.0, -1.0),
               expect_order2="inconclusive"),
     )),
-    OpSpec("layer_norm", FAMILY, 3, normal((3, 5), (5,), (5,)), known=_torch_nested_jvp(196700)),
+    OpSpec("layer_norm", FAMILY, 3, normal((3, 5), (5,), (5,)), known=_torch_nested_jvp(196700)
+           + known("torch", "oracle limitation (entry 38's class): the search reaches a row whose "
+                   "values are all equal, where the exact derivative in the weight, x_hat, is "
+                   "0; torch's backward recomputes x - mean and leaves 2^-44 (-5.7e-14 per "
+                   "element) while finite differences and forward mode give 0, and the "
+                   "rounding bound has no term for the cancellation x - mean",
+                   checks=("search",), dtypes=("float64", "float32"), profile="thorough",
+                   link="docs/known-discrepancies.md")),
     OpSpec("rms_norm", FAMILY, 2, normal((3, 5), (5,))),
     OpSpec("batch_norm_train", FAMILY, 3, normal((6, 3), (3,), (3,)),
            known=_torch_nested_jvp(196699) + (KnownDiscrepancy(
@@ -144,5 +151,13 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec("embedding", FAMILY, 2, _embedding(5, 4, 3), diff_args=(1,),
            doc="W[idx] with a repeated index"),
     OpSpec("gelu_tanh", FAMILY, 1, normal((3, 4), scale=2.0),
-           special=(point("zero", np.where(np.arange(12).reshape(3, 4) % 2, -0.0, 0.0)),)),
+           special=(point("zero", np.where(np.arange(12).reshape(3, 4) % 2, -0.0, 0.0)),),
+           known=known("numpy", "oracle limitation: the float32 search reaches x = -5 "
+                       "everywhere, where the function varies like exp(7 x); the projected "
+                       "finite-difference estimate (steps 2^-3 max(1, rms x) = 0.625) is off "
+                       "by 1e-5 relative with an error estimate of 1e-13, while the full "
+                       "Jacobian's element-wise estimates and mpmath agree with the "
+                       "hand-derived rule (the same holds in float64)",
+                       checks=("search",), dtypes=("float32",), profile="thorough",
+                       link="docs/known-discrepancies.md")),
 )
