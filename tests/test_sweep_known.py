@@ -20,7 +20,8 @@ jax = pytest.importorskip("jax")
 def test_every_bug_entry_has_a_pinning_test_here():
     bugs = {k.op for k in known.KNOWN if k.nature == "bug"}
     assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.arcsinh",
-                    "jax.numpy.sinc", "jax.scipy.special.exp[i1]"}
+                    "jax.numpy.sinc", "jax.scipy.special.exp[i1]", "jax.*expm1",
+                    "jax.nn.[es]elu", "torch*expm1", "jax.scipy.special.spence"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
 
 
@@ -96,3 +97,26 @@ def test_jax_expi_and_exp1_return_on_an_array_mixing_tiny_and_unit_arguments():
         pytest.fail("jax.scipy.special.expi([-1e-10, 1.0]) / exp1([1e-113, 1.0]) did not "
                     "return within 60 s")
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax expm1/elu/selu derivative 0 at -100")
+def test_jax_expm1_elu_selu_derivatives_at_minus_100():
+    jax.config.update("jax_enable_x64", True)
+    want = math.exp(-100.0)  # 3.7e-44: representable, and the exact derivative of expm1
+    assert float(jax.grad(jax.numpy.expm1)(-100.0)) == pytest.approx(want, rel=1e-12, abs=0)
+    assert float(jax.grad(jax.nn.elu)(-100.0)) == pytest.approx(want, rel=1e-12, abs=0)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: torch expm1 derivative 0 at -100")
+def test_torch_expm1_derivative_at_minus_100():
+    x = torch.tensor(-100.0, dtype=torch.float64, requires_grad=True)
+    torch.special.expm1(x).backward()
+    assert float(x.grad) == pytest.approx(math.exp(-100.0), rel=1e-12, abs=0)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax spence derivative off by -1 at tiny x")
+def test_jax_spence_derivative_at_tiny_arguments():
+    jax.config.update("jax_enable_x64", True)
+    for x in (1e-20, 1e-100, 2.2250738585072014e-308):
+        want = math.log(x) / (1 - x)  # d/dx of scipy's spence: int_1^x log(t) / (1 - t) dt
+        assert float(jax.grad(jax.scipy.special.spence)(x)) == pytest.approx(want, rel=1e-12)

@@ -284,3 +284,14 @@ def test_elementwise_in_fact_is_not_fooled_by_a_transpose_or_an_underflowing_sof
         assert ok, bad
     sin = Op("torch.sin", "torch", torch.sin, (square,), family=ELEMENTWISE)
     assert diagonal(be, sin, (square,), be.evaluate(torch.sin, [square], "cpu"))
+
+
+def test_mpmath_does_not_judge_a_derivative_that_underflows_in_float64():
+    """expm1' at -1e4 is exp(-1e4) = 1e-4343: 0 is the float64 rule's best answer (the
+    absolute rounding below the smallest normal number), not a wrong one."""
+    x = np.array([-1e4, -800.0, 0.5, -0.25])
+    op = _op("torch.special.expm1", torch.special.expm1, x, leaf="expm1")
+    results = resolution_checks(op, (x,), "float64", 1, 5, ("rev",))
+    assert any(r.details.get("sweep_oracle") == "mpmath" for r in results)
+    ok, bad = _clean(results)
+    assert ok, bad

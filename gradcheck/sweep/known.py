@@ -56,6 +56,27 @@ KNOWN: tuple[KnownFinding, ...] = (
         "-pi^2 x / 3 = -3.3e-300; 1e-100 and above are right)", kinds=("vjp", "jvp", "fwd_rev"),
         points=("tiny", "subnormal")),
     KnownFinding(
+        "jax", "jax.*expm1",
+        "the derivative is 0 at x = -100 where exp(-100) = 3.7e-44 is representable: it is "
+        "computed from the saved output as expm1(x) + 1, which cancels to 0 once exp(x) is "
+        "below eps (the mpmath check; FD and the projected checks cannot resolve it)",
+        kinds=("vjp", "jvp"), points=("large",)),
+    KnownFinding(
+        "jax", "jax.nn.[es]elu",
+        "the derivative for x < 0 is 0 at x = -100 where alpha exp(-100) (3.7e-44 for elu) is "
+        "representable: computed from the saved output, which cancels as for expm1; "
+        "torch.nn.functional.elu gives 3.7e-44", kinds=("vjp", "jvp"), points=("large",)),
+    KnownFinding(
+        "torch", "torch*expm1",
+        "the derivative is 0 at x = -100 where exp(-100) = 3.7e-44 is representable (computed "
+        "as the saved output + 1, as in jax)", kinds=("vjp", "jvp"), points=("large",)),
+    KnownFinding(
+        "jax", "jax.scipy.special.spence",
+        "the derivative log(x) / (1 - x) is off for small x: by 2e-5 at x = 1e-12, 8e-4 at "
+        "1e-15 and by exactly -1 from about 1e-20 down to the smallest normal number "
+        "(-709.396 at 2.2e-308, true -708.396); the forward is right",
+        kinds=("vjp", "jvp"), points=("tiny", "subnormal")),
+    KnownFinding(
         "jax", "jax.scipy.special.exp[i1]",
         "the forward never returns on an array that mixes a tiny and an O(1) argument "
         "(float64 expi([-1e-10, 1.0]), exp1([1e-113, 1.0]); float32 too), though each "
