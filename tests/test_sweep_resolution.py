@@ -287,11 +287,14 @@ def test_elementwise_in_fact_is_not_fooled_by_a_transpose_or_an_underflowing_sof
 
 
 def test_mpmath_does_not_judge_a_derivative_that_underflows_in_float64():
-    """expm1' at -1e4 is exp(-1e4) = 1e-4343: 0 is the float64 rule's best answer (the
-    absolute rounding below the smallest normal number), not a wrong one."""
-    x = np.array([-1e4, -800.0, 0.5, -0.25])
-    op = _op("torch.special.expm1", torch.special.expm1, x, leaf="expm1")
-    results = resolution_checks(op, (x,), "float64", 1, 5, ("rev",))
-    assert any(r.details.get("sweep_oracle") == "mpmath" for r in results)
-    ok, bad = _clean(results)
-    assert ok, bad
+    """exp'(-720) = 2.0e-313 is subnormal; XLA flushes it to 0 on CPU.  That is the absolute
+    rounding below the smallest normal number, not a wrong rule: the element is not judged
+    (without the underflow term the check failed it), the others are."""
+    jax = pytest.importorskip("jax")
+    x = np.array([-720.0, -0.5, 0.25, 1.5])
+    op = Op("jax.numpy.exp", "jax", jax.numpy.exp, (x,), family=ELEMENTWISE, fwd=False,
+            order2=False, leaf="exp")
+    results = [r for r in resolution_checks(op, (x,), "float64", 1, 5, ("rev",))
+               if r.details.get("sweep_oracle") == "mpmath"]
+    assert results and all(r.status.value == "passed" for r in results), results
+    assert "of 3 judged" in results[0].message
