@@ -6,7 +6,8 @@
   Richardson-extrapolated), against the backend's own float64 reverse mode ``<J^T v, u>``
   along the same direction;
 * ``mpmath``: for one-input elementwise special functions with an mpmath counterpart, the
-  derivative at 30 digits per element, against the float64 reverse-mode gradient;
+  derivative per element at the precision it needs (:mod:`.extended`), against the float64
+  reverse-mode gradient;
 * ``reference``: the same op by NumPy/SciPy (forward) and its scaled FD, where one exists;
 * ``engines``: the same op in another installed engine (torch <-> jax by leaf name).
 
@@ -17,12 +18,16 @@ the oracle, they classify a finding (:mod:`.triage`).
 from __future__ import annotations
 
 import importlib
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..fd import EPS64
+from ..tolerance import ROUNDING_GAMMA
+from . import extended
 from .inventory import ELEMENTWISE, Op
 
 Fn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
@@ -32,6 +37,11 @@ AGREE = 1e-8
 #: how close the two step families (and each family's last two levels) must be to count as
 #: resolved (measured on smooth ops: 1e-11 to 1e-12)
 RESOLVED = 1e-9
+#: seconds the mpmath evidence of one finding may take (elements it does not reach are not
+#: counted; most need one attempt at 100 bits, a few milliseconds each)
+MPMATH_BUDGET_S = 20.0
+#: the smallest normal float64: the absolute rounding of a result an engine flushes below it
+TINY64 = float(np.finfo(np.float64).tiny)
 
 
 def relative(a: float, b: float) -> float:
@@ -173,87 +183,63 @@ def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
 
 # -- mpmath ------------------------------------------------------------------------------------
 
-_MPMATH: dict[str, Callable[[Any, Any], Any]] = {
-    "sin": lambda m, x: m.sin(x), "cos": lambda m, x: m.cos(x), "tan": lambda m, x: m.tan(x),
-    "exp": lambda m, x: m.exp(x), "expm1": lambda m, x: m.expm1(x),
-    "exp2": lambda m, x: m.power(2, x), "log": lambda m, x: m.log(x),
-    "log1p": lambda m, x: m.log1p(x), "log2": lambda m, x: m.log(x, 2),
-    "log10": lambda m, x: m.log10(x), "sqrt": lambda m, x: m.sqrt(x),
-    "rsqrt": lambda m, x: 1 / m.sqrt(x), "cbrt": lambda m, x: m.cbrt(x),
-    "sinh": lambda m, x: m.sinh(x), "cosh": lambda m, x: m.cosh(x),
-    "tanh": lambda m, x: m.tanh(x), "asinh": lambda m, x: m.asinh(x),
-    "arcsinh": lambda m, x: m.asinh(x), "acosh": lambda m, x: m.acosh(x),
-    "arccosh": lambda m, x: m.acosh(x), "atanh": lambda m, x: m.atanh(x),
-    "arctanh": lambda m, x: m.atanh(x), "asin": lambda m, x: m.asin(x),
-    "arcsin": lambda m, x: m.asin(x), "acos": lambda m, x: m.acos(x),
-    "arccos": lambda m, x: m.acos(x), "atan": lambda m, x: m.atan(x),
-    "arctan": lambda m, x: m.atan(x), "erf": lambda m, x: m.erf(x),
-    "erfc": lambda m, x: m.erfc(x), "erfcx": lambda m, x: m.exp(x * x) * m.erfc(x),
-    "erfinv": lambda m, x: m.erfinv(x), "erf_inv": lambda m, x: m.erfinv(x),
-    "lgamma": lambda m, x: m.log(abs(m.gamma(x))), "gammaln": lambda m, x: m.log(
-        abs(m.gamma(x))), "digamma": lambda m, x: m.digamma(x),
-    "gamma": lambda m, x: m.gamma(x), "sigmoid": lambda m, x: 1 / (1 + m.exp(-x)),
-    "expit": lambda m, x: 1 / (1 + m.exp(-x)), "logistic": lambda m, x: 1 / (1 + m.exp(-x)),
-    "logit": lambda m, x: m.log(x / (1 - x)), "softplus": lambda m, x: m.log1p(m.exp(x)),
-    "silu": lambda m, x: x / (1 + m.exp(-x)), "mish": lambda m, x: x * m.tanh(
-        m.log1p(m.exp(x))), "log_sigmoid": lambda m, x: -m.log1p(m.exp(-x)),
-    "logsigmoid": lambda m, x: -m.log1p(m.exp(-x)), "sinc": lambda m, x: m.sincpi(x),
-    "ndtr": lambda m, x: m.ncdf(x), "log_ndtr": lambda m, x: m.log(m.ncdf(x)),
-    "ndtri": lambda m, x: -m.sqrt(2) * m.erfcinv(2 * x), "i0": lambda m, x: m.besseli(0, x),
-    "i0e": lambda m, x: m.exp(-abs(x)) * m.besseli(0, x), "i1": lambda m, x: m.besseli(1, x),
-    "i1e": lambda m, x: m.exp(-abs(x)) * m.besseli(1, x),
-    "bessel_i0e": lambda m, x: m.exp(-abs(x)) * m.besseli(0, x),
-    "bessel_i1e": lambda m, x: m.exp(-abs(x)) * m.besseli(1, x),
-    "dawsn": lambda m, x: m.sqrt(m.pi) / 2 * m.exp(-x * x) * m.erfi(x),
-    "spence": lambda m, x: m.polylog(2, 1 - x), "exp1": lambda m, x: m.e1(x),
-    "expi": lambda m, x: m.ei(x), "entr": lambda m, x: -x * m.log(x),
-    "selu": lambda m, x: m.mpf("1.0507009873554804934193349852946") * (x if x > 0 else m.mpf(
-        "1.6732632423543772848170429916717") * m.expm1(x)),
-    "elu": lambda m, x: x if x > 0 else m.expm1(x), "gelu": lambda m, x: x * m.ncdf(x),
-    "soft_sign": lambda m, x: x / (1 + abs(x)), "softsign": lambda m, x: x / (1 + abs(x)),
-}
 
 
-def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], limit: int = 64) -> dict[str, Any]:
-    """Per-element derivative by mpmath (30 digits) vs the backend's float64 gradient, for a
-    one-input elementwise op with a counterpart; ``{}`` where none applies."""
-    rule = _MPMATH.get(op.leaf)
+def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], limit: int = 64,
+                    budget_s: float = MPMATH_BUDGET_S) -> dict[str, Any]:
+    """Per-element derivative by mpmath, at the precision each element needs
+    (:func:`gradcheck.sweep.extended.derivative`), vs the backend's float64 gradient, for a
+    one-input elementwise op with a counterpart; ``{}`` where none applies.  Elements mpmath
+    cannot evaluate, or that the budget does not reach, are not counted.
+
+    ``forward_matches`` says whether the backend's forward equals mpmath's value at every
+    counted element within the rounding of a backward-stable float64 formula
+    (``ROUNDING_GAMMA (eps64 (|f| + |x f'|) + tiny64)``): then the mapping is the op itself
+    (not, say, gelu's tanh approximation under the name ``gelu``) and the per-element
+    comparison decides the triage (:func:`gradcheck.sweep.triage.classify`)."""
+    rule = extended.RULES.get(op.leaf)
     if rule is None or op.family != ELEMENTWISE or len(arrays) != 1:
         return {}
     try:
-        import mpmath
+        import mpmath  # noqa: F401  (the extra that provides it may be absent)
     except ImportError:
         return {}
     from ..backends.registry import get_backend
 
     x = np.asarray(arrays[0], dtype=np.float64)
+    backend = get_backend(op.backend)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            grad = get_backend(op.backend).vjp(op.fn, [x], [0], [np.ones_like(x)], "cpu")[0]
+            grad = backend.vjp(op.fn, [x], [0], [np.ones_like(x)], "cpu")[0]
+            forward = np.asarray(backend.evaluate(op.fn, [x], "cpu")[0], dtype=np.float64)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    if forward.shape != x.shape:
+        return {}
+    deadline = time.monotonic() + budget_s
     worst: tuple[float, float, float, float] | None = None
-    checked = 0
-    for xi, gi in list(zip(x.ravel(), np.asarray(grad, dtype=np.float64).ravel(),
-                           strict=True))[:limit]:
-        # digits for the argument's own size too (sin(1e100) needs 100 more)
-        digits = 30 + int(max(0.0, np.log10(abs(xi)))) if xi else 30
-        try:
-            with mpmath.workdps(digits):
-                exact = float(mpmath.diff(lambda t: rule(mpmath, t), mpmath.mpf(float(xi))))
-        except Exception:  # outside mpmath's domain (a pole, a branch cut)
+    checked, forward_worst = 0, 0.0
+    for xi, gi, fi in list(zip(x.ravel(), np.asarray(grad, dtype=np.float64).ravel(),
+                               forward.ravel(), strict=True))[:limit]:
+        exact = extended.derivative(rule, float(xi), 1, deadline=deadline)
+        mp_value = extended.value(rule, float(xi)) if exact is not None else None
+        if exact is None or mp_value is None:
             continue
         checked += 1
-        err = relative(float(gi), exact) if np.isfinite(gi) else float("inf")
-        if abs(exact) < 1e-300 and abs(gi) < 1e-300:
+        err = relative(float(gi), exact.value) if np.isfinite(gi) else float("inf")
+        if abs(exact.value) < 1e-300 and abs(gi) < 1e-300:
             err = 0.0
         if worst is None or err > worst[0]:
-            worst = (err, float(xi), float(gi), exact)
+            worst = (err, float(xi), float(gi), exact.value)
+        bound = ROUNDING_GAMMA * (EPS64 * (abs(mp_value) + abs(xi * exact.value)) + TINY64)
+        gap = abs(float(fi) - mp_value) if np.isfinite(fi) else float("inf")
+        forward_worst = max(forward_worst, gap / bound)
     if worst is None:
         return {}
     return {"elements": checked, "max_relative_error": worst[0], "at": worst[1],
-            "ad": worst[2], "mpmath": worst[3]}
+            "ad": worst[2], "mpmath": worst[3], "forward_vs_mpmath": forward_worst,
+            "forward_matches": bool(forward_worst <= 1.0)}
 
 
 # -- references: NumPy/SciPy, other engines ------------------------------------------------------

@@ -21,7 +21,8 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
   dtype, in units of the dtype (:func:`ulp_units`); failed above :data:`ULP_BOUND`
   (measured on correct ops: ``benchmarks/resolution_bounds.py``, docs/error-model.md 4b).
 * ``mpmath`` (float64, one-input elementwise ops with a mapping, orders 1 and 2): each element
-  of ``f'`` (order 2: ``f''``) against mpmath's derivative at 30 digits, allowed
+  of ``f'`` (order 2: ``f''``) against mpmath's derivative at the precision it needs
+  (:func:`gradcheck.sweep.extended.derivative`), allowed
   ``ROUNDING_GAMMA * (eps64 * (|d| + |x d'|) + tiny64)`` (the rounding of a backward-stable
   formula: its result and its argument each off by a few ulps; and below the smallest normal
   number, its absolute rounding: an element whose true derivative lies within it and whose
@@ -30,7 +31,7 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
 
 from __future__ import annotations
 
-import math
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from .. import fd
 from ..results import CheckResult, Status
 from ..taxonomy import CheckKind
 from ..tolerance import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
+from . import extended
 from .inventory import ELEMENTWISE, Op
 
 #: output components whose rows the scaled check compares (a seeded sample above this)
@@ -50,9 +52,11 @@ ROW_LIMIT = 32
 #: subnormal results to zero (XLA on CPU) loses up to the smallest normal number per rounding,
 #: whatever the relative model says; counted like ROUNDING_GAMMA counts relative roundings
 TINY64 = float(np.finfo(np.float64).tiny)
-#: elements the mpmath check evaluates per point (digamma at 600 digits, for f'' at 1e-300,
-#: takes about a second per element)
+#: elements the mpmath check evaluates per point, and the seconds they may take together
+#: (most need one attempt at 100 bits, a few milliseconds; spence' at 2e-308 needs 1600 bits,
+#: about 5 s); elements the budget does not reach are not judged
 MPMATH_LIMIT = 16
+MPMATH_BUDGET_S = 20.0
 #: the allowed error of an elementwise derivative in a low-precision dtype, in the units of
 #: :func:`ulp_units`, per (dtype, order), measured on correct ops
 #: (``benchmarks/resolution_bounds.py``; docs/error-model.md section 4b: at order 1 about the
@@ -384,13 +388,11 @@ def _unit_derivatives(tgt: _Target, xs: Sequence[np.ndarray], dtype: str) -> lis
 def mpmath_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int
                   ) -> list[CheckResult]:
     """The ``mpmath`` check of a one-input elementwise op with a mapping (float64)."""
-    from .evidence import _MPMATH
-
-    rule = _MPMATH.get(op.leaf)
+    rule = extended.RULES.get(op.leaf)
     if rule is None or op.family != ELEMENTWISE or len(arrays) != 1:
         return []
     try:
-        import mpmath
+        import mpmath  # noqa: F401  (the extra that provides it may be absent)
     except ImportError:
         return []
     x = np.asarray(arrays[0], dtype=np.float64)
@@ -401,28 +403,24 @@ def mpmath_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int
     idx = np.arange(x.size)[:MPMATH_LIMIT]
     want, allowed, judged = (np.full(idx.size, np.nan), np.zeros(idx.size),
                              np.zeros(idx.size, bool))
+    deadline = time.monotonic() + MPMATH_BUDGET_S
     for b, i in enumerate(idx):
         xi = float(x.ravel()[i])
-        # digits for the argument's size too: sin(1e100) needs 100 more, and mpmath's
-        # differences step absolutely, so f''(1e-250) needs 500 more
-        digits = 30 + ((order + 1) * int(abs(math.log10(abs(xi)))) if xi else 0)
-        try:
-            with mpmath.workdps(digits):
-                t = mpmath.mpf(xi)
-                d = mpmath.diff(lambda s: rule(mpmath, s), t, order)
-                d2 = mpmath.diff(lambda s: rule(mpmath, s), t, order + 1)
-                d, d2 = float(d), float(d2)
-        except Exception:  # a pole, a branch cut, outside mpmath's domain
+        # each at the precision it needs (extended.derivative); an element mpmath cannot
+        # evaluate, or that the budget does not reach, is not judged
+        d = extended.derivative(rule, xi, order, deadline=deadline)
+        d2 = extended.derivative(rule, xi, order + 1, deadline=deadline) if d is not None else None
+        if d is None or (d2 is None and d.value != 0):
             continue
-        if not (math.isfinite(d) and math.isfinite(d2)):
-            continue
-        want[b] = d
+        slope = abs(xi * d2.value) if d2 is not None else 0.0
+        want[b] = d.value
         # the absolute rounding below the smallest normal number (TINY64): expm1' at -1e4 is
         # exp(-1e4), 0 in float64, and no float64 rule can do better
-        allowed[b] = ROUNDING_GAMMA * (fd.EPS64 * (abs(d) + abs(xi * d2)) + TINY64)
-        judged[b] = abs(d) > ROUNDING_GAMMA * TINY64 or g[i] != 0
-    what = (f"{'first' if order == 1 else 'second'} derivative per element vs mpmath "
-            "(30 digits), allowed ROUNDING_GAMMA eps64 (|d| + |x d'|)")
+        allowed[b] = ROUNDING_GAMMA * (fd.EPS64 * (abs(d.value) + slope) + TINY64)
+        judged[b] = abs(d.value) > ROUNDING_GAMMA * TINY64 or g[i] != 0
+    what = (f"{'first' if order == 1 else 'second'} derivative per element vs mpmath (its "
+            "precision raised until its rounding is below 2^-60 of it), allowed "
+            "ROUNDING_GAMMA (eps64 (|d| + |x d'|) + tiny64)")
     rev_kind = _kinds(order)[0]
     return [_verdict(rev_kind, op, "float64", order, "mpmath", g[idx], want,
                      allowed, judged, what, seed)]

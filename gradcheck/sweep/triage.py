@@ -4,7 +4,9 @@ Classes (``details["triage"]["class"]``):
 
 * ``confirmed``: independent evidence disagrees with the backend's derivative too: the
   scaled FD at two step families (agreeing with each other), mpmath, a NumPy/SciPy reference
-  or the other engine; a likely real bug;
+  or the other engine; a likely real bug.  Where mpmath's value matches the backend's forward
+  element by element, its per-element derivative decides alone (it sees a wrong element far
+  below the others, which the projected sources cannot);
 * ``false_alarm``: the independent evidence agrees with the backend (the oracle judged
   wrongly here; the goal is none);
 * ``crash``: the op, its derivative or the check raised at the point (an ``error`` result);
@@ -120,13 +122,18 @@ def _agrees(ev: dict[str, Any], extra: Sequence[bool] = ()) -> bool | None:
         # a kink, tie or jump on the direction, or directional derivatives that no gradient
         # fits (ties of median, sort, max): no derivative to be right about
         return None
+    mp = ev.get("mpmath", {})
+    if mp.get("forward_matches") and "max_relative_error" in mp:
+        # element by element against an exact reference that is the op itself (its forward
+        # matches): it sees a wrong element the projected sources cannot (expm1' at -100,
+        # 3.7e-44 beside O(1) ones), so it decides
+        return bool(mp["max_relative_error"] <= AGREE)
     if fd.get("fd_families_agree") and math.isfinite(fd.get("ad_vs_fd", math.nan)):
         # a staircase: the coarse steps see its mean slope, a tiny step the local one (= AD)
         if not (fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE):
             votes.append(fd["ad_vs_fd"] <= AGREE)
     elif fd.get("fd_families_agree"):  # the AD value is not finite where FD converged
         votes.append(False)
-    mp = ev.get("mpmath", {})
     if "max_relative_error" in mp:
         votes.append(mp["max_relative_error"] <= AGREE)
     ref = ev.get("reference", {})

@@ -1,0 +1,122 @@
+"""Extended-precision derivatives (gradcheck/sweep/extended.py) and the element-level mpmath
+evidence of the triage: a derivative far below the function's value (expm1'(-100) = 3.7e-44
+next to expm1(-100) = -1) needs the precision raised, not 30 fixed digits; with it, the
+triage confirms a rule that returns 0 there, and passes the correct one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gradcheck.results import CheckResult, Status
+from gradcheck.sweep import Op
+from gradcheck.sweep.evidence import mpmath_evidence
+from gradcheck.sweep.extended import RULES, derivative, value
+from gradcheck.sweep.inventory import ELEMENTWISE
+from gradcheck.sweep.triage import classify
+
+mpmath = pytest.importorskip("mpmath")
+torch = pytest.importorskip("torch")
+
+
+def test_fixed_thirty_digits_lose_a_derivative_far_below_the_value():
+    """The old way (30 digits, mpmath's own absolute step) is wrong at expm1(-100): this is
+    the case the raised precision exists for."""
+    with mpmath.workdps(30):
+        fixed = float(mpmath.diff(lambda t: mpmath.expm1(t), mpmath.mpf(-100.0)))
+    assert fixed != pytest.approx(math.exp(-100), rel=1e-3, abs=0)
+    d = derivative(RULES["expm1"], -100.0)
+    assert d is not None and d.value == pytest.approx(math.exp(-100), rel=1e-15, abs=0)
+    assert d.bits > 100 and d.error <= 2.0 ** -60 * abs(d.value)
+    d2 = derivative(RULES["expm1"], -100.0, 2)
+    assert d2 is not None and d2.value == pytest.approx(math.exp(-100), rel=1e-15, abs=0)
+
+
+@pytest.mark.parametrize(("leaf", "x", "order", "want"), [
+    ("spence", 1e-25, 1, math.log(1e-25)),             # Li2(1 - x): the argument cancels
+    ("sin", 1e100, 1, float(mpmath.cos(mpmath.mpf(1e100)))),  # an absolute step, 333 bits
+    ("sin", 1e-300, 1, 1.0),                           # a relative step: no 300 extra digits
+    ("log", 1e-300, 2, None),                          # f'' = -1e600 overflows: abstains
+    ("exp", -720.0, 1, math.exp(-720)),                # subnormal, exact
+    ("atanh", 0.9999999, 2, 2 * 0.9999999 / (1 - 0.9999999 ** 2) ** 2),
+])
+def test_derivative_at_hard_points(leaf, x, order, want):
+    d = derivative(RULES[leaf], x, order)
+    if want is None:
+        assert d is None
+    else:
+        assert d is not None and d.value == pytest.approx(want, rel=1e-9, abs=0), d
+
+
+def test_derivative_abstains_outside_the_domain_and_without_budget():
+    assert derivative(RULES["sqrt"], 0.0) is None     # sqrt(-h) is complex
+    assert derivative(RULES["log"], -1.0) is None
+    assert derivative(RULES["expm1"], -100.0, budget_s=0.0) is None
+    assert value(RULES["erfcx"], -27.0) is None        # exp(729) overflows float64
+    assert value(RULES["ndtri"], 0.3) == pytest.approx(-0.5244005127080407, rel=1e-14)
+
+
+def _expm1(zero_below: float):
+    """expm1 whose backward is ``exp(x)``, or 0 below ``zero_below`` (the cancellation of
+    ``(expm1(x) + 1)`` taken to its end)."""
+
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.expm1(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * torch.where(x < zero_below, torch.zeros_like(x), torch.exp(x))
+
+    return F.apply
+
+
+X = np.array([-100.0, 0.3, -0.7, 1.2, 0.05, -2.0])
+
+
+def _op(fn, leaf="expm1"):
+    return Op("mutant.expm1", "torch", fn, (X.copy(),), family=ELEMENTWISE, fwd=False,
+              order2=False, leaf=leaf)
+
+
+def _finding(actual, expected):
+    return CheckResult(kind="vjp", status=Status.FAILED, backend="torch", dtype="float64",
+                       name="mutant.expm1", actual=actual, expected=expected)
+
+
+def test_element_level_evidence_confirms_the_zero_and_passes_the_rule():
+    """Projected FD, and a check that passed the same reverse mode, both call the mutant
+    right (3.7e-44 is invisible beside O(1) components); the mpmath evidence, whose forward
+    matches the op's, sees the element and decides."""
+    mutant = mpmath_evidence(_op(_expm1(-50.0)), [X])
+    right = mpmath_evidence(_op(_expm1(-math.inf)), [X])
+    assert mutant["forward_matches"] and right["forward_matches"]
+    assert mutant["max_relative_error"] == 1.0 and mutant["at"] == -100.0
+    assert right["max_relative_error"] <= 1e-14
+    projected = {"fd": {"fd_families_agree": True, "ad_vs_fd": 1e-14}}
+    passed_beside = [CheckResult(kind="vjp", status=Status.PASSED, backend="torch",
+                                 dtype="float64", name="mutant.expm1",
+                                 details={"sweep": {"oracle": "scaled"}})]
+    finding = _finding(0.0, 3.7e-44)
+    assert classify(finding, {**projected, "mpmath": mutant}, passed_beside) == "confirmed"
+    assert classify(finding, {**projected, "mpmath": right}, passed_beside) == "false_alarm"
+    # without the element-level evidence the projected sources call the mutant right
+    assert classify(finding, projected, passed_beside) == "false_alarm"
+
+
+def test_a_mapping_whose_forward_differs_does_not_decide():
+    """Under the leaf name ``gelu``, the tanh approximation is a different function: mpmath's
+    exact gelu disagrees with its derivative, but its forward does not match, so it is one
+    vote among the others, not the decision."""
+    x = np.array([0.3, -0.7, 1.2, -2.0])
+    op = Op("tanh.gelu", "torch", lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+            (x,), family=ELEMENTWISE, fwd=False, order2=False, leaf="gelu")
+    ev = mpmath_evidence(op, [x])
+    assert not ev["forward_matches"] and ev["max_relative_error"] > 1e-8
+    projected = {"fd": {"fd_families_agree": True, "ad_vs_fd": 1e-13}}
+    assert classify(_finding(0.5, 0.5000001), {**projected, "mpmath": ev}, []) == "unresolved"
