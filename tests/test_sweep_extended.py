@@ -120,3 +120,37 @@ def test_a_mapping_whose_forward_differs_does_not_decide():
     assert not ev["forward_matches"] and ev["max_relative_error"] > 1e-8
     projected = {"fd": {"fd_families_agree": True, "ad_vs_fd": 1e-13}}
     assert classify(_finding(0.5, 0.5000001), {**projected, "mpmath": ev}, []) == "unresolved"
+
+
+def test_the_check_does_not_judge_an_op_with_other_fixed_arguments():
+    """OpInfo's softplus sample fixes ``beta``: mpmath's softplus is another function there.
+    The check compares forwards first and judges nothing (it failed softplus'' by 0.5 at 0
+    before); plain softplus is judged and passes at both orders."""
+    from gradcheck.sweep.resolution import mpmath_checks
+
+    x = np.array([0.0, 0.3, -1.2, 2.0])
+    beta3 = Op("softplus.beta3", "torch", lambda t: torch.nn.functional.softplus(t, beta=3),
+               (x,), family=ELEMENTWISE, fwd=False, order2=True, leaf="softplus")
+    plain = Op("torch.nn.functional.softplus", "torch", torch.nn.functional.softplus, (x,),
+               family=ELEMENTWISE, fwd=False, order2=True, leaf="softplus")
+    for order in (1, 2):
+        assert mpmath_checks(beta3, [x], order, 1) == []
+        judged = mpmath_checks(plain, [x], order, 1)
+        assert judged and all(r.status is Status.PASSED for r in judged), judged
+
+
+def test_order_two_evidence_is_element_level_too():
+    """tanh''(-100) = 1.1e-86 is representable; torch's rule, from the saved output, gives 0.
+    The order-2 evidence sees it (the triage had only projected sources at order 2); exp'' is
+    right everywhere."""
+    x = np.array([-100.0, 0.3, -0.7, 1.2])
+    tanh = Op("torch.tanh", "torch", torch.tanh, (x,), family=ELEMENTWISE, fwd=False,
+              order2=True, leaf="tanh")
+    exp = Op("torch.exp", "torch", torch.exp, (x,), family=ELEMENTWISE, fwd=False,
+             order2=True, leaf="exp")
+    wrong = mpmath_evidence(tanh, [x], 2)
+    right = mpmath_evidence(exp, [x], 2)
+    assert wrong["forward_matches"] and wrong["order"] == 2
+    assert wrong["max_relative_error"] == 1.0 and wrong["at"] == -100.0
+    assert wrong["mpmath"] == pytest.approx(8 * math.exp(-200), rel=1e-6, abs=0)
+    assert right["forward_matches"] and right["max_relative_error"] <= 1e-14

@@ -25,8 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from ..fd import EPS64
-from ..tolerance import ROUNDING_GAMMA
 from . import extended
 from .inventory import ELEMENTWISE, Op
 
@@ -40,8 +38,6 @@ RESOLVED = 1e-9
 #: seconds the mpmath evidence of one finding may take (elements it does not reach are not
 #: counted; most need one attempt at 100 bits, a few milliseconds each)
 MPMATH_BUDGET_S = 20.0
-#: the smallest normal float64: the absolute rounding of a result an engine flushes below it
-TINY64 = float(np.finfo(np.float64).tiny)
 
 
 def relative(a: float, b: float) -> float:
@@ -185,18 +181,20 @@ def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
 
 
 
-def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], limit: int = 64,
-                    budget_s: float = MPMATH_BUDGET_S) -> dict[str, Any]:
-    """Per-element derivative by mpmath, at the precision each element needs
-    (:func:`gradcheck.sweep.extended.derivative`), vs the backend's float64 gradient, for a
-    one-input elementwise op with a counterpart; ``{}`` where none applies.  Elements mpmath
+def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit: int = 64,
+                    budget_s: float = MPMATH_BUDGET_S, seed: int = 0) -> dict[str, Any]:
+    """Per-element ``order``-th derivative by mpmath, at the precision each element needs
+    (:func:`gradcheck.sweep.extended.derivative`), vs the backend's float64 reverse mode
+    (:func:`gradcheck.sweep.resolution.elementwise_derivatives`), for a one-input op that is
+    elementwise in fact and has a counterpart; ``{}`` where none applies.  Elements mpmath
     cannot evaluate, or that the budget does not reach, are not counted.
 
     ``forward_matches`` says whether the backend's forward equals mpmath's value at every
-    counted element within the rounding of a backward-stable float64 formula
-    (``ROUNDING_GAMMA (eps64 (|f| + |x f'|) + tiny64)``): then the mapping is the op itself
-    (not, say, gelu's tanh approximation under the name ``gelu``) and the per-element
-    comparison decides the triage (:func:`gradcheck.sweep.triage.classify`)."""
+    counted element (:func:`gradcheck.sweep.resolution.forward_matches`): then the mapping is
+    the op itself and the per-element comparison decides the triage
+    (:func:`gradcheck.sweep.triage.classify`)."""
+    from .resolution import elementwise_derivatives, forward_matches
+
     rule = extended.RULES.get(op.leaf)
     if rule is None or op.family != ELEMENTWISE or len(arrays) != 1:
         return {}
@@ -204,27 +202,24 @@ def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], limit: int = 64,
         import mpmath  # noqa: F401  (the extra that provides it may be absent)
     except ImportError:
         return {}
-    from ..backends.registry import get_backend
-
     x = np.asarray(arrays[0], dtype=np.float64)
-    backend = get_backend(op.backend)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            grad = backend.vjp(op.fn, [x], [0], [np.ones_like(x)], "cpu")[0]
-            forward = np.asarray(backend.evaluate(op.fn, [x], "cpu")[0], dtype=np.float64)
+            values = elementwise_derivatives(op, x, order, seed)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    if forward.shape != x.shape:
+    if values is None:
         return {}
+    forward, grad = values
     deadline = time.monotonic() + budget_s
     worst: tuple[float, float, float, float] | None = None
-    checked, forward_worst = 0, 0.0
-    for xi, gi, fi in list(zip(x.ravel(), np.asarray(grad, dtype=np.float64).ravel(),
-                               forward.ravel(), strict=True))[:limit]:
-        exact = extended.derivative(rule, float(xi), 1, deadline=deadline)
-        mp_value = extended.value(rule, float(xi)) if exact is not None else None
-        if exact is None or mp_value is None:
+    checked, matches = 0, True
+    for xi, gi, fi in list(zip(x.ravel(), grad, forward, strict=True))[:limit]:
+        exact = extended.derivative(rule, float(xi), order, deadline=deadline)
+        first = exact if order == 1 else extended.derivative(rule, float(xi), 1,
+                                                              deadline=deadline)
+        if exact is None or first is None:
             continue
         checked += 1
         err = relative(float(gi), exact.value) if np.isfinite(gi) else float("inf")
@@ -232,14 +227,12 @@ def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], limit: int = 64,
             err = 0.0
         if worst is None or err > worst[0]:
             worst = (err, float(xi), float(gi), exact.value)
-        bound = ROUNDING_GAMMA * (EPS64 * (abs(mp_value) + abs(xi * exact.value)) + TINY64)
-        gap = abs(float(fi) - mp_value) if np.isfinite(fi) else float("inf")
-        forward_worst = max(forward_worst, gap / bound)
+        matches = matches and forward_matches(float(fi), float(xi),
+                                              extended.value(rule, float(xi)), first.value)
     if worst is None:
         return {}
-    return {"elements": checked, "max_relative_error": worst[0], "at": worst[1],
-            "ad": worst[2], "mpmath": worst[3], "forward_vs_mpmath": forward_worst,
-            "forward_matches": bool(forward_worst <= 1.0)}
+    return {"elements": checked, "order": order, "max_relative_error": worst[0],
+            "at": worst[1], "ad": worst[2], "mpmath": worst[3], "forward_matches": matches}
 
 
 # -- references: NumPy/SciPy, other engines ------------------------------------------------------

@@ -31,6 +31,7 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -385,6 +386,30 @@ def _unit_derivatives(tgt: _Target, xs: Sequence[np.ndarray], dtype: str) -> lis
     return [np.asarray(g, dtype=np.float64) for g in gs]
 
 
+def elementwise_derivatives(op: Op, x: np.ndarray, order: int, seed: int
+                            ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The backend's forward and its ``order``-th derivative per element (float64, reverse
+    mode: the VJP of ones, at order 2 of the VJP of ones) of a one-input op that is
+    elementwise in fact; ``None`` where it is not."""
+    x = np.asarray(x, dtype=np.float64)
+    tgt = _target(op, [x], order, seed)
+    if not tgt.elementwise:
+        return None
+    forward = np.asarray(tgt.backend.evaluate(op.fn, [x], "cpu")[0], dtype=np.float64)
+    return forward.ravel(), _unit_derivatives(tgt, [x], "float64")[0].ravel()
+
+
+def forward_matches(forward: float, x: float, mp_value: float | None, slope: float) -> bool:
+    """Whether the backend's forward at ``x`` equals mpmath's value within the rounding of a
+    backward-stable float64 formula, ``ROUNDING_GAMMA (eps64 (|f| + |x f'|) + tiny64)``:
+    then the mapping is the op itself, not a function of the same name with other fixed
+    arguments (OpInfo's ``softplus`` sample has ``beta``) or an approximation (gelu's tanh)."""
+    if mp_value is None or not math.isfinite(forward):
+        return False
+    bound = ROUNDING_GAMMA * (fd.EPS64 * (abs(mp_value) + abs(x * slope)) + TINY64)
+    return abs(forward - mp_value) <= bound
+
+
 def mpmath_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int
                   ) -> list[CheckResult]:
     """The ``mpmath`` check of a one-input elementwise op with a mapping (float64)."""
@@ -396,28 +421,37 @@ def mpmath_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int
     except ImportError:
         return []
     x = np.asarray(arrays[0], dtype=np.float64)
-    tgt = _target(op, [x], order, seed)
-    if not tgt.elementwise:
+    values = elementwise_derivatives(op, x, order, seed)
+    if values is None:
         return []
-    g = _unit_derivatives(tgt, [x], "float64")[0].ravel()
+    forward, g = values
     idx = np.arange(x.size)[:MPMATH_LIMIT]
     want, allowed, judged = (np.full(idx.size, np.nan), np.zeros(idx.size),
                              np.zeros(idx.size, bool))
     deadline = time.monotonic() + MPMATH_BUDGET_S
+    other = 0
     for b, i in enumerate(idx):
         xi = float(x.ravel()[i])
         # each at the precision it needs (extended.derivative); an element mpmath cannot
         # evaluate, or that the budget does not reach, is not judged
         d = extended.derivative(rule, xi, order, deadline=deadline)
-        d2 = extended.derivative(rule, xi, order + 1, deadline=deadline) if d is not None else None
+        d2 = extended.derivative(rule, xi, order + 1, deadline=deadline) if d is not None \
+            else None
         if d is None or (d2 is None and d.value != 0):
             continue
         slope = abs(xi * d2.value) if d2 is not None else 0.0
+        d1 = d if order == 1 else extended.derivative(rule, xi, 1, deadline=deadline)
+        if d1 is None or not forward_matches(float(forward[i]), xi, extended.value(rule, xi),
+                                             d1.value):
+            other += 1  # not the function mpmath computes: not judged
+            continue
         want[b] = d.value
         # the absolute rounding below the smallest normal number (TINY64): expm1' at -1e4 is
         # exp(-1e4), 0 in float64, and no float64 rule can do better
         allowed[b] = ROUNDING_GAMMA * (fd.EPS64 * (abs(d.value) + slope) + TINY64)
         judged[b] = abs(d.value) > ROUNDING_GAMMA * TINY64 or g[i] != 0
+    if other and not judged.any():
+        return []  # the op is not mpmath's function at this point (its fixed arguments)
     what = (f"{'first' if order == 1 else 'second'} derivative per element vs mpmath (its "
             "precision raised until its rounding is below 2^-60 of it), allowed "
             "ROUNDING_GAMMA (eps64 (|d| + |x d'|) + tiny64)")

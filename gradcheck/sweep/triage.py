@@ -74,9 +74,11 @@ def symptom(r: CheckResult) -> str:
 def _collect(op: Op, point: Point, dtype: str, order: int) -> dict[str, Any]:
     seed = seed_of("triage", op.name, point.name, dtype)
     ev: dict[str, Any] = {"fd": evidence.fd_evidence(op, point.arrays, seed, order)}
+    mp = evidence.mpmath_evidence(op, point.arrays, order, seed=seed)
+    if mp:
+        ev["mpmath"] = mp
     if order == 1:
-        for key, value in (("mpmath", evidence.mpmath_evidence(op, point.arrays)),
-                           ("reference", evidence.reference_evidence(op, point.arrays, seed)),
+        for key, value in (("reference", evidence.reference_evidence(op, point.arrays, seed)),
                            ("engines", evidence.engines_evidence(op, point.arrays, seed))):
             if value:
                 ev[key] = value
