@@ -154,3 +154,30 @@ def test_order_two_evidence_is_element_level_too():
     assert wrong["max_relative_error"] == 1.0 and wrong["at"] == -100.0
     assert wrong["mpmath"] == pytest.approx(8 * math.exp(-200), rel=1e-6, abs=0)
     assert right["forward_matches"] and right["max_relative_error"] <= 1e-14
+
+
+def test_a_zero_where_a_normal_number_is_due_is_wrong_even_near_underflow():
+    """asinh'(1e302) = 1e-302 is a normal float64: a rule that gives 0 there is wrong (the
+    evidence once excused every value below 1e-300); below the smallest normal number the
+    absolute rounding excuses it (i0e'(1e300) underflows)."""
+    x = np.array([1e302, 0.5])
+
+    class Zero(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            ctx.save_for_backward(t)
+            return torch.asinh(t)
+
+        @staticmethod
+        def backward(ctx, g):
+            (t,) = ctx.saved_tensors
+            return g * torch.where(t.abs() > 1e154, torch.zeros_like(t),
+                                   1 / torch.sqrt(1 + t * t))
+
+    ev = mpmath_evidence(Op("zero.asinh", "torch", Zero.apply, (x,), family=ELEMENTWISE,
+                            fwd=False, order2=False, leaf="asinh"), [x])
+    assert ev["forward_matches"] and ev["max_relative_error"] == 1.0 and ev["at"] == 1e302
+    y = np.array([1e300, 0.5])
+    i0e = mpmath_evidence(Op("torch.special.i0e", "torch", torch.special.i0e, (y,),
+                             family=ELEMENTWISE, fwd=False, order2=False, leaf="i0e"), [y])
+    assert i0e["max_relative_error"] <= 1e-14

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tolerance import ROUNDING_GAMMA
 from . import extended
 from .inventory import ELEMENTWISE, Op
 
@@ -38,6 +39,8 @@ RESOLVED = 1e-9
 #: seconds the mpmath evidence of one finding may take (elements it does not reach are not
 #: counted; most need one attempt at 100 bits, a few milliseconds each)
 MPMATH_BUDGET_S = 20.0
+#: the smallest normal float64 (what a flush-to-zero engine loses per rounding below it)
+TINY64 = float(np.finfo(np.float64).tiny)
 
 
 def relative(a: float, b: float) -> float:
@@ -223,8 +226,8 @@ def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit:
             continue
         checked += 1
         err = relative(float(gi), exact.value) if np.isfinite(gi) else float("inf")
-        if abs(exact.value) < 1e-300 and abs(gi) < 1e-300:
-            err = 0.0
+        if abs(float(gi) - exact.value) <= ROUNDING_GAMMA * TINY64:
+            err = 0.0  # within the absolute rounding below the smallest normal number
         if worst is None or err > worst[0]:
             worst = (err, float(xi), float(gi), exact.value)
         matches = matches and forward_matches(float(fi), float(xi),
