@@ -19,7 +19,8 @@ jax = pytest.importorskip("jax")
 
 def test_every_bug_entry_has_a_pinning_test_here():
     bugs = {k.op for k in known.KNOWN if k.nature == "bug"}
-    assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.arcsinh",
+    assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.a*sinh",
+                    "torch*acosh", "jax.numpy.a*cosh",
                     "jax.numpy.sinc", "jax.scipy.special.exp[i1]", "jax.*expm1",
                     "jax.nn.[es]elu", "torch*expm1", "jax.scipy.special.spence"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
@@ -62,6 +63,25 @@ def test_jax_arcsinh_derivative_at_huge_inputs():
     x = jnp.array([1e200, -3e250], dtype=jnp.float64)
     got = np.asarray(jax.vmap(jax.grad(jnp.arcsinh))(x))
     np.testing.assert_allclose(got, 1 / np.abs(np.asarray(x)), rtol=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: torch.acosh derivative 0 above ~1e154")
+def test_torch_acosh_derivative_at_huge_inputs():
+    x = torch.tensor([1e200, 3e250], dtype=torch.float64, requires_grad=True)
+    torch.acosh(x).sum().backward()
+    want = 1 / x.detach().numpy()  # 1/sqrt(x^2 - 1) = 1/x to 1e-400 relative
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax.numpy.acosh derivative 0 above ~1e154")
+def test_jax_acosh_derivative_at_huge_inputs():
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)  # as gradcheck's jax backend does
+    x = jnp.array([1e200, 3e250], dtype=jnp.float64)
+    for fn in (jnp.acosh, jnp.arccosh):
+        got = np.asarray(jax.vmap(jax.grad(fn))(x))
+        np.testing.assert_allclose(got, 1 / np.asarray(x), rtol=1e-12)
 
 
 @pytest.mark.xfail(strict=True, reason="known.py: jax.numpy.sinc derivative -inf at tiny x")

@@ -47,9 +47,19 @@ KNOWN: tuple[KnownFinding, ...] = (
         "1/|x| is representable (x = 1e200: 1e-200); jax.numpy.arcsinh does the same",
         kinds=("vjp", "jvp"), points=("huge",)),
     KnownFinding(
-        "jax", "jax.numpy.arcsinh",
+        "jax", "jax.numpy.a*sinh",
         "the derivative is 0 for |x| above ~1e154 (x^2 overflows) where 1/|x| is "
         "representable; torch.asinh does the same", kinds=("vjp", "jvp"), points=("huge",)),
+    KnownFinding(
+        "torch", "torch*acosh",
+        "the derivative 1/sqrt(x^2 - 1) is 0 for x above ~1e154 (x^2 overflows) where 1/x is "
+        "representable (x = 1e200: 1e-200); jax.numpy.acosh does the same (found by the "
+        "scaled check, confirmed by the element-level mpmath evidence)",
+        kinds=("vjp", "jvp"), points=("huge",)),
+    KnownFinding(
+        "jax", "jax.numpy.a*cosh",
+        "the derivative is 0 for x above ~1e154 (x^2 overflows) where 1/x is representable; "
+        "torch.acosh does the same", kinds=("vjp", "jvp"), points=("huge",)),
     KnownFinding(
         "jax", "jax.numpy.sinc",
         "the derivative is -inf at |x| below ~1e-160 (x = 1e-300: the true value is "
