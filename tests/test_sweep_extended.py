@@ -181,3 +181,23 @@ def test_a_zero_where_a_normal_number_is_due_is_wrong_even_near_underflow():
     i0e = mpmath_evidence(Op("torch.special.i0e", "torch", torch.special.i0e, (y,),
                              family=ELEMENTWISE, fwd=False, order2=False, leaf="i0e"), [y])
     assert i0e["max_relative_error"] <= 1e-14
+
+
+def test_reclassifying_a_stream_keeps_an_overruled_call_a_false_alarm():
+    """One check call of the default sweep, as stored (jax.lax.atan2 at the `small` band):
+    gradcheck.check failed the VJP and the JVP against the same FD values, the scaled check
+    passed both, the evidence says right, so the sweep overruled all four (stored as
+    inconclusive).  Classifying the stored stream again must give the same answer; it gave
+    `confirmed` for the JVPs when the overruled VJPs were read as not failed."""
+    from pathlib import Path
+
+    from gradcheck.sweep.triage import reclassified
+
+    path = Path(__file__).parent / "data" / "sweep_overruled_call.jsonl"
+    call = [CheckResult.from_json(line) for line in path.read_text().splitlines() if line]
+    overruled = [r for r in call if r.details.get("sweep", {}).get("overruled")]
+    assert {r.kind for r in overruled} == {"vjp", "jvp"} and len(overruled) == 4
+    again = reclassified(call)
+    classes = {(r.kind, r.input_index): r.details["triage"]["class"] for r in again
+               if "triage" in r.details}
+    assert set(classes.values()) == {"false_alarm"}, classes

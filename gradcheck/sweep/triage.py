@@ -306,20 +306,31 @@ def findings(checks: Iterable[CheckResult]) -> list[Finding]:
     return sorted(out, key=lambda f: (rank.get(f.cls, len(rank)), f.backend, f.op, f.key))
 
 
+def _as_judged(r: CheckResult) -> CheckResult:
+    """``r`` with the status its oracle gave it: an overruled verdict (:func:`overruled`) is
+    stored as ``inconclusive`` but was a failure when it was classified, and the rules that
+    look at siblings (a JVP judged against the FD value shown wrong for reverse mode) need
+    it as one."""
+    sweep = r.details.get("sweep") if isinstance(r.details, dict) else None
+    if isinstance(sweep, dict) and sweep.get("overruled"):
+        return dataclasses.replace(r, status=Status.FAILED)
+    return r
+
+
 def reclassified(checks: Sequence[CheckResult]) -> list[CheckResult]:
     """``checks`` with every triaged result classified again from its stored evidence and the
     other results of its check call (same ``test_id``) by the current rules: a stream written
     before a rule changed is summarised as a new one would be, without re-running anything."""
     calls: dict[str, list[CheckResult]] = {}
     for r in checks:
-        calls.setdefault(r.test_id, []).append(r)
+        calls.setdefault(r.test_id, []).append(_as_judged(r))
     out = []
     for r in checks:
         info = r.details.get("triage")
         if not isinstance(info, dict) or "evidence" not in info:
             out.append(r)
             continue
-        cls = classify(r, info["evidence"], calls[r.test_id])
+        cls = classify(_as_judged(r), info["evidence"], calls[r.test_id])
         backend, op, family = (info.get("key", "").split("|") + ["", "", ""])[:3]
         key = "|".join((backend or r.backend, op or r.name, kind_family(r.kind), cls, symptom(r)))
         out.append(dataclasses.replace(r, details={**r.details, "triage": {
