@@ -28,6 +28,7 @@ import numpy as np
 from ..tolerance import ROUNDING_GAMMA
 from . import extended
 from .inventory import ELEMENTWISE, Op
+from .resolution import TINY64, elementwise_derivatives, forward_matches
 
 Fn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 #: relative agreement that counts as "the same derivative" in the triage (far above float64
@@ -36,11 +37,6 @@ AGREE = 1e-8
 #: how close the two step families (and each family's last two levels) must be to count as
 #: resolved (measured on smooth ops: 1e-11 to 1e-12)
 RESOLVED = 1e-9
-#: seconds the mpmath evidence of one finding may take (elements it does not reach are not
-#: counted; most need one attempt at 100 bits, a few milliseconds each)
-MPMATH_BUDGET_S = 20.0
-#: the smallest normal float64 (what a flush-to-zero engine loses per rounding below it)
-TINY64 = float(np.finfo(np.float64).tiny)
 
 
 def relative(a: float, b: float) -> float:
@@ -185,7 +181,7 @@ def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
 
 
 def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit: int = 64,
-                    budget_s: float = MPMATH_BUDGET_S, seed: int = 0) -> dict[str, Any]:
+                    budget_s: float = extended.CALL_BUDGET_S, seed: int = 0) -> dict[str, Any]:
     """Per-element ``order``-th derivative by mpmath, at the precision each element needs
     (:func:`gradcheck.sweep.extended.derivative`), vs the backend's float64 reverse mode
     (:func:`gradcheck.sweep.resolution.elementwise_derivatives`), for a one-input op that is
@@ -196,8 +192,6 @@ def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit:
     counted element (:func:`gradcheck.sweep.resolution.forward_matches`): then the mapping is
     the op itself and the per-element comparison decides the triage
     (:func:`gradcheck.sweep.triage.classify`)."""
-    from .resolution import elementwise_derivatives, forward_matches
-
     rule = extended.RULES.get(op.leaf)
     if rule is None or op.family != ELEMENTWISE or len(arrays) != 1:
         return {}

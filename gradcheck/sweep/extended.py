@@ -29,6 +29,9 @@ MAX_BITS = 4000
 ELEMENT_BUDGET_S = 2.0
 #: the rounding bound must be below this fraction of the derivative
 TARGET = 2.0 ** -60
+#: seconds one call of the mpmath check or of the triage's mpmath evidence may spend on all
+#: its elements (elements it does not reach are not judged or counted)
+CALL_BUDGET_S = 20.0
 
 
 RULES: dict[str, Callable[[Any, Any], Any]] = {

@@ -53,11 +53,10 @@ ROW_LIMIT = 32
 #: subnormal results to zero (XLA on CPU) loses up to the smallest normal number per rounding,
 #: whatever the relative model says; counted like ROUNDING_GAMMA counts relative roundings
 TINY64 = float(np.finfo(np.float64).tiny)
-#: elements the mpmath check evaluates per point, and the seconds they may take together
-#: (most need one attempt at 100 bits, a few milliseconds; spence' at 2e-308 needs 1600 bits,
-#: about 5 s); elements the budget does not reach are not judged
+#: elements the mpmath check evaluates per point (most need one attempt at 100 bits, a few
+#: milliseconds; spence' at 2e-308 needs 1600 bits, about 5 s; all of them together get
+#: extended.CALL_BUDGET_S)
 MPMATH_LIMIT = 16
-MPMATH_BUDGET_S = 20.0
 #: the allowed error of an elementwise derivative in a low-precision dtype, in the units of
 #: :func:`ulp_units`, per (dtype, order), measured on correct ops
 #: (``benchmarks/resolution_bounds.py``; docs/error-model.md section 4b: at order 1 about the
@@ -428,7 +427,7 @@ def mpmath_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int
     idx = np.arange(x.size)[:MPMATH_LIMIT]
     want, allowed, judged = (np.full(idx.size, np.nan), np.zeros(idx.size),
                              np.zeros(idx.size, bool))
-    deadline = time.monotonic() + MPMATH_BUDGET_S
+    deadline = time.monotonic() + extended.CALL_BUDGET_S
     other = 0
     for b, i in enumerate(idx):
         xi = float(x.ravel()[i])
