@@ -342,12 +342,20 @@ def directional_derivatives_split(f_batch: BatchFn, x: np.ndarray, directions: n
             if value is not None and np.ndim(value) > 0:
                 sub[key] = np.asarray(value)[p:p + 1]
         parts.append(directional_derivatives(f_batch, x, raw[p:p + 1], **sub))
-    return _stack(parts)
+    return stack(parts)
 
 
-def _stack(parts: list[FDEstimate]) -> FDEstimate:
-    """The estimates of single directions as one; rows of ``steps`` / ``table`` of directions
-    that were retried fewer times are padded with NaN (no step there)."""
+def rows_of(est: FDEstimate, rows: slice) -> FDEstimate:
+    """The estimate of the directions ``rows`` of ``est`` (its noise and tables with them)."""
+    return FDEstimate(est.value[rows], est.error[rows], est.curvature[rows], est.kink[rows],
+                      est.left[rows], est.right[rows], est.steps[rows], est.table[rows],
+                      est.evaluations, est.directions[rows], est.noise[rows])
+
+
+def stack(parts: list[FDEstimate]) -> FDEstimate:
+    """The estimates of disjoint sets of directions as one; rows of ``steps`` / ``table`` of
+    directions that were retried fewer times (or had fewer levels) are padded with NaN (no
+    step there)."""
     width = max(e.steps.shape[1] for e in parts)
 
     def pad(a: np.ndarray) -> np.ndarray:

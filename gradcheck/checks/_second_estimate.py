@@ -28,16 +28,18 @@ nothing on checks that pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .. import fd, tolerance
 from ..backends.guarded import AdapterFailed
+from . import _scaled_estimate
 from .numeric.context import Prepared
 from .numeric.judge import AllowanceModel, Comparison, probe_ratios
 from .numeric.probes import Probes, batch_fn, f0
 from .numeric.scalars import AdScalars, FdSide, fd_side
+from .numeric.stages import ReverseSamples
 
 _SHRINK = 2.0**-8
 
@@ -51,6 +53,9 @@ class Judged:
     estimate: fd.FDEstimate | None
     side: FdSide | None
     note: str
+    probes: Probes | None = None  # the probes the estimate goes with (None: the run's own)
+    got: AdScalars | None = None  # the AD scalars along those probes (None: the run's own)
+    earlier: FdSide | None = None  # with other probes: the run's own probes' side, if any
 
 
 @dataclass
@@ -59,29 +64,78 @@ class SecondEstimates:
     not be had)."""
 
     by_input: dict[int, fd.FDEstimate | None] = field(default_factory=dict)
+    reverse: ReverseSamples = field(default_factory=dict)  # the run's VJPs (scaled estimate)
+    scaled_by_input: dict[int, _scaled_estimate.Scaled | str] = field(default_factory=dict)
 
     def revisit(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
                 fde: fd.FDEstimate, got: AdScalars) -> Judged:
         """How output ``i`` / input ``j`` is judged (module docstring); ``got``: the AD
-        scalars and magnitudes per check kind."""
+        scalars and magnitudes per check kind.  Where neither the first estimate nor the
+        second vindicates the backend, the scaled estimate (:mod:`._scaled_estimate`) may."""
+        judged, settled = self._smaller_steps(prep, pr, i, j, sl, fde, got)
+        if settled or not got:
+            return judged
+        scaled, why = self._scaled(prep, pr, i, j, sl, got)
+        if scaled is not None:
+            return replace(scaled, earlier=judged.side)
+        if not judged.note:  # the first estimate's kink or non-finite value says why
+            return judged
+        return replace(judged, note=f"{judged.note}; along directions scaled per element: "
+                                    f"{why}")
+
+    def _scaled(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice, got: AdScalars
+                ) -> tuple[Judged | None, str]:
+        """The judgement by the scaled estimate where it vindicates the backend, else
+        ``None`` and what it gave."""
+        if j not in self.scaled_by_input:
+            self.scaled_by_input[j] = _scaled_estimate.estimate(prep, pr, j)
+        sc = self.scaled_by_input[j]
+        if isinstance(sc, str):
+            return None, f"not estimated ({sc})"
+        where = f"{sc.groups} group(s) of scales"
+        got2 = sc.ad(prep, self.reverse, i, j, list(got))
+        if got2 is None:
+            return None, f"{where}, the backend's JVP along them failed"
+        est = _per_group(sc, i, sl, got2)
+        if not decidable(est, sl):
+            return None, f"{where}, a kink or a non-finite value along them"
+        side2 = fd_side(est, sc.probes, i, sl, got2)
+        ad2 = {kind: vals[0] for kind, vals in got2.items()}
+        what = f"{where}, steps {_all_steps(est)}, give {_fmt(side2.values)} (error " \
+               f"{_fmt(side2.errors)})"
+        if not sharp(side2, _scaled_estimate.SHARP):
+            return None, (f"{what}, an estimate too coarse to judge with (error up to "
+                          f"{_worst(side2):.2g} of the terms)")
+        if not agrees(prep, ad2, side2):
+            return None, f"{what}, and the AD values disagree with it too"
+        return Judged(est, side2, (
+            "the steps of the first estimates are one size for every element; "
+            f"along directions scaled per element ({what}) the AD values "
+            f"{_fmt(next(iter(ad2.values())))} agree: judged with those"),
+            probes=sc.probes, got=got2), ""
+
+    def _smaller_steps(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
+                       fde: fd.FDEstimate, got: AdScalars) -> tuple[Judged, bool]:
+        """The judgement by the first and the second estimate, and whether it settles the
+        check (the backend vindicated)."""
         ad = {kind: vals[0] for kind, vals in got.items()}
         if not decidable(fde, sl):
             small = self.second(prep, j, fde)
             if small is None or not decidable(small, sl) or not ad:
-                return Judged(None, None, "")
+                return Judged(None, None, ""), False
             side2 = fd_side(small, pr, i, sl, got)
             if not sharp(side2) or not agrees(prep, ad, side2):
-                return Judged(None, None, "")
+                return Judged(None, None, ""), False
             return Judged(small, side2, (
                 f"the steps {_step_range(fde)} saw a kink or a non-finite value; the steps "
                 f"{_step_range(small)} do not, and the AD values agree with them: judged with "
-                "those"))
+                "those")), True
         side = fd_side(fde, pr, i, sl, got)
         if agrees(prep, ad, side):
-            return Judged(fde, side, "")
+            return Judged(fde, side, ""), True
         small = self.second(prep, j, fde)
         if small is None or not decidable(small, sl):
-            return Judged(fde, side, "")
+            return Judged(fde, side, ""), False
         side2 = fd_side(small, pr, i, sl, got)
         s_fd, e_fd, terms = side.values, side.errors, side.terms
         s2, e2, terms2 = side2.values, side2.errors, side2.terms
@@ -89,12 +143,12 @@ class SecondEstimates:
         model = prep.cfg.error_model
         broken = contradicted(fde, small, sl, model)
         if not broken and np.all(model.estimates_agree(s_fd, e_fd, s2, e2, terms + terms2)):
-            return Judged(fde, side, f"confirmed: {second}")
+            return Judged(fde, side, f"confirmed: {second}"), False
         if sharp(side2) and agrees(prep, ad, side2):
             return Judged(small, side2, (
                 f"the steps {_step_range(fde)} gave {_fmt(s_fd)} (error {_fmt(e_fd)}); "
                 f"{second}, which the AD values agree with: the large steps crossed a jump or "
-                "a non-smooth point; judged with the small ones"))
+                "a non-smooth point; judged with the small ones")), True
         if broken and agrees(prep, ad, side2):
             return Judged(None, None, (
                 f"inconclusive: the steps {_step_range(fde)} and {_step_range(small)} "
@@ -102,12 +156,12 @@ class SecondEstimates:
                 "estimates, so f is not smooth on the scale of the steps (a jump or non-smooth "
                 f"point nearby) and the large steps' {_fmt(s_fd)} (error {_fmt(e_fd)}) cannot "
                 f"be trusted; {second}, too coarse to judge with (a wrong rule would agree "
-                "with it as readily)"))
+                "with it as readily)")), False
         if not sharp(side2):
             return Judged(fde, side, f"not confirmed: {second}, an estimate too coarse to "
-                                     "judge with")
+                                     "judge with"), False
         return Judged(fde, side, f"not confirmed: {second}, and the AD values disagree with "
-                                 "it too")
+                                 "it too"), False
 
     def second(self, prep: Prepared, j: int, fde: fd.FDEstimate) -> fd.FDEstimate | None:
         """The estimate along the same directions with every step ``2^-8`` times smaller, no
@@ -130,6 +184,24 @@ class SecondEstimates:
         return self.by_input[j]
 
 
+def _per_group(sc: _scaled_estimate.Scaled, i: int, sl: slice, got: AdScalars
+               ) -> fd.FDEstimate:
+    """Per group of the scaled estimate, its own steps' rows where they are decidable and
+    sharp on the output slice ``sl``, else the extended ladder's (chosen by the estimates'
+    own quality, not by agreement with the AD values)."""
+    if sc.extended is None:
+        return sc.estimate
+    own = fd_side(sc.estimate, sc.probes, i, sl, got)
+    parts = []
+    for g in range(sc.groups):
+        r = sc.rows(g)
+        mine = fd.rows_of(sc.estimate, r)
+        ok = decidable(mine, sl) and bool(np.all(
+            own.errors[r] <= _scaled_estimate.SHARP * own.terms[r]))
+        parts.append(mine if ok else fd.rows_of(sc.extended, r))
+    return fd.stack(parts)
+
+
 def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice,
                  model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> int:
     """How many elements (probe x output element on ``sl``) of the two estimates differ by
@@ -146,14 +218,22 @@ def decidable(fde: fd.FDEstimate, sl: slice) -> bool:
     return not np.any(fde.kink[:, sl]) and bool(np.all(fde.finite[:, sl]))
 
 
-def sharp(side: FdSide) -> bool:
+def sharp(side: FdSide, rtol: float = fd.CONVERGED_RTOL) -> bool:
     """Whether the estimate ``side`` (:func:`~.numeric.scalars.fd_side`) is sharp: its error
     within 1e-8 of the compared scalar's absolute terms on every probe (the oracle's
     convergence criterion, ``fd.CONVERGED_RTOL``, at the scale of the comparison).  Only a
     sharp estimate may vindicate: an honest but wide error estimate agrees with a wrong rule as
     readily as with the right one (``logsumexp`` at 3e4, where the small steps are still too
-    coarse)."""
-    return bool(np.all(side.errors <= fd.CONVERGED_RTOL * side.terms))
+    coarse).  ``rtol``: the criterion (the scaled estimate's is
+    :data:`._scaled_estimate.SHARP`)."""
+    return bool(np.all(side.errors <= rtol * side.terms))
+
+
+def _worst(side: FdSide) -> float:
+    """The largest error / terms over the probes."""
+    with np.errstate(all="ignore"):
+        r = np.where(side.terms > 0, side.errors / side.terms, np.inf)
+    return float(np.max(r)) if r.size else 0.0
 
 
 def agrees(prep: Prepared, ad: dict, side: FdSide) -> bool:
@@ -169,6 +249,10 @@ def agrees(prep: Prepared, ad: dict, side: FdSide) -> bool:
 def _step_range(fde: fd.FDEstimate) -> str:
     steps = fde.steps[:, : fd.DEFAULT_LEVELS]
     return f"{float(np.min(steps)):.3g}..{float(np.max(steps)):.3g}"
+
+
+def _all_steps(fde: fd.FDEstimate) -> str:
+    return f"{float(np.nanmin(fde.steps)):.3g}..{float(np.nanmax(fde.steps)):.3g}"
 
 
 def _fmt(a: np.ndarray) -> str:

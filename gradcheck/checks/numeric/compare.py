@@ -35,6 +35,7 @@ from .scalars import (
     reverse_scalars,
     rounding_floors,
     rule_conditioning,
+    terms,
 )
 from .stages import AlternativeSamples, Estimates, ForwardSamples, ReverseSamples, RoundingSamples
 
@@ -102,19 +103,27 @@ def compare_pair(prep: Prepared, s: Samples, i: int, j: int, sl: slice) -> None:
         return
     fde, side, note = judged.estimate, judged.side, judged.note
     assert side is not None
-    conv = [convergence(fde, p, pr.v[i][p].ravel(), sl) for p in range(len(pr.v[i]))]
-    for kind, s_ad in ad.items():
+    # the scaled estimate comes with its own probes and AD scalars (its directions)
+    pj = judged.probes or pr
+    adj = ad if judged.got is None else {kind: vals[0] for kind, vals in judged.got.items()}
+    conv = [convergence(fde, p, pj.v[i][p].ravel(), sl) for p in range(len(pj.v[i]))]
+    for kind, s_ad in adj.items():
         c = Comparison(kind, s_ad, side.values, side.errors, side.terms, prep.rule_dtype,
-                       conditioning=rule_conditioning(prep, pr, i, fde, sl),
-                       floors=rounding_floors(prep, pr, i, fde, len(s_ad)))
-        emit(prep, c, where, pr, conv, oracle_note=note)
+                       conditioning=rule_conditioning(prep, pj, i, fde, sl),
+                       floors=rounding_floors(prep, pj, i, fde, len(s_ad)))
+        emit(prep, c, where, pj, conv, oracle_note=note)
+    # the comparisons of two AD values along the run's own probes, their terms sized by the
+    # side of those probes (where the scaled estimate judged: the earlier estimates' side, or
+    # without one the AD magnitudes alone)
+    own = side if judged.got is None else judged.earlier
     if CheckKind.VJP in ad and CheckKind.JVP in ad:
-        emit_fwd_rev(prep, where, pr, ad[CheckKind.JVP], ad[CheckKind.VJP], side.terms)
+        emit_fwd_rev(prep, where, pr, ad[CheckKind.JVP], ad[CheckKind.VJP],
+                     own.terms if own is not None else terms(np.zeros(len(pr.v[i])), got))
     if CheckKind.VJP in ad:
-        compare_alternatives(prep, where, s.alternatives, pr, i, j, ad[CheckKind.VJP],
-                             side.magnitudes)
+        mags = own.magnitudes if own is not None else got[CheckKind.VJP][1]
+        compare_alternatives(prep, where, s.alternatives, pr, i, j, ad[CheckKind.VJP], mags)
         if s.rounding is not None and prep.rule_dtype == "float64":
-            compare_low(prep, where, s.rounding[i], pr, fde, sl)
+            compare_low(prep, where, s.rounding[i], pj, fde, sl)
 
 
 def emit_fwd_rev(prep: Prepared, where: dict[str, int], pr: Probes, jvp: np.ndarray,

@@ -52,7 +52,7 @@ def first_order(prep: Prepared) -> None:
             no_forward_mode(prep)
     alt = alternatives(prep, pr) if "rev" in modes else {}
     low = rounding_samples(prep, pr) if prep.dtype != "float64" and "rev" in modes else None
-    samples = Samples(pr, fds, rev, fwd, alt, low, SecondEstimates())
+    samples = Samples(pr, fds, rev, fwd, alt, low, SecondEstimates(reverse=rev))
     for i in prep.float_outs:
         for j in prep.diff:
             compare_pair(prep, samples, i, j, slices[i])

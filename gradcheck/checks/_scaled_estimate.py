@@ -1,0 +1,235 @@
+"""The oracle's scaled estimate: where the first estimate and the second (``2^-8`` smaller
+steps, :mod:`._second_estimate`) fail a rule or abstain, estimate once more along directions
+scaled per element (``docs/error-model.md`` section 2).
+
+The table's steps, ``2^-3 max(1, rms(x))``, are one size for every element.  Where the
+elements span many decades (``1e-15`` next to ``1e-3``), a step that moves the large ones
+crosses the small ones many times over, and a function that changes on the scale of an
+element (``atan2``, ``1/x``, a determinant of tiny entries) looks flat or linear from there:
+the table converges, stably, to the wrong slope with a small error estimate.  Measured:
+``torch.atan2`` at the sweep's ``small`` point (elements 1e-16 .. 1e-1) had an estimate of
+-1.08e7 with error 6.3e4 where the derivative is 1.48e15, and the second estimate could not
+help (its steps, 3.8e-6 .. 4.9e-4, still cross the small elements).
+
+Scaled directions move every element relative to its own size.  The elements of an input are
+grouped by scale, :data:`GROUP_BINADES` binades per group (``|x_i|``; an exact zero takes the
+smallest nonzero ``|x|``, :func:`gradcheck.fd.element_scales`); per group and probe the
+direction is the probe's tangent on the group's elements times ``|x_i| / max_group |x|``,
+zero elsewhere, and its largest step moves no element by more than ``2^-3`` of its size
+(elements that do not converge are estimated again at ``2^-8`` smaller steps, once).  The
+AD side is projected on the same directions: ``<J^T v, d>`` from the reverse samples already
+drawn, ``<v, J d>`` from one more forward call.
+
+Groups, because one projection ``<J^T v, d>`` weights element ``i`` by ``|d_i|``: with ``d``
+scaled by ``|x_i|`` across many decades, an error in the derivative w.r.t. a small element
+would hide under the large elements' terms.  Within a group the weights differ by less than
+``2^GROUP_BINADES``, so each element is judged against terms of its own size.  Past
+:data:`MAX_GROUPS` groups the estimate is not made (the first verdict stands, and says so).
+
+Like the second estimate, it can only vindicate the backend: a check is judged with it only
+when every group's estimate is finite and sharp (:func:`._second_estimate.sharp`) and every
+AD value agrees with it; otherwise the earlier verdict, failure or abstention, stands, with
+what the scaled estimate gave added to its note.  A wrong rule can be passed only by a sharp
+and wrong scaled estimate.  It costs nothing on checks that pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import fd
+from ..backends.guarded import AdapterFailed, AdapterFailure
+from ..results import CheckKind
+from .numeric.context import Prepared
+from .numeric.probes import Probes, batch_fn, f0
+from .numeric.scalars import AdScalars, ad_scalars, reverse_scalars
+from .numeric.stages import ForwardSamples, ReverseSamples
+
+#: binades of |x| per group of elements (the weights of one group differ by less than 2^this)
+GROUP_BINADES = 4
+#: at most this many groups per input (each is ``probes`` more directions to estimate)
+MAX_GROUPS = 16
+#: the scaled estimate vindicates only where its error is within this fraction of the
+#: compared terms on every probe (the first estimate's convergence criterion is 1e-8: a
+#: group of small elements has small steps, and each output the group does not move adds
+#: its rounding, eps |f| / h; measured: 1.3e-6 on torch.atan2 at the sweep's near_integer
+#: point).  A rule off by more than about 10x this cannot agree with it
+SHARP = 1e-5
+#: levels the scaled table may add above the group's own (one halving each: 17 decades)
+MAX_LADDER = 56
+#: at most (directions x levels^2 x outputs) of Richardson work per scaled estimate
+LADDER_WORK = 2**26
+#: the group's own largest step moves an element by at most this fraction of its size
+_MOVE = 2.0**-3
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """The scaled estimate of one input: the estimate along ``probes.u[j]`` (group-major:
+    row ``g * P + p`` is group ``g``, probe ``p``, whose cotangent is probe ``p``'s), the
+    probes that go with it, the number of groups, and the backend's JVPs along the same
+    directions (``None`` where forward mode is not compared)."""
+
+    estimate: fd.FDEstimate
+    probes: Probes
+    groups: int
+    forward: list[dict[int, np.ndarray]] | AdapterFailure | None
+    # the same rows, each group's ladder extended upward where it was (else its own rows)
+    extended: fd.FDEstimate | None = None
+
+    def rows(self, g: int) -> slice:
+        P = len(self.estimate.value) // self.groups
+        return slice(g * P, (g + 1) * P)
+
+    def ad(self, prep: Prepared, rev: ReverseSamples, i: int, j: int, kinds: list[CheckKind]
+           ) -> AdScalars | None:
+        """The AD scalars of output ``i`` / input ``j`` along the scaled directions for each
+        of ``kinds``, or ``None`` where a call they come from failed."""
+        position = prep.diff.index(j)
+        P = len(self.probes.v[i]) // self.groups
+        out: AdScalars = {}
+        for kind in kinds:
+            if kind is CheckKind.VJP:
+                rows = rev.get(i)
+                if rows is None or isinstance(rows, AdapterFailure):
+                    return None
+                out[kind] = reverse_scalars([rows[q % P] for q in range(len(self.probes.v[i]))],
+                                            self.probes, j, position)
+            else:
+                if self.forward is None:
+                    return None
+                fwd: ForwardSamples = {j: self.forward}
+                got = ad_scalars(kind, {}, fwd, self.probes, i, j, position)
+                if isinstance(got, AdapterFailure):
+                    return None
+                out[kind] = got
+        return out
+
+
+def groups(x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The per-element scales of ``x`` (flat; 0 where ``x`` is not finite: such an element is
+    not moved) and the index arrays of its groups, smallest scales first."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    finite = np.isfinite(x)
+    s = np.zeros(x.size)
+    if np.any(finite):
+        s[finite] = fd.element_scales([x[finite]])[0]
+    idx = np.flatnonzero(s > 0)
+    if idx.size == 0:
+        return s, []
+    exps = np.frexp(s[idx])[1]
+    keys = (exps - exps.min()) // GROUP_BINADES
+    return s, [idx[keys == k] for k in np.unique(keys)]
+
+
+def directions(x: np.ndarray, tangents: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
+    """The scaled directions (``(G P, n)``, group-major), their largest steps (``(G P,)``)
+    and ``G``; ``G = 0`` where there is nothing to move or more than :data:`MAX_GROUPS`
+    groups."""
+    s, parts = groups(x)
+    if not parts or len(parts) > MAX_GROUPS:
+        return np.zeros((0, s.size)), np.zeros(0), len(parts)
+    us = [np.asarray(u, dtype=np.float64).ravel() for u in tangents]
+    dirs, steps = [], []
+    for idx in parts:
+        top = float(np.max(s[idx]))
+        for u in us:
+            d = np.zeros(s.size)
+            d[idx] = u[idx] * (s[idx] / top)
+            biggest = float(np.max(np.abs(u[idx])))
+            dirs.append(d)
+            steps.append(_MOVE * top / biggest if biggest > 0 else np.nan)
+    return np.stack(dirs), np.array(steps), len(parts)
+
+
+def ladder(x: np.ndarray, tangents: list[np.ndarray], h0: np.ndarray, m: int) -> int:
+    """The levels of one group's table: its own ``DEFAULT_LEVELS`` steps (largest ``h0`` per
+    probe), extended upward, one halving per level, to the first estimate's largest step
+    (:func:`gradcheck.fd.initial_step`), at most :data:`MAX_LADDER` levels more and within
+    :data:`LADDER_WORK` (the tables' work grows with the square of the levels)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    tops = np.array([fd.initial_step(x, np.asarray(u, dtype=np.float64).ravel())
+                     for u in tangents])
+    with np.errstate(all="ignore"):
+        up = float(np.max(np.ceil(np.log2(tops / h0))))
+    levels = fd.DEFAULT_LEVELS + (int(min(max(up, 0.0), MAX_LADDER)) if np.isfinite(up)
+                                  else 0)
+    while levels > fd.DEFAULT_LEVELS and len(h0) * levels**2 * max(m, 1) > LADDER_WORK:
+        levels -= 1
+    return levels
+
+
+def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
+    """The scaled estimate of input ``j`` (module docstring), or why there is none."""
+    x = prep.args64[j]
+    D, h0, G = directions(x, pr.u[j])
+    if G == 0:
+        return "no element of the input can be moved"
+    if G > MAX_GROUPS:
+        return f"the input's elements span {G} groups of scales, more than {MAX_GROUPS}"
+    if not np.all(np.isfinite(h0)):
+        return "a probe's tangent is zero on a group of elements"
+    P = len(pr.u[j])
+    own, longer = [], []
+    for g in range(G):  # one table per group at its own steps, one with its ladder extended
+        rows = slice(g * P, (g + 1) * P)
+        part = _group_estimates(prep, j, D[rows], h0[rows], pr.u[j])
+        if isinstance(part, str):
+            return part
+        own.append(part[0])
+        longer.append(part[-1])
+    est = fd.stack(own)
+    extended = fd.stack(longer) if any(b is not a for a, b in zip(own, longer, strict=True)) \
+        else None
+    u = {**pr.u, j: [d.reshape(x.shape) for d in est.directions]}
+    v = {i: [vs[q % P] for q in range(G * P)] for i, vs in pr.v.items()}
+    forward = None
+    if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
+        tans = [np.stack(u[j]) if k == j else np.zeros((G * P,) + prep.args64[k].shape)
+                for k in prep.diff]
+        forward = prep.backend.jvp_rows(prep.fn, prep.args64, prep.diff, tans, prep.device,
+                                        rows=G * P, outputs=prep.outs64,
+                                        picked=prep.float_outs)
+    return Scaled(est, Probes(v, u), G, forward, extended)
+
+
+def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,
+                     tangents: list[np.ndarray]) -> list[fd.FDEstimate] | str:
+    """One group's estimates along its ``P`` directions ``D``: at its own steps (largest
+    ``h0``), and where the first estimate's steps are larger, with the ladder extended up to
+    them (:func:`ladder`; the same smallest step, so the same rounded directions), or why
+    there is none.  The own steps cannot cross an element's scale; the extended ladder
+    resolves outputs whose own scale is larger (``atan2(y, x)`` at ``|y| << |x|``), and
+    outputs the group does not move, at steps where their rounding is small."""
+    x = prep.args64[j].ravel()
+    levels = ladder(x, tangents, h0, np.size(f0(prep)))
+    out: list[fd.FDEstimate] = []
+    for k in sorted({fd.DEFAULT_LEVELS, levels}):
+        est = _estimate_at(prep, j, D, h0 * 2.0 ** (k - fd.DEFAULT_LEVELS), k)
+        if isinstance(est, str):
+            return est
+        if out and not np.array_equal(est.directions, out[0].directions):
+            break  # rounded differently (its retries): not comparable with the same AD
+        out.append(est)
+    return out
+
+
+def _estimate_at(prep: Prepared, j: int, D: np.ndarray, top: np.ndarray, levels: int
+                 ) -> fd.FDEstimate | str:
+    x = prep.args64[j].ravel()
+    # one retry at 2^-8 smaller steps for elements that did not converge; its halvings round
+    # the directions to multiples of 2^8 more spacings, which may no longer move a subnormal
+    # element: there, none
+    for retries in (1, 0):
+        try:
+            est = fd.directional_derivatives_split(batch_fn(prep, j), x, D, h0=top,
+                                                   levels=levels, retries=retries,
+                                                   f0=f0(prep))
+        except AdapterFailed as exc:
+            return f"evaluating the function raised: {exc.failure.text}"
+        # an element the rounded direction does not move would not be judged
+        if not np.any((est.directions == 0) & (D != 0)):
+            return est
+    return "the steps do not move some elements (subnormal inputs)"

@@ -1,0 +1,101 @@
+"""The oracle's scaled estimate (``gradcheck/checks/_scaled_estimate.py``): where elements span
+many decades, ``gradcheck.check`` judges with directions scaled per element instead of
+failing a correct rule, and still fails wrong ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck.checks import _scaled_estimate
+from gradcheck.results import CheckKind, Status
+
+torch = pytest.importorskip("torch")
+
+# atan2 at the sweep's `small` band: magnitudes 1e-15 .. 1e-1, both signs, broadcast (8, 1) x
+# (1, 8).  The first estimate's steps (2^-3 .. 2^-25) cross the small elements, where atan2
+# changes on their own scale: it converges, stably, to a wrong slope.
+_RNG = np.random.default_rng(0)
+Y = (_RNG.permutation(np.logspace(-15, -1, 8)) * _RNG.choice([-1, 1], 8)).reshape(8, 1)
+X = (_RNG.permutation(np.logspace(-15, -1, 8)) * _RNG.choice([-1, 1], 8)).reshape(1, 8)
+
+
+def _atan2(factor: float = 1.0, below: float = 0.0):
+    """atan2 with its own backward: the true rule, or ``d/dy`` times ``factor`` where
+    ``|y| < below`` (a rule wrong only at the small elements)."""
+
+    class Atan2(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, y, x):
+            ctx.save_for_backward(y, x)
+            return torch.atan2(y, x)
+
+        @staticmethod
+        def backward(ctx, g):
+            y, x = ctx.saved_tensors
+            r2 = x * x + y * y
+            gy, gx = g * x / r2, -g * y / r2
+            gy = torch.where(y.abs() < below, gy * factor, gy)
+            return gy.sum(dim=1, keepdim=True), gx.sum(dim=0, keepdim=True)
+
+    return Atan2.apply
+
+
+def _vjps(fn) -> list:
+    rep = gradcheck.check(fn, Y, X, backend="torch", modes=("rev",), seed=0)
+    return [r for r in rep.results if r.kind is CheckKind.VJP]
+
+
+def test_correct_rule_at_small_magnitudes_passes_by_the_scaled_estimate():
+    got = _vjps(torch.atan2)
+    assert [r.status for r in got] == [Status.PASSED, Status.PASSED]
+    for r in got:
+        assert "along directions scaled per element" in r.details["oracle"]
+        assert r.details["probes"] > 3  # the scaled rows: a group of scales x probes
+
+
+def test_without_the_scaled_estimate_the_same_check_fails(monkeypatch):
+    """The false alarm the scaled estimate removes (the first and second estimates alone)."""
+    monkeypatch.setattr(_scaled_estimate, "estimate", lambda prep, pr, j: "disabled here")
+    got = _vjps(torch.atan2)
+    assert [r.status for r in got] == [Status.FAILED, Status.FAILED]
+    assert "along directions scaled per element: not estimated (disabled here)" in \
+        got[0].details["oracle"]
+
+
+@pytest.mark.parametrize(("factor", "below"), [(1.5, np.inf), (1 + 1e-3, 1e-10),
+                                               (-1.0, 1e-12), (1 + 1e-3, 1e-6)])
+def test_wrong_rules_still_fail(factor, below):
+    """Mutants: wrong everywhere, or only at the small elements (the ones the first estimate
+    cannot resolve); the scaled estimate disagrees with them, so the failure stands."""
+    assert _vjps(_atan2())[0].status is Status.PASSED  # the hand-written rule is right
+    got = _vjps(_atan2(factor, below))
+    assert got[0].status is Status.FAILED
+    assert "the AD values disagree with it too" in got[0].details["oracle"]
+    assert got[1].status is Status.PASSED  # d/dx is right
+
+
+def test_groups_by_binades_with_zeros_and_non_finite_elements():
+    x = np.array([1e-16, 2e-16, 0.0, 1e-3, -1.5e-3, np.inf, 1e-3 * 2.0**-5])
+    s, parts = _scaled_estimate.groups(x)
+    assert s[2] == 1e-16  # a zero moves on the smallest nonzero scale
+    assert s[5] == 0.0  # a non-finite element is not moved
+    assert [sorted(p.tolist()) for p in parts] == [[0, 1, 2], [6], [3, 4]]
+
+
+def test_directions_move_each_element_by_at_most_an_eighth_of_its_size():
+    x = np.array([1e-12, -3e-12, 0.5, 0.7])
+    u = [np.array([0.3, -2.0, 1.0, 0.1]), np.array([-1.0, 0.5, 0.2, 2.0])]
+    D, h0, G = _scaled_estimate.directions(x, u)
+    assert G == 2 and D.shape == (4, 4)
+    assert np.all(D[:2, 2:] == 0) and np.all(D[2:, :2] == 0)  # group-major, disjoint
+    moved = np.abs(h0[:, None] * D)
+    assert np.all(moved <= 2.0**-3 * np.abs(x)[None, :] * (1 + 1e-15))
+
+
+def test_too_many_groups_is_declined_with_a_reason(monkeypatch):
+    monkeypatch.setattr(_scaled_estimate, "MAX_GROUPS", 2)
+    x = np.array([1e-300, 1e-200, 1e-100, 1.0])
+    D, _, G = _scaled_estimate.directions(x, [np.ones(4)])
+    assert G == 4 and D.shape == (0, 4)
