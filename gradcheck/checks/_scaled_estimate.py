@@ -61,6 +61,11 @@ SHARP = 1e-5
 MAX_LADDER = 56
 #: at most (directions x levels^2 x outputs) of Richardson work per scaled estimate
 LADDER_WORK = 2**26
+#: evaluations of ``f`` the scaled estimate of one input may take, about 15 times the first
+#: estimate's (its groups' own tables first; the extended ladders get what is left, fewer
+#: levels where they would take more): an op whose batch is a loop of single calls (OpInfo's
+#: pinv) takes milliseconds per point
+POINTS = 3072
 #: the group's own largest step moves an element by at most this fraction of its size
 _MOVE = 2.0**-3
 
@@ -173,13 +178,16 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
         return "a probe's tangent is zero on a group of elements"
     P = len(pr.u[j])
     own, longer = [], []
+    # what the extended ladders may spend, after every group's own table (and its retry)
+    left = POINTS - G * 2 * P * (6 + 2 * fd.DEFAULT_LEVELS)
     for g in range(G):  # one table per group at its own steps, one with its ladder extended
         rows = slice(g * P, (g + 1) * P)
-        part = _group_estimates(prep, j, D[rows], h0[rows], pr.u[j])
+        part = _group_estimates(prep, j, D[rows], h0[rows], pr.u[j], max(left, 0))
         if isinstance(part, str):
             return part
         own.append(part[0])
         longer.append(part[-1])
+        left -= part[-1].evaluations if len(part) > 1 else 0
     est = fd.stack(own)
     extended = fd.stack(longer) if any(b is not a for a, b in zip(own, longer, strict=True)) \
         else None
@@ -196,17 +204,21 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
 
 
 def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,
-                     tangents: list[np.ndarray]) -> list[fd.FDEstimate] | str:
+                     tangents: list[np.ndarray], points: int) -> list[fd.FDEstimate] | str:
     """One group's estimates along its ``P`` directions ``D``: at its own steps (largest
     ``h0``), and where the first estimate's steps are larger, with the ladder extended up to
     them (:func:`ladder`; the same smallest step, so the same rounded directions), or why
     there is none.  The own steps cannot cross an element's scale; the extended ladder
     resolves outputs whose own scale is larger (``atan2(y, x)`` at ``|y| << |x|``), and
-    outputs the group does not move, at steps where their rounding is small."""
+    outputs the group does not move, at steps where their rounding is small.  ``points``:
+    at most this many evaluations for the extended ladder (fewer levels where it would take
+    more)."""
     x = prep.args64[j].ravel()
     levels = ladder(x, tangents, h0, np.size(f0(prep)))
+    P = len(D)
+    levels = min(levels, (points // (2 * P) - 6) // 2)  # with its retry, at most `points`
     out: list[fd.FDEstimate] = []
-    for k in sorted({fd.DEFAULT_LEVELS, levels}):
+    for k in sorted({fd.DEFAULT_LEVELS, max(levels, fd.DEFAULT_LEVELS)}):
         est = _estimate_at(prep, j, D, h0 * 2.0 ** (k - fd.DEFAULT_LEVELS), k)
         if isinstance(est, str):
             return est
