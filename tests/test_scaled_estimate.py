@@ -99,3 +99,29 @@ def test_too_many_groups_is_declined_with_a_reason(monkeypatch):
     x = np.array([1e-300, 1e-200, 1e-100, 1.0])
     D, _, G = _scaled_estimate.directions(x, [np.ones(4)])
     assert G == 4 and D.shape == (0, 4)
+
+
+def test_made_only_where_the_first_steps_cross_an_element():
+    """Elsewhere the scaled directions are the first estimate's again, less sharp: at
+    logsumexp of eight inputs at 1e4 it vindicated a (1 + 1e-7) mutant the first estimate
+    had failed (tests/test_confirmation.py)."""
+    u = [np.random.default_rng(1).standard_normal(8)]
+    assert not _scaled_estimate.crossed(np.full(8, 1e4), u)
+    assert _scaled_estimate.crossed(Y.ravel(), [np.ones(8)])
+
+
+def test_its_evaluations_stay_within_the_budget(monkeypatch):
+    made = []
+    real = _scaled_estimate.estimate
+
+    def recording(prep, pr, j):
+        sc = real(prep, pr, j)
+        made.append(sc)
+        return sc
+
+    monkeypatch.setattr(_scaled_estimate, "estimate", recording)
+    assert [r.status for r in _vjps(_atan2(-1.0, 1e-12))] == [Status.FAILED, Status.PASSED]
+    assert made and all(not isinstance(sc, str) for sc in made)
+    for sc in made:
+        spent = sc.estimate.evaluations + (sc.extended.evaluations if sc.extended else 0)
+        assert 0 < spent <= _scaled_estimate.POINTS

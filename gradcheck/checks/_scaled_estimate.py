@@ -11,7 +11,9 @@ the table converges, stably, to the wrong slope with a small error estimate.  Me
 -1.08e7 with error 6.3e4 where the derivative is 1.48e15, and the second estimate could not
 help (its steps, 3.8e-6 .. 4.9e-4, still cross the small elements).
 
-Scaled directions move every element relative to its own size.  The elements of an input are
+Scaled directions move every element relative to its own size.  They are tried only where
+the first estimate's largest step moves some element by more than its own scale
+(:func:`crossed`); elsewhere they would be the first estimate again, less sharp.  The elements of an input are
 grouped by scale, :data:`GROUP_BINADES` binades per group (``|x_i|``; an exact zero takes the
 smallest nonzero ``|x|``, :func:`gradcheck.fd.element_scales`); per group and probe the
 direction is the probe's tangent on the group's elements times ``|x_i| / max_group |x|``,
@@ -129,6 +131,20 @@ def groups(x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return s, [idx[keys == k] for k in np.unique(keys)]
 
 
+def crossed(x: np.ndarray, tangents: list[np.ndarray]) -> bool:
+    """Whether the first estimate's largest step (:func:`gradcheck.fd.initial_step`) moves
+    some element by more than its own scale along some probe: only then can one step size
+    not fit every element, and only then is the scaled estimate made (elsewhere it would be
+    the first estimate again, less sharp: ``logsumexp`` at 1e4)."""
+    s, _ = groups(x)
+    flat = np.asarray(x, dtype=np.float64).ravel()
+    for u in tangents:
+        u = np.asarray(u, dtype=np.float64).ravel()
+        if np.any((s > 0) & (fd.initial_step(flat, u) * np.abs(u) > s)):
+            return True
+    return False
+
+
 def directions(x: np.ndarray, tangents: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
     """The scaled directions (``(G P, n)``, group-major), their largest steps (``(G P,)``)
     and ``G``; ``G = 0`` where there is nothing to move or more than :data:`MAX_GROUPS`
@@ -169,6 +185,8 @@ def ladder(x: np.ndarray, tangents: list[np.ndarray], h0: np.ndarray, m: int) ->
 def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
     """The scaled estimate of input ``j`` (module docstring), or why there is none."""
     x = prep.args64[j]
+    if not crossed(x, pr.u[j]):
+        return "the first estimate's largest steps move no element by more than its own size"
     D, h0, G = directions(x, pr.u[j])
     if G == 0:
         return "no element of the input can be moved"
