@@ -222,7 +222,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if outcome is None:
         raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
                          "inventory; see docs/sweep.md")
-    files = write_report([outcome.stream], report_dir, title="gradcheck sweep")
+    files = write_report([outcome.stream], report_dir, title="gradcheck sweep",
+                         passed_rows=False)
     for line in sweep_cli.summary(outcome, files.data):
         print(terminal_safe(line))
     summary_lines(files, print)

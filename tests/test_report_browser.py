@@ -182,3 +182,25 @@ def test_a_fragment_that_is_not_percent_encoding_still_renders(browser, tmp_path
     errors = [m for m in b.console_messages() if m.startswith("exception")
               or "URIError" in m]
     assert errors == []
+
+
+def test_a_report_without_passed_rows_opens_a_check_by_its_stream_index(browser, tmp_path):
+    """The sweep's report leaves the passed checks out of the table; a link to a check (its
+    index in the stream) still opens that check, with evidence stored once for several."""
+    results = numpy_results()
+    evidence = {"class": "confirmed", "sources": ["reference disagrees"]}
+    results = [replace(r, details={**r.details, "triage": evidence})
+               if r.status is Status.FAILED else r for r in results]
+    index = max(i for i, r in enumerate(results) if r.status is Status.FAILED)
+    before = sum(r.status is Status.PASSED for r in results[:index])
+    assert before > 0  # its row is not at its index in the table
+    page = write_report(StreamData(checks=results), tmp_path, passed_rows=False).html
+    b = browser
+    b.navigate(page.as_uri() + f"#check={index}")
+    assert b.wait_for("document.documentElement.dataset.ready")
+    b.wait_for("!document.getElementById('detail').hidden")
+    detail = b.evaluate("document.getElementById('detail').innerText")
+    assert results[index].name in detail and "reference disagrees" in detail
+    n_bad = sum(r.status is not Status.PASSED for r in results)
+    assert b.evaluate("document.getElementById('count').textContent").startswith(
+        f"{n_bad} of {n_bad}")

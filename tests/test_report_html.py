@@ -164,3 +164,31 @@ def test_write_report_writes_both_files(tmp_path):
     assert files.html.read_text().startswith("<!DOCTYPE html>")
     ET.parse(files.junit)
     assert sorted(p.name for p in files.html.parent.iterdir()) == ["index.html", "junit.xml"]
+
+
+def test_passed_rows_can_be_left_out_and_ids_stay_stream_indexes():
+    """The sweep's report lists only what did not pass (its passed checks are most of
+    300,000); every row keeps its index in the stream as its id, so links stay valid."""
+    results = numpy_results()
+    data = model.table_data(results, passed_rows=False)
+    cols = {c: i for i, c in enumerate(data["columns"])}
+    bad = [i for i, r in enumerate(results) if r.status is not Status.PASSED]
+    assert bad and len(bad) < len(results)
+    assert [row[cols["id"]] for row in data["rows"]] == bad
+    page = report_html.render(StreamData(checks=results), passed_rows=False)
+    left = len(results) - len(bad)
+    assert f"{left} passed checks are not listed here" in page
+    assert "Checks that did not pass" in page
+    assert "passed checks are not listed" not in report_html.render(StreamData(checks=results))
+
+
+def test_evidence_shared_by_several_checks_is_stored_once():
+    results = [r for r in numpy_results() if r.status is Status.FAILED][:2]
+    assert len(results) == 2
+    evidence = {"class": "confirmed", "sources": [{"name": "reference", "agrees": False}]}
+    results = [replace(r, details={**r.details, "triage": evidence})
+               for r in results]
+    data = model.table_data(results)
+    assert data["shared"] == [evidence]
+    for k in ("0", "1"):
+        assert data["extra"][k]["details"]["triage"] == {"$shared": 0}

@@ -13,14 +13,23 @@ help (its steps, 3.8e-6 .. 4.9e-4, still cross the small elements).
 
 Scaled directions move every element relative to its own size.  They are tried only where
 the first estimate's largest step moves some element by more than its own scale
-(:func:`crossed`); elsewhere they would be the first estimate again, less sharp.  The elements of an input are
-grouped by scale, :data:`GROUP_BINADES` binades per group (``|x_i|``; an exact zero takes the
-smallest nonzero ``|x|``, :func:`gradcheck.fd.element_scales`); per group and probe the
-direction is the probe's tangent on the group's elements times ``|x_i| / max_group |x|``,
-zero elsewhere, and its largest step moves no element by more than ``2^-3`` of its size
-(elements that do not converge are estimated again at ``2^-8`` smaller steps, once).  The
-AD side is projected on the same directions: ``<J^T v, d>`` from the reverse samples already
-drawn, ``<v, J d>`` from one more forward call.
+(:func:`crossed`); elsewhere they would be the first estimate again, less sharp.
+
+* The elements of an input are grouped by scale, :data:`GROUP_BINADES` binades of ``|x_i|``
+  per group (an exact zero takes the smallest nonzero ``|x|``,
+  :func:`gradcheck.fd.element_scales`; a non-finite element is not moved).
+* Per group and probe the direction is the probe's tangent on the group's elements times
+  ``|x_i| / max_group |x|``, zero elsewhere; the group's own largest step moves no element by
+  more than ``2^-3`` of its size (elements that do not converge are estimated again at
+  ``2^-8`` smaller steps, once).
+* A second table per group extends the ladder upward to the first estimate's largest step
+  (:func:`ladder`), with the same smallest step and so the same rounded directions: an
+  output whose own scale is larger (``atan2(y, x)`` at ``|y| << |x|``) or that the group
+  does not move is resolved there.  Per group, the own table is used where it is decidable
+  and sharp, else the extended one (by the estimates' quality, not by agreement with AD).
+* Everything stays within :data:`POINTS` evaluations per input.
+* The AD side is projected on the same directions: ``<J^T v, d>`` from the reverse samples
+  already drawn, ``<v, J d>`` from one more forward call.
 
 Groups, because one projection ``<J^T v, d>`` weights element ``i`` by ``|d_i|``: with ``d``
 scaled by ``|x_i|`` across many decades, an error in the derivative w.r.t. a small element

@@ -31,15 +31,18 @@ def _atomic_write(path: Path, content: bytes) -> None:
 
 
 def write_report(streams: Iterable[str | os.PathLike[str]] | StreamData,
-                 out_dir: str | os.PathLike[str], *, title: str = "gradcheck report"
-                 ) -> ReportFiles:
+                 out_dir: str | os.PathLike[str], *, title: str = "gradcheck report",
+                 passed_rows: bool = True) -> ReportFiles:
     """Read ``streams`` (files or directories of ``*.jsonl``; or already-read data) and write
-    ``out_dir/index.html`` and ``out_dir/junit.xml`` (each replaced atomically)."""
+    ``out_dir/index.html`` and ``out_dir/junit.xml`` (each replaced atomically).
+    ``passed_rows=False``: the page's table lists only the checks that did not pass (the
+    sweep's report: its passed checks are most of hundreds of thousands)."""
     data = streams if isinstance(streams, StreamData) else read_streams(streams)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     html_path, junit_path = out / "index.html", out / "junit.xml"
-    _atomic_write(html_path, html.render(data, title=title).encode("utf-8"))
+    page = html.render(data, title=title, passed_rows=passed_rows)
+    _atomic_write(html_path, page.encode("utf-8"))
     _atomic_write(junit_path, junit.render(data))
     return ReportFiles(html_path, junit_path, data)
 

@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
-from ..results import shorten
+from ..results import Status, shorten
 from ..stream import StreamData
 from . import findings, model
 
@@ -248,8 +248,10 @@ def _semantics_text(b: dict[str, Any]) -> str:
     return "; ".join(f"{k}={v}" for k, v in sem.items() if v not in ("", None))
 
 
-def render(data: StreamData, *, title: str = "gradcheck report") -> str:
-    """The complete HTML page for ``data``."""
+def render(data: StreamData, *, title: str = "gradcheck report", passed_rows: bool = True
+           ) -> str:
+    """The complete HTML page for ``data``; ``passed_rows=False``: the table of all checks
+    lists the checks that did not pass only (the counts above still count every check)."""
     css, js = _asset("report.css"), _asset("report.js")
     if "</script" in js.lower() or "</style" in css.lower():  # pragma: no cover - asset bug
         raise RuntimeError("report assets must not contain closing tags")
@@ -264,7 +266,8 @@ def render(data: StreamData, *, title: str = "gradcheck report") -> str:
     sources = ", ".join(data.sources)
     sweep = findings.findings_section(data, _section, esc, lambda i: _hash_link(check=i))
     sections = "".join([_problems(data), _summary(data), sweep, _failures(data), _matrix(data),
-                        _semantics(data), _flow(data), _table_shell(), _environment(data)])
+                        _semantics(data), _flow(data), _table_shell(data, passed_rows),
+                        _environment(data)])
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
@@ -277,13 +280,17 @@ def render(data: StreamData, *, title: str = "gradcheck report") -> str:
                                                        "checks", "environment"))
         + f"</nav></header><main>{sections}</main>"
         '<aside id="detail" hidden></aside>'
-        f'<script type="application/json" id="gc-data">{embed_json(model.table_data(data.checks))}'
+        f'<script type="application/json" id="gc-data">'
+        f"{embed_json(model.table_data(data.checks, passed_rows=passed_rows))}"
         f"</script><script>{js}</script></body></html>\n"
     )
 
 
-def _table_shell() -> str:
-    return _section("checks", "All checks", (
+def _table_shell(data: StreamData, passed_rows: bool = True) -> str:
+    left = 0 if passed_rows else sum(r.status is Status.PASSED for r in data.checks)
+    note = (f"{left} passed checks are not listed here: the result stream "
+            f"({', '.join(data.sources)}) has every result." if left else "")
+    return _section("checks", "All checks" if not left else "Checks that did not pass", (
         '<div class="controls" id="controls">'
         '<input id="f-q" type="search" placeholder="search name, test, message..." size="32">'
         + "".join(f'<label>{k} <select id="f-{k}"><option value="">all</option></select></label>'
@@ -300,4 +307,4 @@ def _table_shell() -> str:
         '<div class="pager"><button id="prev" type="button">previous</button>'
         '<span id="page"></span><button id="next" type="button">next</button></div>'
         "<noscript><p>The table needs JavaScript; the summary above does not.</p></noscript>"
-    ))
+    ), note)

@@ -7,6 +7,7 @@ Everything here is plain data (no HTML); :mod:`gradcheck.report.html` renders it
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -196,13 +197,17 @@ def _short(v: float | None) -> float | None:
     return float(f"{v:.4g}") if isinstance(v, float) and math.isfinite(v) else v
 
 
-def table_data(checks: list[CheckResult]) -> dict[str, Any]:
+def table_data(checks: list[CheckResult], *, passed_rows: bool = True) -> dict[str, Any]:
     """The compact table embedded in the page: interned strings, one array per row, the full
-    evidence (``extra``) only for checks that did not pass."""
-    s = _Strings()
+    evidence (``extra``) only for checks that did not pass.  ``passed_rows=False`` leaves the
+    passed checks out of the rows (a sweep's hundreds of thousands); every row keeps its
+    index in ``checks`` as its id, so links to a check stay valid."""
+    s, shared = _Strings(), _Shared()
     rows, extra = [], {}
     for i, r in enumerate(checks):
         passed = r.status is Status.PASSED
+        if passed and not passed_rows:
+            continue
         rows.append([
             i, SEVERITY.index(status_of(r)), s(r.kind), s(r.name), s(r.backend), s(r.device),
             s(r.dtype), s(r.test_id), _short(r.discrepancy_ratio), _short(r.discrepancy),
@@ -212,8 +217,36 @@ def table_data(checks: list[CheckResult]) -> dict[str, Any]:
         ])
         if not passed:
             extra[str(i)] = _extra(r)
+            _share(extra[str(i)], shared)
     return {"columns": list(COLUMNS), "statuses": list(SEVERITY), "strings": s.items,
-            "rows": _jsonable(rows), "extra": extra}
+            "rows": _jsonable(rows), "extra": extra, "shared": shared.items}
+
+
+#: the details whose values several checks share (the triage's evidence of one call): stored
+#: once in the page's ``shared`` list, referred to as ``{"$shared": k}``
+SHARED_DETAILS = ("triage",)
+
+
+class _Shared:
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._index: dict[str, int] = {}
+
+    def __call__(self, value: Any) -> dict[str, int]:
+        key = json.dumps(value, sort_keys=True)
+        k = self._index.get(key)
+        if k is None:
+            k = self._index[key] = len(self.items)
+            self.items.append(value)
+        return {"$shared": k}
+
+
+def _share(x: dict[str, Any], shared: _Shared) -> None:
+    details = x.get("details")
+    if isinstance(details, dict):
+        for name in SHARED_DETAILS:
+            if isinstance(details.get(name), (dict, list)):
+                details[name] = shared(details[name])
 
 
 def failed_tests_without_checks(data: StreamData) -> list[Any]:

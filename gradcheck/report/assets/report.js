@@ -8,8 +8,11 @@
   var t0 = performance.now();
   var data = JSON.parse(document.getElementById("gc-data").textContent);
   var S = data.strings, rows = data.rows, extra = data.extra, statuses = data.statuses;
+  var shared = data.shared || [];
   var C = {};
   data.columns.forEach(function (name, i) { C[name] = i; });
+  var byId = {};  // a row's id is its check's index in the stream (rows may leave some out)
+  rows.forEach(function (r) { byId[String(r[C.id])] = r; });
   var STRCOLS = ["kind", "name", "backend", "device", "dtype", "test", "message", "reproducer",
     "subject", "shapes"];
   var FILTERS = ["status", "backend", "device", "dtype", "kind"];
@@ -181,7 +184,7 @@
   function renderDetail() {
     var aside = document.getElementById("detail");
     var id = state.check, row = null;
-    if (id !== undefined && id !== "") { row = rows[parseInt(id, 10)] || null; }
+    if (id !== undefined && id !== "") { row = byId[String(parseInt(id, 10))] || null; }
     aside.textContent = "";
     if (!row) { aside.hidden = true; return; }
     var x = extra[String(row[C.id])] || {};
@@ -245,6 +248,8 @@
       var dd = el("dl");
       Object.keys(x.details).forEach(function (k) {
         var v = x.details[k];
+        // evidence shared by several checks is stored once (data.shared)
+        if (v && typeof v === "object" && typeof v.$shared === "number") { v = shared[v.$shared]; }
         field(dd, k, typeof v === "object" ? JSON.stringify(v) : v);
       });
       aside.appendChild(dd);
