@@ -21,7 +21,9 @@ estimate can only vindicate the backend:
 * otherwise the first verdict stands, a failure or an abstention.
 
 A wrong rule can therefore only be passed if it matches a wrong second estimate, and an
-abstention never becomes a failure.  On a smooth function the two estimates agree within
+abstention never becomes a failure.  Where neither estimate vindicates the backend, the
+scaled estimate (:mod:`._scaled_estimate`: directions scaled per element) may, on the same
+terms.  On a smooth function the two estimates agree within
 their errors, and a wrong rule is failed with that confirmation.  The second estimate costs
 nothing on checks that pass.
 """
