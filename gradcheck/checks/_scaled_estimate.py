@@ -140,27 +140,28 @@ def groups(x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return s, [idx[keys == k] for k in np.unique(keys)]
 
 
-def crossed(x: np.ndarray, tangents: list[np.ndarray]) -> bool:
-    """Whether the first estimate's largest step (:func:`gradcheck.fd.initial_step`) moves
-    some element by more than its own scale along some probe: only then can one step size
-    not fit every element, and only then is the scaled estimate made (elsewhere it would be
-    the first estimate again, less sharp: ``logsumexp`` at 1e4)."""
-    s, _ = groups(x)
+def crossed(s: np.ndarray, tops: np.ndarray, tangents: list[np.ndarray]) -> bool:
+    """Whether the first estimate's largest step along some probe (``tops``, per tangent:
+    :func:`first_steps`) moves some element by more than its own scale ``s``
+    (:func:`groups`): only then can one step size not fit every element, and only then is
+    the scaled estimate made (elsewhere it would be the first estimate again, less sharp:
+    ``logsumexp`` at 1e4)."""
+    return any(bool(np.any((s > 0) & (top * np.abs(np.ravel(u)) > s)))
+               for top, u in zip(tops, tangents, strict=True))
+
+
+def first_steps(x: np.ndarray, tangents: list[np.ndarray]) -> np.ndarray:
+    """The first estimate's largest step along each tangent (:func:`gradcheck.fd.initial_step`)."""
     flat = np.asarray(x, dtype=np.float64).ravel()
-    for u in tangents:
-        u = np.asarray(u, dtype=np.float64).ravel()
-        if np.any((s > 0) & (fd.initial_step(flat, u) * np.abs(u) > s)):
-            return True
-    return False
+    return np.array([fd.initial_step(flat, np.asarray(u, dtype=np.float64).ravel())
+                     for u in tangents])
 
 
-def directions(x: np.ndarray, tangents: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
-    """The scaled directions (``(G P, n)``, group-major), their largest steps (``(G P,)``)
-    and ``G``; ``G = 0`` where there is nothing to move or more than :data:`MAX_GROUPS`
-    groups."""
-    s, parts = groups(x)
-    if not parts or len(parts) > MAX_GROUPS:
-        return np.zeros((0, s.size)), np.zeros(0), len(parts)
+def directions(s: np.ndarray, parts: list[np.ndarray], tangents: list[np.ndarray]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The scaled directions (``(G P, n)``, group-major) of the groups ``parts`` of scales
+    ``s`` (:func:`groups`) and their largest steps (``(G P,)``; NaN where a tangent is zero
+    on a group)."""
     us = [np.asarray(u, dtype=np.float64).ravel() for u in tangents]
     dirs, steps = [], []
     for idx in parts:
@@ -171,17 +172,14 @@ def directions(x: np.ndarray, tangents: list[np.ndarray]) -> tuple[np.ndarray, n
             biggest = float(np.max(np.abs(u[idx])))
             dirs.append(d)
             steps.append(_MOVE * top / biggest if biggest > 0 else np.nan)
-    return np.stack(dirs), np.array(steps), len(parts)
+    return np.stack(dirs), np.array(steps)
 
 
-def ladder(x: np.ndarray, tangents: list[np.ndarray], h0: np.ndarray, m: int) -> int:
+def ladder(tops: np.ndarray, h0: np.ndarray, m: int) -> int:
     """The levels of one group's table: its own ``DEFAULT_LEVELS`` steps (largest ``h0`` per
-    probe), extended upward, one halving per level, to the first estimate's largest step
-    (:func:`gradcheck.fd.initial_step`), at most :data:`MAX_LADDER` levels more and within
+    probe), extended upward, one halving per level, to the first estimate's largest steps
+    ``tops`` (:func:`first_steps`), at most :data:`MAX_LADDER` levels more and within
     :data:`LADDER_WORK` (the tables' work grows with the square of the levels)."""
-    x = np.asarray(x, dtype=np.float64).ravel()
-    tops = np.array([fd.initial_step(x, np.asarray(u, dtype=np.float64).ravel())
-                     for u in tangents])
     with np.errstate(all="ignore"):
         up = float(np.max(np.ceil(np.log2(tops / h0))))
     levels = fd.DEFAULT_LEVELS + (int(min(max(up, 0.0), MAX_LADDER)) if np.isfinite(up)
@@ -194,13 +192,14 @@ def ladder(x: np.ndarray, tangents: list[np.ndarray], h0: np.ndarray, m: int) ->
 def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
     """The scaled estimate of input ``j`` (module docstring), or why there is none."""
     x = prep.args64[j]
-    if not crossed(x, pr.u[j]):
+    s, parts = groups(x)
+    tops = first_steps(x, pr.u[j])
+    if not crossed(s, tops, pr.u[j]):
         return "the first estimate's largest steps move no element by more than its own size"
-    D, h0, G = directions(x, pr.u[j])
-    if G == 0:
-        return "no element of the input can be moved"
+    G = len(parts)
     if G > MAX_GROUPS:
         return f"the input's elements span {G} groups of scales, more than {MAX_GROUPS}"
+    D, h0 = directions(s, parts, pr.u[j])
     if not np.all(np.isfinite(h0)):
         return "a probe's tangent is zero on a group of elements"
     P = len(pr.u[j])
@@ -209,7 +208,7 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
     left = POINTS - G * 2 * P * (6 + 2 * fd.DEFAULT_LEVELS)
     for g in range(G):  # one table per group at its own steps, one with its ladder extended
         rows = slice(g * P, (g + 1) * P)
-        part = _group_estimates(prep, j, D[rows], h0[rows], pr.u[j], max(left, 0))
+        part = _group_estimates(prep, j, D[rows], h0[rows], tops, max(left, 0))
         if isinstance(part, str):
             return part
         own.append(part[0])
@@ -231,7 +230,7 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
 
 
 def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,
-                     tangents: list[np.ndarray], points: int) -> list[fd.FDEstimate] | str:
+                     tops: np.ndarray, points: int) -> list[fd.FDEstimate] | str:
     """One group's estimates along its ``P`` directions ``D``: at its own steps (largest
     ``h0``), and where the first estimate's steps are larger, with the ladder extended up to
     them (:func:`ladder`; the same smallest step, so the same rounded directions), or why
@@ -240,8 +239,7 @@ def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,
     outputs the group does not move, at steps where their rounding is small.  ``points``:
     at most this many evaluations for the extended ladder (fewer levels where it would take
     more)."""
-    x = prep.args64[j].ravel()
-    levels = ladder(x, tangents, h0, np.size(f0(prep)))
+    levels = ladder(tops, h0, np.size(f0(prep)))
     P = len(D)
     levels = min(levels, (points // (2 * P) - 6) // 2)  # with its retry, at most `points`
     out: list[fd.FDEstimate] = []

@@ -198,8 +198,8 @@ def _per_group(sc: _scaled_estimate.Scaled, i: int, sl: slice, got: AdScalars
     for g in range(sc.groups):
         r = sc.rows(g)
         mine = fd.rows_of(sc.estimate, r)
-        ok = decidable(mine, sl) and bool(np.all(
-            own.errors[r] <= _scaled_estimate.SHARP * own.terms[r]))
+        rows = FdSide(own.values[r], own.errors[r], own.magnitudes[r], own.terms[r])
+        ok = decidable(mine, sl) and sharp(rows, _scaled_estimate.SHARP)
         parts.append(mine if ok else fd.rows_of(sc.extended, r))
     return fd.stack(parts)
 

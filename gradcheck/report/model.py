@@ -10,7 +10,7 @@ import dataclasses
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,17 +157,20 @@ def _jsonable(v: Any) -> Any:
 
 
 class _Strings:
-    """Interns strings: rows hold indexes into one shared list."""
+    """Interns values: rows hold indexes into one shared list (``key``: how two values are
+    the same; a string is its own key)."""
 
-    def __init__(self) -> None:
-        self.items: list[str] = []
-        self._index: dict[str, int] = {}
+    def __init__(self, key: Callable[[Any], Any] = lambda v: v) -> None:
+        self.items: list[Any] = []
+        self._index: dict[Any, int] = {}
+        self._key = key
 
-    def __call__(self, s: str) -> int:
-        idx = self._index.get(s)
+    def __call__(self, value: Any) -> int:
+        k = self._key(value)
+        idx = self._index.get(k)
         if idx is None:
-            idx = self._index[s] = len(self.items)
-            self.items.append(s)
+            idx = self._index[k] = len(self.items)
+            self.items.append(value)
         return idx
 
 
@@ -202,7 +205,7 @@ def table_data(checks: list[CheckResult], *, passed_rows: bool = True) -> dict[s
     evidence (``extra``) only for checks that did not pass.  ``passed_rows=False`` leaves the
     passed checks out of the rows (a sweep's hundreds of thousands); every row keeps its
     index in ``checks`` as its id, so links to a check stay valid."""
-    s, shared = _Strings(), _Shared()
+    s, shared = _Strings(), _Strings(key=lambda v: json.dumps(v, sort_keys=True))
     rows, extra = [], {}
     for i, r in enumerate(checks):
         passed = r.status is Status.PASSED
@@ -227,26 +230,12 @@ def table_data(checks: list[CheckResult], *, passed_rows: bool = True) -> dict[s
 SHARED_DETAILS = ("triage",)
 
 
-class _Shared:
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self._index: dict[str, int] = {}
-
-    def __call__(self, value: Any) -> dict[str, int]:
-        key = json.dumps(value, sort_keys=True)
-        k = self._index.get(key)
-        if k is None:
-            k = self._index[key] = len(self.items)
-            self.items.append(value)
-        return {"$shared": k}
-
-
-def _share(x: dict[str, Any], shared: _Shared) -> None:
+def _share(x: dict[str, Any], shared: _Strings) -> None:
     details = x.get("details")
     if isinstance(details, dict):
         for name in SHARED_DETAILS:
             if isinstance(details.get(name), (dict, list)):
-                details[name] = shared(details[name])
+                details[name] = {"$shared": shared(details[name])}
 
 
 def failed_tests_without_checks(data: StreamData) -> list[Any]:
