@@ -93,7 +93,7 @@ def test_fast_screen_cost_does_not_depend_on_n():
 @contextlib.contextmanager
 def _no_scaled_estimate() -> Iterator[None]:
     saved = _scaled_estimate.estimate
-    _scaled_estimate.estimate = lambda prep, pr, j: "off in this test"
+    _scaled_estimate.estimate = lambda prep, pr, j: _scaled_estimate.Declined("off here")
     try:
         yield
     finally:

@@ -34,14 +34,20 @@ the first estimate's largest step moves some element by more than its own scale
 Groups, because one projection ``<J^T v, d>`` weights element ``i`` by ``|d_i|``: with ``d``
 scaled by ``|x_i|`` across many decades, an error in the derivative w.r.t. a small element
 would hide under the large elements' terms.  Within a group the weights differ by less than
-``2^GROUP_BINADES``, so each element is judged against terms of its own size.  Past
-:data:`MAX_GROUPS` groups the estimate is not made (the first verdict stands, and says so).
+``2^GROUP_BINADES``, so each element is judged against terms of its own size.  Where that
+would make more than :data:`MAX_GROUPS` groups, the groups widen to the fewest binades that
+make at most that many (:func:`width`; the note says how wide): within one, the weights then
+differ by up to ``2^width``.
 
 Like the second estimate, it can only vindicate the backend: a check is judged with it only
 when every group's estimate is finite and sharp (:func:`._second_estimate.sharp`) and every
-AD value agrees with it; otherwise the earlier verdict, failure or abstention, stands, with
-what the scaled estimate gave added to its note.  A wrong rule can be passed only by a sharp
-and wrong scaled estimate.  It costs nothing on checks that pass.
+AD value agrees with it.  A wrong rule can be passed only by a sharp and wrong scaled
+estimate.  Where it is sharp and disagrees, the failure stands.  Where it cannot judge, a
+failure of finite AD values becomes an abstention where the steps of the estimate it rests on
+(the second, where it was had, else the first) cross an element's scale (:func:`crossed_by`):
+those steps estimate a secant across the element, and their error estimate does not bound its
+distance from the derivative.  It costs nothing
+on checks that pass.
 """
 
 from __future__ import annotations
@@ -82,6 +88,13 @@ _MOVE = 2.0**-3
 
 
 @dataclass(frozen=True)
+class Declined:
+    """No scaled estimate of one input, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Scaled:
     """The scaled estimate of one input: the estimate along ``probes.u[j]`` (group-major:
     row ``g * P + p`` is group ``g``, probe ``p``, whose cotangent is probe ``p``'s), the
@@ -94,6 +107,7 @@ class Scaled:
     forward: list[dict[int, np.ndarray]] | AdapterFailure | None
     # the same rows, each group's ladder extended upward where it was (else its own rows)
     extended: fd.FDEstimate | None = None
+    width: int = GROUP_BINADES  # binades per group (more where they would be too many)
 
     def rows(self, g: int) -> slice:
         P = len(self.estimate.value) // self.groups
@@ -126,7 +140,10 @@ class Scaled:
 
 def groups(x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """The per-element scales of ``x`` (flat; 0 where ``x`` is not finite: such an element is
-    not moved) and the index arrays of its groups, smallest scales first."""
+    not moved) and the index arrays of its groups, smallest scales first: binades of
+    :data:`GROUP_BINADES` counted from the smallest scale, or, where those would be more than
+    :data:`MAX_GROUPS`, the fewest binades per group (:func:`width`) that make at most
+    :data:`MAX_GROUPS`."""
     x = np.asarray(x, dtype=np.float64).ravel()
     finite = np.isfinite(x)
     s = np.zeros(x.size)
@@ -137,17 +154,60 @@ def groups(x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         return s, []
     exps = np.frexp(s[idx])[1]
     keys = (exps - exps.min()) // GROUP_BINADES
+    if np.unique(keys).size > MAX_GROUPS:
+        keys = _greedy(exps, width(exps))
     return s, [idx[keys == k] for k in np.unique(keys)]
 
 
-def crossed(s: np.ndarray, tops: np.ndarray, tangents: list[np.ndarray]) -> bool:
-    """Whether the first estimate's largest step along some probe (``tops``, per tangent:
-    :func:`first_steps`) moves some element by more than its own scale ``s``
-    (:func:`groups`): only then can one step size not fit every element, and only then is
-    the scaled estimate made (elsewhere it would be the first estimate again, less sharp:
-    ``logsumexp`` at 1e4)."""
-    return any(bool(np.any((s > 0) & (top * np.abs(np.ravel(u)) > s)))
-               for top, u in zip(tops, tangents, strict=True))
+def width(exps: np.ndarray) -> int:
+    """The fewest binades per group that put the binary exponents ``exps`` in at most
+    :data:`MAX_GROUPS` groups, each group starting at its smallest exponent (the count falls
+    as the width grows: a bisection)."""
+    lo, hi = GROUP_BINADES, int(np.ptp(exps)) + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if np.unique(_greedy(exps, mid)).size <= MAX_GROUPS:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _width(s: np.ndarray, parts: list[np.ndarray]) -> int:
+    """The most binades one of the groups ``parts`` spans (at least :data:`GROUP_BINADES`)."""
+    spans = [int(np.ptp(np.frexp(s[idx])[1])) + 1 for idx in parts]
+    return max([GROUP_BINADES, *spans])
+
+
+def _greedy(exps: np.ndarray, w: int) -> np.ndarray:
+    """Group keys of ``exps``: a group opens at the smallest exponent not yet grouped and
+    takes every exponent within ``w - 1`` above it."""
+    keys = np.empty(exps.size, dtype=np.int64)
+    order = np.argsort(exps, kind="stable")
+    start, key = None, -1
+    for k in order:
+        if start is None or exps[k] - start >= w:
+            start, key = exps[k], key + 1
+        keys[k] = key
+    return keys
+
+
+def crossed(s: np.ndarray, tops: np.ndarray, tangents: list[np.ndarray]) -> float | None:
+    """The smallest scale ``s`` (:func:`groups`) of an element that the first estimate's
+    largest step along some probe (``tops``, per tangent: :func:`first_steps`) moves by more
+    than that scale, or ``None`` where no step does: only then can one step size not fit every
+    element, and only then is the scaled estimate made (elsewhere it would be the first
+    estimate again, less sharp: ``logsumexp`` at 1e4)."""
+    hit = [s[(s > 0) & (top * np.abs(np.ravel(u)) > s)]
+           for top, u in zip(tops, tangents, strict=True)]
+    smallest = [float(np.min(h)) for h in hit if h.size]
+    return min(smallest) if smallest else None
+
+
+def crossed_by(x: np.ndarray, est: fd.FDEstimate) -> float | None:
+    """The smallest scale of an element of ``x`` that the largest steps of ``est`` move by
+    more than that scale along its directions (:func:`crossed`), or ``None``."""
+    return crossed(groups(x)[0], est.steps[:, 0], list(est.directions))
 
 
 def first_steps(x: np.ndarray, tangents: list[np.ndarray]) -> np.ndarray:
@@ -189,19 +249,18 @@ def ladder(tops: np.ndarray, h0: np.ndarray, m: int) -> int:
     return levels
 
 
-def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
+def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | Declined:
     """The scaled estimate of input ``j`` (module docstring), or why there is none."""
     x = prep.args64[j]
     s, parts = groups(x)
     tops = first_steps(x, pr.u[j])
-    if not crossed(s, tops, pr.u[j]):
-        return "the first estimate's largest steps move no element by more than its own size"
+    if crossed(s, tops, pr.u[j]) is None:
+        return Declined("the first estimate's largest steps move no element by more than its "
+                        "own size")
     G = len(parts)
-    if G > MAX_GROUPS:
-        return f"the input's elements span {G} groups of scales, more than {MAX_GROUPS}"
     D, h0 = directions(s, parts, pr.u[j])
     if not np.all(np.isfinite(h0)):
-        return "a probe's tangent is zero on a group of elements"
+        return Declined("a probe's tangent is zero on a group of elements")
     P = len(pr.u[j])
     own, longer = [], []
     # what the extended ladders may spend, after every group's own table (and its retry)
@@ -210,7 +269,7 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
         rows = slice(g * P, (g + 1) * P)
         part = _group_estimates(prep, j, D[rows], h0[rows], tops, max(left, 0))
         if isinstance(part, str):
-            return part
+            return Declined(part)
         own.append(part[0])
         longer.append(part[-1])
         left -= part[-1].evaluations if len(part) > 1 else 0
@@ -226,7 +285,7 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | str:
         forward = prep.backend.jvp_rows(prep.fn, prep.args64, prep.diff, tans, prep.device,
                                         rows=G * P, outputs=prep.outs64,
                                         picked=prep.float_outs)
-    return Scaled(est, Probes(v, u), G, forward, extended)
+    return Scaled(est, Probes(v, u), G, forward, extended, _width(s, parts))
 
 
 def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,

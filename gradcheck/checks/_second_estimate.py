@@ -23,9 +23,10 @@ estimate can only vindicate the backend:
 A wrong rule can therefore only be passed if it matches a wrong second estimate, and an
 abstention never becomes a failure.  Where neither estimate vindicates the backend, the
 scaled estimate (:mod:`._scaled_estimate`: directions scaled per element) may, on the same
-terms.  On a smooth function the two estimates agree within
-their errors, and a wrong rule is failed with that confirmation.  The second estimate costs
-nothing on checks that pass.
+terms; where it cannot judge either and the steps the failure rests on cross an element's
+scale, a failure of finite AD values is an abstention.  On a smooth function the two
+estimates agree within their errors, and a wrong rule is failed with that confirmation.  The
+second estimate costs nothing on checks that pass.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class SecondEstimates:
 
     by_input: dict[int, fd.FDEstimate | None] = field(default_factory=dict)
     reverse: ReverseSamples = field(default_factory=dict)  # the run's VJPs (scaled estimate)
-    scaled_by_input: dict[int, _scaled_estimate.Scaled | str] = field(default_factory=dict)
+    scaled_by_input: dict[int, _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
+        field(default_factory=dict)
 
     def revisit(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
                 fde: fd.FDEstimate, got: AdScalars) -> Judged:
@@ -77,44 +79,60 @@ class SecondEstimates:
         judged, settled = self._smaller_steps(prep, pr, i, j, sl, fde, got)
         if settled or not got:
             return judged
-        scaled, why = self._scaled(prep, pr, i, j, sl, got)
+        scaled, why, refuted = self._scaled(prep, pr, i, j, sl, got)
         if scaled is not None:
             return replace(scaled, earlier=judged.side)
+        smallest = self._crossed(prep, j, fde, sl)
+        if (judged.estimate is not None and judged.side is not None and not refuted
+                and smallest is not None and _finite_ad(got)):
+            return Judged(None, None, _crossed_note(judged, smallest, got, why),
+                          earlier=judged.side)
         if not judged.note:  # the first estimate's kink or non-finite value says why
             return judged
         return replace(judged, note=f"{judged.note}; along directions scaled per element: "
                                     f"{why}")
 
+    def _crossed(self, prep: Prepared, j: int, fde: fd.FDEstimate, sl: slice) -> float | None:
+        """The smallest element scale that the steps of the estimate a failure rests on cross
+        (the second estimate where it was had and is decidable, else the first), or ``None``
+        where they cross none (:func:`._scaled_estimate.crossed_by`)."""
+        small = self.by_input.get(j)
+        rests_on = small if small is not None and decidable(small, sl) else fde
+        return _scaled_estimate.crossed_by(prep.args64[j], rests_on)
+
     def _scaled(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice, got: AdScalars
-                ) -> tuple[Judged | None, str]:
+                ) -> tuple[Judged | None, str, bool]:
         """The judgement by the scaled estimate where it vindicates the backend, else
-        ``None`` and what it gave."""
+        ``None``, what it gave, and whether it refutes the AD values (sharp, and they
+        disagree with it)."""
         if j not in self.scaled_by_input:
             self.scaled_by_input[j] = _scaled_estimate.estimate(prep, pr, j)
         sc = self.scaled_by_input[j]
-        if isinstance(sc, str):
-            return None, f"not estimated ({sc})"
+        if isinstance(sc, _scaled_estimate.Declined):
+            return None, f"not estimated ({sc.reason})", False
         where = f"{sc.groups} group(s) of scales"
+        if sc.width > _scaled_estimate.GROUP_BINADES:
+            where += f" of up to {sc.width} binades"
         got2 = sc.ad(prep, self.reverse, i, j, list(got))
         if got2 is None:
-            return None, f"{where}, the backend's JVP along them failed"
+            return None, f"{where}, the backend's JVP along them failed", False
         est = _per_group(sc, i, sl, got2)
         if not decidable(est, sl):
-            return None, f"{where}, a kink or a non-finite value along them"
+            return None, f"{where}, a kink or a non-finite value along them", False
         side2 = fd_side(est, sc.probes, i, sl, got2)
         ad2 = {kind: vals[0] for kind, vals in got2.items()}
         what = f"{where}, steps {_all_steps(est)}, give {_fmt(side2.values)} (error " \
                f"{_fmt(side2.errors)})"
         if not sharp(side2, _scaled_estimate.SHARP):
             return None, (f"{what}, an estimate too coarse to judge with (error up to "
-                          f"{_worst(side2):.2g} of the terms)")
+                          f"{_worst(side2):.2g} of the terms)"), False
         if not agrees(prep, ad2, side2):
-            return None, f"{what}, and the AD values disagree with it too"
+            return None, f"{what}, and the AD values disagree with it too", True
         return Judged(est, side2, (
             "the steps of the first estimates are one size for every element; "
             f"along directions scaled per element ({what}) the AD values "
             f"{_fmt(next(iter(ad2.values())))} agree: judged with those"),
-            probes=sc.probes, got=got2), ""
+            probes=sc.probes, got=got2), "", False
 
     def _smaller_steps(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
                        fde: fd.FDEstimate, got: AdScalars) -> tuple[Judged, bool]:
@@ -202,6 +220,25 @@ def _per_group(sc: _scaled_estimate.Scaled, i: int, sl: slice, got: AdScalars
         ok = decidable(mine, sl) and sharp(rows, _scaled_estimate.SHARP)
         parts.append(mine if ok else fd.rows_of(sc.extended, r))
     return fd.stack(parts)
+
+
+def _finite_ad(got: AdScalars) -> bool:
+    """Every AD value finite (a non-finite one fails against any finite estimate)."""
+    return all(bool(np.all(np.isfinite(vals[0]))) for vals in got.values())
+
+
+def _crossed_note(judged: Judged, smallest: float, got: AdScalars, why: str) -> str:
+    """Why a disagreement with the first estimates is an abstention where their steps cross
+    elements' scales and the scaled estimate cannot judge."""
+    assert judged.estimate is not None and judged.side is not None
+    ad = "; ".join(f"{kind.value.upper()} {_fmt(vals[0])}" for kind, vals in got.items())
+    return (f"inconclusive: the AD values ({ad}) disagree with the first estimates, "
+            f"{_fmt(judged.side.values)} (error {_fmt(judged.side.errors)}), but their steps "
+            f"{_step_range(judged.estimate)} move elements by more than their own size (the "
+            f"smallest such element is {smallest:.3g}): across an element a step estimates a "
+            "secant, not the derivative at x, and the error estimate does not bound the "
+            "difference, so they cannot refute the rule; along directions scaled per element: "
+            f"{why}" + ("" if judged.note == "" else f" (before: {judged.note})"))
 
 
 def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice,

@@ -29,6 +29,7 @@ from .localize import Localization, localize
 from .probes import Probes, cotangents
 from .scalars import (
     AdScalars,
+    FdSide,
     ad_scalars,
     convergence,
     probe_norms,
@@ -95,11 +96,14 @@ def compare_pair(prep: Prepared, s: Samples, i: int, j: int, sl: slice) -> None:
     # before abstaining or blaming the backend, the oracle estimates again with smaller steps
     first = fde
     judged = s.second.revisit(prep, pr, i, j, sl, fde, got)
-    if judged.estimate is None:  # a kink or no finite estimate at every step size tried, or
-        # estimates at two step ranges that contradict each other
+    if judged.estimate is None:  # a kink or no finite estimate at every step size tried,
+        # estimates at two step ranges that contradict each other, or steps that cross
+        # elements' scales where no scaled estimate judges (then `earlier` is their side)
         for k in got:
             prep.result(k, Status.INCONCLUSIVE, **where,
                         message=judged.note or kink_message(first, sl))
+        if judged.earlier is not None:
+            _ad_vs_ad(prep, s, i, j, where, ad, got, judged.earlier)
         return
     fde, side, note = judged.estimate, judged.side, judged.note
     assert side is not None
@@ -115,15 +119,22 @@ def compare_pair(prep: Prepared, s: Samples, i: int, j: int, sl: slice) -> None:
     # the comparisons of two AD values along the run's own probes, their terms sized by the
     # side of those probes (where the scaled estimate judged: the earlier estimates' side, or
     # without one the AD magnitudes alone)
-    own = side if judged.got is None else judged.earlier
+    _ad_vs_ad(prep, s, i, j, where, ad, got, side if judged.got is None else judged.earlier)
+    if CheckKind.VJP in ad and s.rounding is not None and prep.rule_dtype == "float64":
+        compare_low(prep, where, s.rounding[i], pj, fde, sl)
+
+
+def _ad_vs_ad(prep: Prepared, s: Samples, i: int, j: int, where: dict[str, int],
+              ad: dict[CheckKind, np.ndarray], got: AdScalars, own: FdSide | None) -> None:
+    """Forward vs reverse and eager vs functional along the run's own probes, their terms
+    sized by ``own`` (the side of those probes; without one, the AD magnitudes alone)."""
+    pr = s.probes
     if CheckKind.VJP in ad and CheckKind.JVP in ad:
         emit_fwd_rev(prep, where, pr, ad[CheckKind.JVP], ad[CheckKind.VJP],
                      own.terms if own is not None else terms(np.zeros(len(pr.v[i])), got))
     if CheckKind.VJP in ad:
         mags = own.magnitudes if own is not None else got[CheckKind.VJP][1]
         compare_alternatives(prep, where, s.alternatives, pr, i, j, ad[CheckKind.VJP], mags)
-        if s.rounding is not None and prep.rule_dtype == "float64":
-            compare_low(prep, where, s.rounding[i], pj, fde, sl)
 
 
 def emit_fwd_rev(prep: Prepared, where: dict[str, int], pr: Probes, jvp: np.ndarray,
