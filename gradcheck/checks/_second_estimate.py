@@ -82,23 +82,22 @@ class SecondEstimates:
         scaled, why, refuted = self._scaled(prep, pr, i, j, sl, got)
         if scaled is not None:
             return replace(scaled, earlier=judged.side)
-        smallest = self._crossed(prep, j, fde, sl)
+        rests_on = self._rests_on(j, fde, sl)
+        smallest = _scaled_estimate.crossed_by(prep.args64[j], rests_on)
         if (judged.estimate is not None and judged.side is not None and not refuted
                 and smallest is not None and _finite_ad(got)):
-            return Judged(None, None, _crossed_note(judged, smallest, got, why),
+            return Judged(None, None, _crossed_note(judged, rests_on, smallest, got, why),
                           earlier=judged.side)
         if not judged.note:  # the first estimate's kink or non-finite value says why
             return judged
         return replace(judged, note=f"{judged.note}; along directions scaled per element: "
                                     f"{why}")
 
-    def _crossed(self, prep: Prepared, j: int, fde: fd.FDEstimate, sl: slice) -> float | None:
-        """The smallest element scale that the steps of the estimate a failure rests on cross
-        (the second estimate where it was had and is decidable, else the first), or ``None``
-        where they cross none (:func:`._scaled_estimate.crossed_by`)."""
+    def _rests_on(self, j: int, fde: fd.FDEstimate, sl: slice) -> fd.FDEstimate:
+        """The estimate a failure rests on: the second where it was had and is decidable,
+        else the first."""
         small = self.by_input.get(j)
-        rests_on = small if small is not None and decidable(small, sl) else fde
-        return _scaled_estimate.crossed_by(prep.args64[j], rests_on)
+        return small if small is not None and decidable(small, sl) else fde
 
     def _scaled(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice, got: AdScalars
                 ) -> tuple[Judged | None, str, bool]:
@@ -227,18 +226,19 @@ def _finite_ad(got: AdScalars) -> bool:
     return all(bool(np.all(np.isfinite(vals[0]))) for vals in got.values())
 
 
-def _crossed_note(judged: Judged, smallest: float, got: AdScalars, why: str) -> str:
-    """Why a disagreement with the first estimates is an abstention where their steps cross
-    elements' scales and the scaled estimate cannot judge."""
-    assert judged.estimate is not None and judged.side is not None
+def _crossed_note(judged: Judged, rests_on: fd.FDEstimate, smallest: float, got: AdScalars,
+                  why: str) -> str:
+    """Why a disagreement with the first estimates is an abstention where the steps it rests
+    on (``rests_on``) cross elements' scales and the scaled estimate cannot judge."""
+    assert judged.side is not None
     ad = "; ".join(f"{kind.value.upper()} {_fmt(vals[0])}" for kind, vals in got.items())
     return (f"inconclusive: the AD values ({ad}) disagree with the first estimates, "
-            f"{_fmt(judged.side.values)} (error {_fmt(judged.side.errors)}), but their steps "
-            f"{_step_range(judged.estimate)} move elements by more than their own size (the "
-            f"smallest such element is {smallest:.3g}): across an element a step estimates a "
-            "secant, not the derivative at x, and the error estimate does not bound the "
-            "difference, so they cannot refute the rule; along directions scaled per element: "
-            f"{why}" + ("" if judged.note == "" else f" (before: {judged.note})"))
+            f"{_fmt(judged.side.values)} (error {_fmt(judged.side.errors)}), but the steps "
+            f"that disagreement rests on, {_step_range(rests_on)}, move elements by more than "
+            f"their own size (the smallest such element is {smallest:.3g}): across an element "
+            "a step estimates a secant, not the derivative at x, and the error estimate does "
+            "not bound the difference, so they cannot refute the rule; along directions scaled "
+            f"per element: {why}" + ("" if judged.note == "" else f" (before: {judged.note})"))
 
 
 def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice,
