@@ -813,16 +813,34 @@ class ScaledEstimate:
 
     value: np.ndarray
     error: np.ndarray
+    #: where the one-sided differences disagree by an amount that does not shrink with the
+    #: step (a kink or a tie on the direction: :func:`scaled_central` with ``kinks``)
+    kink: np.ndarray | None = None
+
+
+#: a kink on the direction: one-sided differences at the smallest step apart by more than this
+#: (relative to the central difference, beyond their rounding) ...
+SCALED_KINK = 1e-3
+#: ... and a gap at the smallest step at least this fraction of the gap at twice that step (a
+#: smooth function's gap, h |f''| |u|^2, halves with the step; a kink's stays)
+SCALED_KINK_PERSISTS = 0.75
 
 
 def scaled_central(f: Callable[[list[np.ndarray]], np.ndarray], x: list[np.ndarray],
-                   u: list[np.ndarray]) -> ScaledEstimate:
+                   u: list[np.ndarray], kinks: bool = False) -> ScaledEstimate:
     """Central differences of ``f`` (inputs -> flat float64 vector) along ``u`` at the
     :data:`SCALED_FAMILIES`, each Richardson-extrapolated once in ``h^2``.  Non-finite
     estimates get an infinite error (a step left the domain); so does everything where the
     smallest step moves an element by more than 1e-3 (relative) off ``h u`` (subnormals),
-    and a smaller argument rounding is added to the error."""
+    and a smaller argument rounding is added to the error.  With ``kinks`` (one evaluation
+    more, at ``x``), an output element whose one-sided differences at the first family's two
+    smallest steps differ by more than :data:`SCALED_KINK` of the central one, beyond their
+    rounding, by a gap that does not halve with the step (:data:`SCALED_KINK_PERSISTS`), is
+    a kink: ``kink`` marks it, its estimate is NaN and its error infinite (``min(x, y)`` at a
+    tie ``x = y``: the central difference averages the two sides)."""
     fams: list[tuple[np.ndarray, np.ndarray]] = []
+    gaps: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    f0 = np.asarray(f(list(x)), dtype=np.float64) if kinks else None
     for base, exps in SCALED_FAMILIES:
         steps = [base ** -k for k in exps]
         # the arguments' rounding: x +- h u is not x +- h u exactly (a subnormal x moves by
@@ -843,6 +861,10 @@ def scaled_central(f: Callable[[list[np.ndarray]], np.ndarray], x: list[np.ndarr
             dn = np.asarray(f([a - h * b for a, b in zip(x, u, strict=True)]), dtype=np.float64)
             d.append((up - dn) / (2 * h))
             noise = EPS64 * (np.abs(up) + np.abs(dn)) / (2 * h)
+            if f0 is not None and not fams:  # the first family: its one-sided gaps
+                with np.errstate(all="ignore"):
+                    gaps.append((np.abs(up + dn - 2 * f0) / h, np.abs(d[-1]),
+                                 4 * EPS64 * (np.abs(up) + np.abs(dn) + 2 * np.abs(f0)) / h))
         r = base ** 2
         ext = [(r * d[k + 1] - d[k]) / (r - 1) for k in range(len(d) - 1)]
         assert noise is not None
@@ -852,4 +874,10 @@ def scaled_central(f: Callable[[list[np.ndarray]], np.ndarray], x: list[np.ndarr
     with np.errstate(all="ignore"):
         err = np.abs(a - b) + ea + eb
     bad = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(err))
-    return ScaledEstimate(np.where(bad, np.nan, a), np.where(bad, np.inf, err))
+    kink = None
+    if len(gaps) >= 2:
+        (g1, _, _), (g2, d2, n2) = gaps[-2], gaps[-1]
+        with np.errstate(all="ignore"):
+            kink = (g2 > SCALED_KINK * d2 + n2) & (g2 >= SCALED_KINK_PERSISTS * g1)
+        bad |= kink
+    return ScaledEstimate(np.where(bad, np.nan, a), np.where(bad, np.inf, err), kink)

@@ -298,3 +298,68 @@ def test_mpmath_does_not_judge_a_derivative_that_underflows_in_float64():
                if r.details.get("sweep_oracle") == "mpmath"]
     assert results and all(r.status.value == "passed" for r in results), results
     assert "of 3 judged" in results[0].message
+
+
+def _minimum(scale: float = 1.0):
+    """torch.minimum with its own backward: the true rule (the smaller input's side, ``x`` at
+    a tie), or ``d/dx`` times ``scale`` where ``x < y`` (wrong off the ties)."""
+
+    class Min(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return torch.minimum(x, y)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            pick = x <= y
+            gx = torch.where(pick, g, 0.0) * torch.where(x < y, scale, 1.0)
+            return gx, torch.where(pick, 0.0, g)
+
+    return Min.apply
+
+
+def test_a_tie_is_a_kink_the_scaled_check_does_not_judge():
+    """At a tie of ``min(x, y)`` the central difference along a direction that moves ``x``
+    and ``y`` differently averages the two sides; the one-sided differences stay apart as the
+    step shrinks, so those components are not judged (the tiny band's broadcast inputs share
+    values: ``torch.clamp_max`` had 12 ties in 500 elements).  Off the ties the check still
+    judges, and a rule wrong there still fails."""
+    x = np.array([1e-200, 3e-120, -2e-50, 0.5, 1e-17, -4e-300])
+    y = np.array([1e-200, 1e-121, -2e-50, 0.7, 2e-17, -4e-300])  # ties at 0, 2 and 5
+    two = (x, y)
+
+    def op(name, fn):
+        return Op(name, "torch", fn, two, family=ELEMENTWISE, fwd=False, order2=False)
+
+    right = resolution_checks(op("twin.minimum", _minimum()), two, "float64", 1, 5, ("rev",))
+    ok, bad = _clean(right)
+    assert ok, bad
+    scaled = [r for r in right if r.details.get("sweep_oracle") == "scaled"]
+    assert scaled and scaled[0].status.value == "passed"
+    assert scaled[0].details["components"] == 3  # the three ties are not judged
+    wrong = resolution_checks(op("mutant.minimum", _minimum(1 + 1e-6)), two, "float64", 1, 5,
+                              ("rev",))
+    assert _failed(wrong, "scaled")
+
+
+def test_a_derivative_below_the_smallest_normal_number_is_not_judged():
+    """rsqrt' at 3e303 is -3e-456: not representable in float64, so AD gives 0 while (J u)_k
+    = f' u_k, with u scaled by |x|, is 2e-152, which the FD resolves.  The derivative's own
+    rounding (TINY64 |u_k|) covers it; the O(1) elements are still judged, and a rule off by
+    1e-6 there still fails."""
+    x = np.array([3.2e303, 2.4, 0.7, 1.8e307, 5.0])
+
+    def rsqrt(scale):
+        return _function(torch.rsqrt, lambda z, g: g * -0.5 * z ** -1.5 * scale)
+
+    right = resolution_checks(_op("twin.rsqrt", rsqrt(1.0), x), (x,), "float64", 1, 5,
+                              ("rev",))
+    ok, bad = _clean(right)
+    assert ok, bad
+    scaled = [r for r in right if r.details.get("sweep_oracle") == "scaled"]
+    assert scaled and scaled[0].details["components"] == 3
+    wrong = resolution_checks(_op("mutant.rsqrt", rsqrt(1 + 1e-6), x), (x,), "float64", 1, 5,
+                              ("rev",))
+    assert _failed(wrong, "scaled")

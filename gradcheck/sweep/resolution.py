@@ -11,7 +11,9 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
   ``J u``.  Each component is compared *relative to its own terms*: ``|AD_k - FD_k|`` against
   ``FD_SAFETY * err_k + ROUNDING_GAMMA * (eps64 * sum_i |J_ki u_i| + n_k * tiny64)`` (``n_k``
   the nonzero terms; ``tiny64`` the smallest normal number, what a flush-to-zero engine loses
-  per rounding below it: a component within that bound is not judged) (``vjp``/``jvp`` at order 1,
+  per rounding below it: a component within that bound is not judged; a derivative entry
+  below ``tiny64``, not representable, adds ``tiny64 |u_i|``: elementwise ops, and the
+  nonzero subnormal entries of a row) (``vjp``/``jvp`` at order 1,
   ``vjp_of_vjp``/``jvp_of_vjp`` at order 2, on ``g(x) = J(x)^T w``), and forward against
   reverse component by component with the rounding term alone (``fwd_rev``).  A component
   whose FD error is above :data:`gradcheck.tolerance.RESOLUTION` of its size abstains.
@@ -216,23 +218,32 @@ def scaled_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int,
     tgt = _target(op, xs, order, seed)
     rng = np.random.default_rng(seed)
     us = [rng.normal(size=a.shape) * s for a, s in zip(xs, fd.element_scales(xs), strict=True)]
-    est = fd.scaled_central(lambda ys: _flat(tgt.evaluate(ys)), xs, us)
+    est = fd.scaled_central(lambda ys: _flat(tgt.evaluate(ys)), xs, us, kinks=True)
     m = est.value.size
     ks = np.arange(m) if m <= ROW_LIMIT else np.sort(rng.choice(m, ROW_LIMIT, replace=False))
     rows = tgt.rows(xs, ks, "float64")
     uflat = [u.ravel() for u in us]
     if tgt.elementwise:
-        rev = rows[0][:, 0] * uflat[0][ks]
+        d = rows[0][:, 0]
+        rev = d * uflat[0][ks]
         terms = np.abs(rev)
         count = np.ones(len(ks))
+        # a derivative below the smallest normal number is not representable in float64 (its
+        # absolute rounding is up to TINY64, 0 where the engine flushes): rsqrt' at 3e303 is
+        # -3e-456, AD gives 0, while (J u)_k = f' u_k ~ 2e-152 is; its rounding, TINY64 |u_k|
+        tiny_d = np.where(np.abs(d) < TINY64, np.abs(uflat[0][ks]), 0.0)
     else:
         rev = sum(r @ u for r, u in zip(rows, uflat, strict=True))
         terms = sum(np.abs(r) @ np.abs(u) for r, u in zip(rows, uflat, strict=True))
         count = sum(np.count_nonzero(r, axis=1) for r in rows)
+        # the same for the nonzero subnormal entries of a row (an exact zero may be structural)
+        tiny_d = sum(((r != 0) & (np.abs(r) < TINY64)) @ np.abs(u)
+                     for r, u in zip(rows, uflat, strict=True))
     want, err = est.value[ks], est.error[ks]
     # relative rounding of the terms, plus the absolute rounding of each term in the subnormal
-    # range (TINY64): a component of ~1e-308 is 0 in a flush-to-zero engine
-    underflow = ROUNDING_GAMMA * TINY64 * np.maximum(count, 1)
+    # range (TINY64): a component of ~1e-308 is 0 in a flush-to-zero engine; and of each
+    # derivative entry there, times its u
+    underflow = ROUNDING_GAMMA * TINY64 * (np.maximum(count, 1) + tiny_d)
     rounding = ROUNDING_GAMMA * fd.EPS64 * terms + underflow
     with np.errstate(all="ignore"):
         # resolved in its own terms: a step family that straddles a period, a kink or a pole
@@ -251,7 +262,10 @@ def scaled_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int,
         fwd = tgt.jvp(xs, us, "float64")[ks]
         out.append(_verdict(fwd_kind, op, "float64", order, "scaled", fwd, want, allowed,
                             judged, what.replace("reverse", "forward", 1), seed))
-        both = np.isfinite(rev) & (terms > underflow)
+        # not at a kink on the direction (a tie of min/max): there the two modes may take
+        # different sides
+        kink = est.kink[ks] if est.kink is not None else np.zeros(len(ks), dtype=bool)
+        both = np.isfinite(rev) & (terms > underflow) & ~kink
         out.append(_verdict(CheckKind.FWD_REV, op, "float64", order, "scaled", fwd, rev,
                             2 * rounding, both, "forward vs reverse mode per output component "
                             "(J u)_k, rounding bound of its own terms and of underflow",
