@@ -180,3 +180,36 @@ def test_its_evaluations_stay_within_the_budget(monkeypatch):
     for sc in made:
         spent = sc.estimate.evaluations + (sc.extended.evaluations if sc.extended else 0)
         assert 0 < spent <= _scaled_estimate.POINTS
+
+
+def _declined(monkeypatch):
+    monkeypatch.setattr(_scaled_estimate, "estimate",
+                        lambda prep, pr, j: _scaled_estimate.Declined("disabled here"))
+
+
+def test_a_rule_wrong_where_no_step_crosses_still_fails_without_a_scaled_estimate(monkeypatch):
+    """With no scaled estimate to judge, a crossing point abstains only where the disagreement
+    lies in the crossed elements: along the probes with those left out (an ordinary table,
+    whose steps cross nothing) a rule wrong everywhere disagrees too, and fails."""
+    _declined(monkeypatch)
+    got = _vjps(_atan2(1.5, np.inf))
+    assert got[0].status is Status.FAILED
+    assert "confirmed where the steps cross no element" in got[0].details["oracle"]
+    confined = _vjps(_atan2(-1.0, 1e-12))  # wrong only at elements the steps cross
+    assert confined[0].status is Status.INCONCLUSIVE
+    assert "without the crossed elements" in confined[0].message and "agree" in \
+        confined[0].message
+
+
+def test_a_nan_forward_mode_fails_alone_and_does_not_poison_the_reverse_allowance():
+    """torch.cumprod at subnormal elements: forward mode gives NaN (it fails, with a finite
+    allowance: a mode's non-finite magnitudes do not size the other's terms); reverse mode is
+    off by 4e-11 only in the entries of the subnormal elements (division by them), which the
+    steps cross and nothing resolves: inconclusive, with the elements it can judge agreeing."""
+    x = np.array([0.7, -1.3, 6.2e-314, 2.2e-308, -8.7e-312, 4.9e-324, 1.1, -0.4])
+    rep = gradcheck.check(lambda t: torch.cumprod(t, 0), x, backend="torch", seed=0)
+    by = {r.kind: r for r in rep.results}
+    assert by[CheckKind.JVP].status is Status.FAILED
+    assert by[CheckKind.JVP].allowed is not None and np.isfinite(by[CheckKind.JVP].allowed)
+    assert by[CheckKind.VJP].status is Status.INCONCLUSIVE
+    assert "without the crossed elements" in by[CheckKind.VJP].message

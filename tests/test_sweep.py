@@ -271,3 +271,26 @@ def test_a_known_hang_is_shown_as_known():
     hang = crash_result("jax", "jax.scipy.special.expi", -9, 500.0)
     assert hang.details["triage"]["symptom"] == "hang" and "never returns" in hang.details["known"]
     assert "known" not in crash_result("jax", "jax.numpy.sin", -6).details
+
+
+def test_first_order_results_of_an_order_2_call_are_triaged_with_order_1_evidence():
+    """gradcheck.check at order 2 checks order 1 too.  jax.numpy.unique's gradient is silently
+    0 (its first derivative is a permutation); judged with the order-2 evidence (its second
+    derivative is 0, and so is AD's) that VJP failure had been classed a false alarm."""
+    import gradcheck
+    from gradcheck.sweep import triage
+    from gradcheck.sweep.points import Point
+
+    jnp = pytest.importorskip("jax.numpy")
+    x = np.array([0.3, -1.2, 0.7, 2.1])
+    op = Op("jax.numpy.unique", "jax", jnp.unique, (x,), family=ELEMENTWISE, fwd=False,
+            order2=True)
+    results = list(gradcheck.check(jnp.unique, x, backend="jax", modes=("rev",), order=2,
+                                   seed=0).results)
+    vjp = [r for r in results if r.kind == "vjp" and r.status.value == "failed"]
+    assert vjp, [r.message for r in results]
+    got = triage.triage(op, Point("unit", (x,)), "float64", 2, results)
+    classes = {r.kind.value: r.details["triage"]["class"] for r in got if "triage" in r.details}
+    assert classes["vjp"] == "confirmed", classes
+    ev = next(r for r in got if r.kind == "vjp").details["triage"]["evidence"]
+    assert ev["fd"]["order"] == 1 and ev["fd"]["ad_vs_fd"] > 0.5

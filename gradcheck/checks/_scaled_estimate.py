@@ -210,6 +210,40 @@ def crossed_by(x: np.ndarray, est: fd.FDEstimate) -> float | None:
     return crossed(groups(x)[0], est.steps[:, 0], list(est.directions))
 
 
+def uncrossed(prep: Prepared, pr: Probes, j: int, rests_on: fd.FDEstimate
+              ) -> Scaled | Declined:
+    """The estimate along the probes' directions with the elements that the steps of
+    ``rests_on`` cross (:func:`crossed_by`) left out, at the same steps: an ordinary table,
+    whose steps cross nothing, and the backend's AD along the same directions (one group).
+    Where a failure's steps crossed elements' scales, it says whether the disagreement lies
+    in the elements they do not cross (the failure stands) or only in the crossed ones
+    (nothing resolves those)."""
+    x = prep.args64[j]
+    s = groups(x)[0]
+    tops = rests_on.steps[:, 0]
+    dirs = []
+    for top, u in zip(tops, rests_on.directions, strict=True):
+        d = np.array(u, dtype=np.float64)
+        d[(s > 0) & (top * np.abs(d) > s)] = 0.0
+        d[s == 0] = 0.0  # non-finite elements are not moved
+        dirs.append(d)
+    D = np.stack(dirs)
+    if not np.all(np.any(D != 0, axis=1)):
+        return Declined("every element a probe moves is crossed")
+    est = _estimate_at(prep, j, D, tops, fd.DEFAULT_LEVELS)
+    if isinstance(est, str):
+        return Declined(est)
+    P = len(D)
+    u = {**pr.u, j: [d.reshape(x.shape) for d in est.directions]}
+    forward = None
+    if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
+        tans = [np.stack(u[j]) if k == j else np.zeros((P,) + prep.args64[k].shape)
+                for k in prep.diff]
+        forward = prep.backend.jvp_rows(prep.fn, prep.args64, prep.diff, tans, prep.device,
+                                        rows=P, outputs=prep.outs64, picked=prep.float_outs)
+    return Scaled(est, Probes(dict(pr.v), u), 1, forward)
+
+
 def first_steps(x: np.ndarray, tangents: list[np.ndarray]) -> np.ndarray:
     """The first estimate's largest step along each tangent (:func:`gradcheck.fd.initial_step`)."""
     flat = np.asarray(x, dtype=np.float64).ravel()

@@ -59,6 +59,10 @@ class Judged:
     probes: Probes | None = None  # the probes the estimate goes with (None: the run's own)
     got: AdScalars | None = None  # the AD scalars along those probes (None: the run's own)
     earlier: FdSide | None = None  # with other probes: the run's own probes' side, if any
+    # an abstention where steps crossed elements' scales: the verdict that stands for a kind
+    # whose AD value agrees with its estimate (another kind disagreed) or is not finite (it
+    # fails against any finite estimate)
+    stands: Judged | None = None
 
 
 @dataclass
@@ -69,6 +73,8 @@ class SecondEstimates:
     by_input: dict[int, fd.FDEstimate | None] = field(default_factory=dict)
     reverse: ReverseSamples = field(default_factory=dict)  # the run's VJPs (scaled estimate)
     scaled_by_input: dict[int, _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
+        field(default_factory=dict)
+    uncrossed_by_input: dict[int, _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
         field(default_factory=dict)
 
     def revisit(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
@@ -85,13 +91,48 @@ class SecondEstimates:
         rests_on = self._rests_on(j, fde, sl)
         smallest = _scaled_estimate.crossed_by(prep.args64[j], rests_on)
         if (judged.estimate is not None and judged.side is not None and not refuted
-                and smallest is not None and _finite_ad(got)):
+                and smallest is not None):
+            confined, where = self._uncrossed(prep, pr, i, j, sl, got, rests_on)
+            if not confined:  # the elements the steps do not cross disagree too
+                return replace(judged, note=(f"{judged.note}; " if judged.note else "") +
+                               f"along directions scaled per element: {why}; {where}")
+            why = f"{why}; {where}"
             return Judged(None, None, _crossed_note(judged, rests_on, smallest, got, why),
-                          earlier=judged.side)
+                          earlier=judged.side, stands=replace(judged, note=(
+                              f"{judged.note}; " if judged.note else "") +
+                              f"along directions scaled per element: {why}"))
         if not judged.note:  # the first estimate's kink or non-finite value says why
             return judged
         return replace(judged, note=f"{judged.note}; along directions scaled per element: "
                                     f"{why}")
+
+    def _uncrossed(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
+                   got: AdScalars, rests_on: fd.FDEstimate) -> tuple[bool, str]:
+        """Whether a disagreement may lie only in the elements the steps cross: ``False``
+        where the estimate along the other elements (:func:`._scaled_estimate.uncrossed`) is
+        sharp and an AD value disagrees with it; and what that estimate gave."""
+        if j not in self.uncrossed_by_input:
+            self.uncrossed_by_input[j] = _scaled_estimate.uncrossed(prep, pr, j, rests_on)
+        un = self.uncrossed_by_input[j]
+        if isinstance(un, _scaled_estimate.Declined):
+            return True, f"without the crossed elements: not estimated ({un.reason})"
+        got2 = un.ad(prep, self.reverse, i, j, list(got))
+        if got2 is None:
+            return True, "without the crossed elements: the backend's JVP failed"
+        if not decidable(un.estimate, sl):
+            return True, "without the crossed elements: a kink or a non-finite value"
+        side2 = fd_side(un.estimate, un.probes, i, sl, got2)
+        what = (f"without the crossed elements, the steps {_step_range(un.estimate)} give "
+                f"{_fmt(side2.values)} (error {_fmt(side2.errors)})")
+        if not sharp(side2):
+            return True, f"{what}, too coarse to judge with"
+        ad2 = {kind: vals[0] for kind, vals in got2.items()}
+        if agrees(prep, ad2, side2):
+            return True, f"{what}, and the AD values there, {_fmt(next(iter(ad2.values())))}, " \
+                         "agree"
+        return False, f"{what}, and the AD values there, " \
+                      f"{_fmt(next(iter(ad2.values())))}, disagree with it too: confirmed " \
+                      "where the steps cross no element"
 
     def _rests_on(self, j: int, fde: fd.FDEstimate, sl: slice) -> fd.FDEstimate:
         """The estimate a failure rests on: the second where it was had and is decidable,
@@ -219,11 +260,6 @@ def _per_group(sc: _scaled_estimate.Scaled, i: int, sl: slice, got: AdScalars
         ok = decidable(mine, sl) and sharp(rows, _scaled_estimate.SHARP)
         parts.append(mine if ok else fd.rows_of(sc.extended, r))
     return fd.stack(parts)
-
-
-def _finite_ad(got: AdScalars) -> bool:
-    """Every AD value finite (a non-finite one fails against any finite estimate)."""
-    return all(bool(np.all(np.isfinite(vals[0]))) for vals in got.values())
 
 
 def _crossed_note(judged: Judged, rests_on: fd.FDEstimate, smallest: float, got: AdScalars,

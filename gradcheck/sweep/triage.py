@@ -201,20 +201,34 @@ def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]
     return "confirmed" if (right or (right is None and base_passed)) else "unresolved"
 
 
+def about_order(r: CheckResult, order: int) -> int:
+    """The derivative order a result of a call at ``order`` is about: a resolution check's is
+    the call's; of :func:`gradcheck.check`'s, the second-order kinds are about order 2 and the
+    others (``vjp``, ``jvp``, ``fwd_rev``, ``eager_func``: it checks order 1 too) about order
+    1 (judged with order-2 evidence, jax's ``unique``, whose gradient is 0, looked right: its
+    second derivative is 0 as well)."""
+    if _oracle(r) != "check":
+        return order
+    return 2 if r.kind in _ORDER2 else 1
+
+
 def triage(op: Op, point: Point, dtype: str, order: int,
            results: Sequence[CheckResult]) -> list[CheckResult]:
-    """``results`` with ``details["triage"]`` on each that failed or errored."""
-    ev: dict[str, Any] | None = None
+    """``results`` with ``details["triage"]`` on each that failed or errored, each with the
+    evidence of the derivative order it is about (:func:`about_order`)."""
+    evs: dict[int, dict[str, Any]] = {}
     out = []
     for r in results:
         if r.ok or r.known:
             out.append(r)
             continue
-        if ev is None:
-            ev = _collect(op, point, dtype, order)
+        k = about_order(r, order)
+        if k not in evs:
+            evs[k] = _collect(op, point, dtype, k)
+        ev = evs[k]
         cls = classify(r, ev, results)
         key = "|".join((op.backend, op.name, kind_family(r.kind), cls, symptom(r)))
-        script = reproducer.script(op, point, dtype, order, r)
+        script = reproducer.script(op, point, dtype, k, r)
         info = {"class": cls, "symptom": symptom(r), "key": key, "evidence": ev,
                 "reproducer": script}
         r = dataclasses.replace(r, details={**r.details, "triage": info}, reproducer=script)

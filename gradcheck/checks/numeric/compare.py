@@ -98,30 +98,47 @@ def compare_pair(prep: Prepared, s: Samples, i: int, j: int, sl: slice) -> None:
     judged = s.second.revisit(prep, pr, i, j, sl, fde, got)
     if judged.estimate is None:  # a kink or no finite estimate at every step size tried,
         # estimates at two step ranges that contradict each other, or steps that cross
-        # elements' scales where no scaled estimate judges (then `earlier` is their side)
+        # elements' scales where no scaled estimate judges (then `earlier` is their side,
+        # and `stands` the verdict for a kind that agrees with it or is not finite)
         for k in got:
-            prep.result(k, Status.INCONCLUSIVE, **where,
-                        message=judged.note or kink_message(first, sl))
+            if judged.stands is not None and judged.stands.side is not None and (
+                    not np.all(np.isfinite(ad[k]))
+                    or _second_estimate.agrees(prep, {k: ad[k]}, judged.stands.side)):
+                # a kind the estimate can judge on its own: it agrees (another kind's
+                # disagreement made the abstention), or its value is not finite
+                _emit_rules(prep, pr, i, sl, where, judged.stands, {k: ad[k]})
+            else:
+                prep.result(k, Status.INCONCLUSIVE, **where,
+                            message=judged.note or kink_message(first, sl))
         if judged.earlier is not None:
             _ad_vs_ad(prep, s, i, j, where, ad, got, judged.earlier)
         return
-    fde, side, note = judged.estimate, judged.side, judged.note
+    fde, side = judged.estimate, judged.side
     assert side is not None
     # the scaled estimate comes with its own probes and AD scalars (its directions)
     pj = judged.probes or pr
     adj = ad if judged.got is None else {kind: vals[0] for kind, vals in judged.got.items()}
-    conv = [convergence(fde, p, pj.v[i][p].ravel(), sl) for p in range(len(pj.v[i]))]
-    for kind, s_ad in adj.items():
-        c = Comparison(kind, s_ad, side.values, side.errors, side.terms, prep.rule_dtype,
-                       conditioning=rule_conditioning(prep, pj, i, fde, sl),
-                       floors=rounding_floors(prep, pj, i, fde, len(s_ad)))
-        emit(prep, c, where, pj, conv, oracle_note=note)
+    _emit_rules(prep, pr, i, sl, where, judged, adj)
     # the comparisons of two AD values along the run's own probes, their terms sized by the
     # side of those probes (where the scaled estimate judged: the earlier estimates' side, or
     # without one the AD magnitudes alone)
     _ad_vs_ad(prep, s, i, j, where, ad, got, side if judged.got is None else judged.earlier)
     if CheckKind.VJP in ad and s.rounding is not None and prep.rule_dtype == "float64":
         compare_low(prep, where, s.rounding[i], pj, fde, sl)
+
+
+def _emit_rules(prep: Prepared, pr: Probes, i: int, sl: slice, where: dict[str, int],
+                judged: _second_estimate.Judged, ad: dict[CheckKind, np.ndarray]) -> None:
+    """The AD values ``ad`` per kind against the estimate ``judged`` settled on."""
+    fde, side = judged.estimate, judged.side
+    assert fde is not None and side is not None
+    pj = judged.probes or pr
+    conv = [convergence(fde, p, pj.v[i][p].ravel(), sl) for p in range(len(pj.v[i]))]
+    for kind, s_ad in ad.items():
+        c = Comparison(kind, s_ad, side.values, side.errors, side.terms, prep.rule_dtype,
+                       conditioning=rule_conditioning(prep, pj, i, fde, sl),
+                       floors=rounding_floors(prep, pj, i, fde, len(s_ad)))
+        emit(prep, c, where, pj, conv, oracle_note=judged.note)
 
 
 def _ad_vs_ad(prep: Prepared, s: Samples, i: int, j: int, where: dict[str, int],

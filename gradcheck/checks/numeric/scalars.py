@@ -59,9 +59,11 @@ def terms(mag_fd: np.ndarray, got: Mapping[CheckKind, tuple[np.ndarray, np.ndarr
     product of two inputs), sum_j |(J^T v)_j| |u_j| misses it inside J^T v.  Both sides
     count, whichever mode is checked (measured: with the forward side alone, a 14-term
     bilinear JVP reached 0.92 of its rounding allowance)."""
-    fwd_side = np.maximum(mag_fd, got[CheckKind.JVP][1]) if CheckKind.JVP in got else mag_fd
+    # a mode whose values are not finite fails on its own; its magnitudes do not size the
+    # other mode's terms (a NaN JVP made the VJP's allowance NaN: torch.cumprod, subnormals)
+    fwd_side = np.fmax(mag_fd, got[CheckKind.JVP][1]) if CheckKind.JVP in got else mag_fd
     rev_side = got[CheckKind.VJP][1] if CheckKind.VJP in got else fwd_side
-    total: np.ndarray = fwd_side + rev_side
+    total: np.ndarray = fwd_side + np.where(np.isfinite(rev_side), rev_side, fwd_side)
     return total
 
 
