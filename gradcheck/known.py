@@ -29,7 +29,8 @@ ANY = "*"
 
 @dataclass(frozen=True)
 class KnownDiscrepancy:
-    """A real, investigated backend discrepancy: the matching suite test is a strict xfail.
+    """A real, investigated backend discrepancy: the matching suite test is a strict xfail
+    (non-strict where ``strict`` is False: a discrepancy that depends on the machine).
 
     ``check`` is a :class:`~gradcheck.CheckKind` (or its value) or ``"*"``; ``point`` is a
     special-point name, ``"random"`` for the seeded sample or ``"*"``; ``subject`` is the op
@@ -46,6 +47,9 @@ class KnownDiscrepancy:
     subject: str = ANY
     evidence: str = ""
     profile: str = ANY
+    #: False only where the discrepancy shows on some machines and not others (the evidence
+    #: says which): the suite test is then a non-strict xfail, so a machine without it passes
+    strict: bool = True
 
     def __post_init__(self) -> None:
         if self.check != ANY and type(self.check) is not CheckKind:

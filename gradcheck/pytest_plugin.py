@@ -260,7 +260,8 @@ def _marks(p) -> list[pytest.MarkDecorator]:
     if p.skip:
         return [pytest.mark.skip(reason=p.skip), group]
     if p.xfail:
-        return [pytest.mark.xfail(strict=True, reason=f"known discrepancy: {p.xfail}"), group]
+        return [pytest.mark.xfail(strict=p.strict, reason=f"known discrepancy: {p.xfail}"),
+                group]
     return [group]
 
 

@@ -63,6 +63,7 @@ class Planned:
     order: int = 1
     skip: str = ""
     xfail: str = ""
+    strict: bool = True  # False: a known discrepancy that depends on the machine
 
     @property
     def id(self) -> str:
@@ -249,7 +250,8 @@ def _planned(check: CheckKind, sel: Selection, backend: str, device: str, dtype:
         case = Case(backend, device, dtype, spec.name, pt)
         known = spec.known_for(backend, dtype, check, pt, sel.profile)
         xfail = known.shown if known else ""
-        out.append(Planned(case, check, order_for(case, sel), skip or missing, xfail))
+        out.append(Planned(case, check, order_for(case, sel), skip or missing, xfail,
+                           known.strict if known else True))
     return out
 
 

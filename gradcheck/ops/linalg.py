@@ -164,6 +164,17 @@ _DET = _torch_nested_jvp(196696, ("random", "rank_deficient")) + tuple(
                             "finite differences 1.4e-30), but the comparison's rounding terms "
                             "are nan, taken from the nan reverse-over-reverse values (see "
                             "vjp_of_vjp), so its allowance is nan"),
+    *(KnownDiscrepancy(
+        "jax", check=c, point="rank_deficient", link="docs/known-discrepancies.md",
+        strict=False,
+        reason="jax's second derivatives of det are nan where LAPACK's LU of the matrix has an "
+               "exact zero pivot (det is a polynomial: its second derivatives exist "
+               "everywhere); whether this rank-3 matrix (singular values 2, 1.5, 1, 2e-17) "
+               "gets one depends on the machine's LAPACK kernels, so the xfail is not strict",
+        evidence="jax 0.10.2 CPU: jax.scipy.linalg.lu_factor(A)[0] has diagonal (1.40, -0.59, "
+                 "-1.17, 0.0) and jax.hessian(jnp.linalg.det)(A) is nan on one machine; on "
+                 "another the pivot is nonzero and the checks pass")
+      for c in ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")),
     KnownDiscrepancy("torch", check="search", dtype="float32", link="docs/known-discrepancies.md",
                      reason="oracle limitation: at one well-conditioned sample (sampler seed "
                             "1220263) torch's eager and torch.func VJPs of det differ by 1.9e-14 "
