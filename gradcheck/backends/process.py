@@ -103,7 +103,8 @@ class _Child:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=20)
         threading.Thread(target=self._pump_out, daemon=True).start()
-        threading.Thread(target=self._pump_err, daemon=True).start()
+        self._err = threading.Thread(target=self._pump_err, daemon=True)
+        self._err.start()
         _LIVE.add(self)
 
     def _pump_out(self) -> None:
@@ -168,6 +169,10 @@ class _Child:
             code = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             code = None
+        # the stdout reader can see EOF before the stderr reader has read the child's last
+        # words (seen on a loaded machine): let it drain what the exited child left
+        if code is not None:
+            self._err.join(timeout=2)
         return (f"the child crashed while answering {method!r} (exit code {code}); it will be "
                 f"restarted for the next request{self.stderr_text()}")
 
