@@ -53,8 +53,9 @@ _ATAN2 = tuple(k for b in ("torch", "jax") for k in known(
     b, "the partials b / (a^2 + b^2) overflow to 0 for |a|, |b| > 1e154 (exact: -3e-201 at "
     "(1e200, -3e200)); dividing by hypot(a, b) twice is exact", checks=("vjp", "jvp", "reference"),
     points=("huge",), link=_DOC)) + known(
-    "jax", "order 2 at (1e200, -3e200): the second derivatives come out nan (a^2 + b^2 "
-    "overflows); exact values ~6e-402, which are 0 in float64", checks=_ORDER2,
+    "jax", "order 2 at (1e200, -3e200): the forward-over-reverse and forward-over-forward "
+    "second derivatives come out nan (a^2 + b^2 overflows); exact values ~6e-402, which are 0 "
+    "in float64, as jax's reverse over reverse gives", checks=("jvp_of_vjp", "jvp_of_jvp"),
     dtypes=("float64",), points=("huge",), link=_DOC)
 _POW = known("torch", "torch's pow backward w.r.t. the base is where(b == 0, 0, b a^(b-1)): a "
              "constant where the exponent is 0, so the mixed second derivative d/db (d/da a^b) "
