@@ -39,18 +39,18 @@ def _clean(results):
 
 
 def _function(forward, backward):
-    """A torch autograd function of one input: ``forward(x)`` and ``backward(x, g)``."""
+    """A torch autograd function of its inputs: ``forward(*xs)`` and ``backward(*xs, g)``
+    (one gradient per input; a tuple for several)."""
 
     class F(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return forward(x)
+        def forward(ctx, *xs):
+            ctx.save_for_backward(*xs)
+            return forward(*xs)
 
         @staticmethod
         def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return backward(x, g)
+            return backward(*ctx.saved_tensors, g)
 
     return F.apply
 
@@ -304,20 +304,12 @@ def _minimum(scale: float = 1.0):
     """torch.minimum with its own backward: the true rule (the smaller input's side, ``x`` at
     a tie), or ``d/dx`` times ``scale`` where ``x < y`` (wrong off the ties)."""
 
-    class Min(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, y):
-            ctx.save_for_backward(x, y)
-            return torch.minimum(x, y)
+    def backward(x, y, g):
+        pick = x <= y
+        return (torch.where(pick, g, 0.0) * torch.where(x < y, scale, 1.0),
+                torch.where(pick, 0.0, g))
 
-        @staticmethod
-        def backward(ctx, g):
-            x, y = ctx.saved_tensors
-            pick = x <= y
-            gx = torch.where(pick, g, 0.0) * torch.where(x < y, scale, 1.0)
-            return gx, torch.where(pick, 0.0, g)
-
-    return Min.apply
+    return _function(torch.minimum, backward)
 
 
 def test_a_tie_is_a_kink_the_scaled_check_does_not_judge():

@@ -42,12 +42,13 @@ differ by up to ``2^width``.
 Like the second estimate, it can only vindicate the backend: a check is judged with it only
 when every group's estimate is finite and sharp (:func:`._second_estimate.sharp`) and every
 AD value agrees with it.  A wrong rule can be passed only by a sharp and wrong scaled
-estimate.  Where it is sharp and disagrees, the failure stands.  Where it cannot judge, a
-failure of finite AD values becomes an abstention where the steps of the estimate it rests on
-(the second, where it was had, else the first) cross an element's scale (:func:`crossed_by`):
-those steps estimate a secant across the element, and their error estimate does not bound its
-distance from the derivative.  It costs nothing
-on checks that pass.
+estimate.  Where it is sharp and disagrees, the failure stands.  Where it cannot judge and the
+steps of the estimate the failure rests on (the second, where it was had, else the first)
+cross an element's scale (:func:`crossing`), those steps estimate a secant across the
+element, and their error estimate does not bound its distance from the derivative: the
+failure stands only where the estimate without the crossed elements (:func:`uncrossed`)
+refutes the AD values too, else the check abstains (a kind that agrees on its own passes, a
+non-finite one fails).  It costs nothing on checks that pass.
 """
 
 from __future__ import annotations
@@ -204,44 +205,46 @@ def crossed(s: np.ndarray, tops: np.ndarray, tangents: list[np.ndarray]) -> floa
     return min(smallest) if smallest else None
 
 
-def crossed_by(x: np.ndarray, est: fd.FDEstimate) -> float | None:
-    """The smallest scale of an element of ``x`` that the largest steps of ``est`` move by
-    more than that scale along its directions (:func:`crossed`), or ``None``."""
-    return crossed(groups(x)[0], est.steps[:, 0], list(est.directions))
+def crossing(x: np.ndarray, est: fd.FDEstimate) -> tuple[np.ndarray, float | None]:
+    """Which elements of ``x`` the largest steps of ``est`` move by more than their scale
+    (``(P, n)``, per direction; non-finite elements count as crossed: they are not moved),
+    and the smallest scale among the finite ones so crossed (:func:`crossed`), or ``None``."""
+    s = groups(x)[0]
+    hit = np.stack([(s > 0) & (top * np.abs(u) > s)
+                    for top, u in zip(est.steps[:, 0], est.directions, strict=True)])
+    smallest = float(np.min(np.broadcast_to(s, hit.shape)[hit])) if hit.any() else None
+    return hit | (s == 0), smallest
 
 
-def uncrossed(prep: Prepared, pr: Probes, j: int, rests_on: fd.FDEstimate
-              ) -> Scaled | Declined:
-    """The estimate along the probes' directions with the elements that the steps of
-    ``rests_on`` cross (:func:`crossed_by`) left out, at the same steps: an ordinary table,
+def uncrossed(prep: Prepared, pr: Probes, j: int, rests_on: fd.FDEstimate,
+              crossed_mask: np.ndarray) -> Scaled | Declined:
+    """The estimate along the directions of ``rests_on`` with the elements its steps cross
+    (``crossed_mask``, :func:`crossing`) left out, at the same steps: an ordinary table,
     whose steps cross nothing, and the backend's AD along the same directions (one group).
     Where a failure's steps crossed elements' scales, it says whether the disagreement lies
     in the elements they do not cross (the failure stands) or only in the crossed ones
     (nothing resolves those)."""
-    x = prep.args64[j]
-    s = groups(x)[0]
-    tops = rests_on.steps[:, 0]
-    dirs = []
-    for top, u in zip(tops, rests_on.directions, strict=True):
-        d = np.array(u, dtype=np.float64)
-        d[(s > 0) & (top * np.abs(d) > s)] = 0.0
-        d[s == 0] = 0.0  # non-finite elements are not moved
-        dirs.append(d)
-    D = np.stack(dirs)
+    D = np.where(crossed_mask, 0.0, rests_on.directions)
     if not np.all(np.any(D != 0, axis=1)):
         return Declined("every element a probe moves is crossed")
-    est = _estimate_at(prep, j, D, tops, fd.DEFAULT_LEVELS)
+    est = _estimate_at(prep, j, D, rests_on.steps[:, 0], fd.DEFAULT_LEVELS)
     if isinstance(est, str):
         return Declined(est)
-    P = len(D)
-    u = {**pr.u, j: [d.reshape(x.shape) for d in est.directions]}
-    forward = None
-    if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
-        tans = [np.stack(u[j]) if k == j else np.zeros((P,) + prep.args64[k].shape)
-                for k in prep.diff]
-        forward = prep.backend.jvp_rows(prep.fn, prep.args64, prep.diff, tans, prep.device,
-                                        rows=P, outputs=prep.outs64, picked=prep.float_outs)
-    return Scaled(est, Probes(dict(pr.v), u), 1, forward)
+    shape = prep.args64[j].shape
+    u = {**pr.u, j: [d.reshape(shape) for d in est.directions]}
+    return Scaled(est, Probes(dict(pr.v), u), 1, _forward_along(prep, j, u[j]))
+
+
+def _forward_along(prep: Prepared, j: int, rows: list[np.ndarray]
+                   ) -> list[dict[int, np.ndarray]] | AdapterFailure | None:
+    """The backend's JVPs along ``rows`` (tangents of input ``j``, the others zero), or
+    ``None`` where forward mode is not compared."""
+    if "fwd" not in prep.cfg.modes or not prep.backend.supports_jvp:
+        return None
+    tans = [np.stack(rows) if k == j else np.zeros((len(rows),) + prep.args64[k].shape)
+            for k in prep.diff]
+    return prep.backend.jvp_rows(prep.fn, prep.args64, prep.diff, tans, prep.device,
+                                 rows=len(rows), outputs=prep.outs64, picked=prep.float_outs)
 
 
 def first_steps(x: np.ndarray, tangents: list[np.ndarray]) -> np.ndarray:
@@ -312,14 +315,8 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | Declined:
         else None
     u = {**pr.u, j: [d.reshape(x.shape) for d in est.directions]}
     v = {i: [vs[q % P] for q in range(G * P)] for i, vs in pr.v.items()}
-    forward = None
-    if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
-        tans = [np.stack(u[j]) if k == j else np.zeros((G * P,) + prep.args64[k].shape)
-                for k in prep.diff]
-        forward = prep.backend.jvp_rows(prep.fn, prep.args64, prep.diff, tans, prep.device,
-                                        rows=G * P, outputs=prep.outs64,
-                                        picked=prep.float_outs)
-    return Scaled(est, Probes(v, u), G, forward, extended, _width(s, parts))
+    return Scaled(est, Probes(v, u), G, _forward_along(prep, j, u[j]), extended,
+                  _width(s, parts))
 
 
 def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,

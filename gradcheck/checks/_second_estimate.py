@@ -74,7 +74,11 @@ class SecondEstimates:
     reverse: ReverseSamples = field(default_factory=dict)  # the run's VJPs (scaled estimate)
     scaled_by_input: dict[int, _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
         field(default_factory=dict)
-    uncrossed_by_input: dict[int, _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
+    # per input and estimate a failure rests on (the first or the second): the elements its
+    # steps cross, and the estimate without them
+    crossings: dict[tuple[int, int], tuple[np.ndarray, float | None]] = \
+        field(default_factory=dict)
+    uncrossed_by: dict[tuple[int, int], _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
         field(default_factory=dict)
 
     def revisit(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
@@ -88,32 +92,36 @@ class SecondEstimates:
         scaled, why, refuted = self._scaled(prep, pr, i, j, sl, got)
         if scaled is not None:
             return replace(scaled, earlier=judged.side)
-        rests_on = self._rests_on(j, fde, sl)
-        smallest = _scaled_estimate.crossed_by(prep.args64[j], rests_on)
-        if (judged.estimate is not None and judged.side is not None and not refuted
-                and smallest is not None):
-            confined, where = self._uncrossed(prep, pr, i, j, sl, got, rests_on)
-            if not confined:  # the elements the steps do not cross disagree too
-                return replace(judged, note=(f"{judged.note}; " if judged.note else "") +
-                               f"along directions scaled per element: {why}; {where}")
-            why = f"{why}; {where}"
-            return Judged(None, None, _crossed_note(judged, rests_on, smallest, got, why),
-                          earlier=judged.side, stands=replace(judged, note=(
-                              f"{judged.note}; " if judged.note else "") +
-                              f"along directions scaled per element: {why}"))
+        if judged.estimate is not None and judged.side is not None and not refuted:
+            rests_on = self._rests_on(j, fde, sl)
+            key = (j, id(rests_on))
+            if key not in self.crossings:
+                self.crossings[key] = _scaled_estimate.crossing(prep.args64[j], rests_on)
+            mask, smallest = self.crossings[key]
+            if smallest is not None:
+                confined, where = self._uncrossed(prep, pr, i, j, sl, got, rests_on, mask, key)
+                why = f"{why}; {where}"
+                stands = replace(judged, note=(f"{judged.note}; " if judged.note else "") +
+                                 f"along directions scaled per element: {why}")
+                if not confined:  # the elements the steps do not cross disagree too
+                    return stands
+                return Judged(None, None, _crossed_note(judged, rests_on, smallest, got, why),
+                              earlier=judged.side, stands=stands)
         if not judged.note:  # the first estimate's kink or non-finite value says why
             return judged
         return replace(judged, note=f"{judged.note}; along directions scaled per element: "
                                     f"{why}")
 
     def _uncrossed(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
-                   got: AdScalars, rests_on: fd.FDEstimate) -> tuple[bool, str]:
-        """Whether a disagreement may lie only in the elements the steps cross: ``False``
-        where the estimate along the other elements (:func:`._scaled_estimate.uncrossed`) is
-        sharp and an AD value disagrees with it; and what that estimate gave."""
-        if j not in self.uncrossed_by_input:
-            self.uncrossed_by_input[j] = _scaled_estimate.uncrossed(prep, pr, j, rests_on)
-        un = self.uncrossed_by_input[j]
+                   got: AdScalars, rests_on: fd.FDEstimate, mask: np.ndarray,
+                   key: tuple[int, int]) -> tuple[bool, str]:
+        """Whether a disagreement may lie only in the elements the steps of ``rests_on``
+        cross (``mask``): ``False`` where the estimate along the other elements
+        (:func:`._scaled_estimate.uncrossed`) is sharp and an AD value disagrees with it; and
+        what that estimate gave."""
+        if key not in self.uncrossed_by:
+            self.uncrossed_by[key] = _scaled_estimate.uncrossed(prep, pr, j, rests_on, mask)
+        un = self.uncrossed_by[key]
         if isinstance(un, _scaled_estimate.Declined):
             return True, f"without the crossed elements: not estimated ({un.reason})"
         got2 = un.ad(prep, self.reverse, i, j, list(got))
