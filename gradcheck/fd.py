@@ -56,6 +56,9 @@ from dataclasses import dataclass
 import numpy as np
 
 EPS64 = float(np.finfo(np.float64).eps)
+#: the smallest normal float64: the absolute rounding of a value in the subnormal range where
+#: an engine flushes subnormal results to zero (XLA on CPU) or an intermediate underflows
+TINY64 = float(np.finfo(np.float64).tiny)
 DEFAULT_LEVELS = 7
 _H0_FACTOR = 2.0**-3
 _RETRY_SHRINK = 2.0**-8
@@ -860,11 +863,15 @@ def scaled_central(f: Callable[[list[np.ndarray]], np.ndarray], x: list[np.ndarr
             up = np.asarray(f([a + h * b for a, b in zip(x, u, strict=True)]), dtype=np.float64)
             dn = np.asarray(f([a - h * b for a, b in zip(x, u, strict=True)]), dtype=np.float64)
             d.append((up - dn) / (2 * h))
-            noise = EPS64 * (np.abs(up) + np.abs(dn)) / (2 * h)
+            # each value rounded relative to its size, and by up to the smallest normal number
+            # below it (an engine that flushes subnormal results to zero, an intermediate that
+            # underflows): a difference of two values near 1e-308 resolves nothing below that
+            noise = (EPS64 * (np.abs(up) + np.abs(dn)) + 2 * TINY64) / (2 * h)
             if f0 is not None and not fams:  # the first family: its one-sided gaps
                 with np.errstate(all="ignore"):
                     gaps.append((np.abs(up + dn - 2 * f0) / h, np.abs(d[-1]),
-                                 4 * EPS64 * (np.abs(up) + np.abs(dn) + 2 * np.abs(f0)) / h))
+                                 4 * (EPS64 * (np.abs(up) + np.abs(dn) + 2 * np.abs(f0))
+                                      + 4 * TINY64) / h))
         r = base ** 2
         ext = [(r * d[k + 1] - d[k]) / (r - 1) for k in range(len(d) - 1)]
         assert noise is not None

@@ -22,7 +22,8 @@ def test_every_bug_entry_has_a_pinning_test_here():
     assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.a*sinh",
                     "torch*acosh", "jax.numpy.a*cosh",
                     "jax.numpy.sinc", "jax.scipy.special.exp[i1]", "jax.*expm1",
-                    "jax.nn.[es]elu", "torch*expm1", "jax.scipy.special.spence"}
+                    "jax.nn.[es]elu", "torch*expm1", "jax.scipy.special.spence",
+                    "torch.nextafter"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
 
 
@@ -140,3 +141,22 @@ def test_jax_spence_derivative_at_tiny_arguments():
     for x in (1e-20, 1e-100, 2.2250738585072014e-308):
         want = math.log(x) / (1 - x)  # d/dx of scipy's spence: int_1^x log(t) / (1 - t) dt
         assert float(jax.grad(jax.scipy.special.spence)(x)) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: torch.nextafter derivative 0 at a tie")
+def test_torch_nextafter_derivative_at_a_tie():
+    import torch.autograd.forward_ad as fwad
+
+    x = torch.tensor([1.5, 2.0, -3e-111], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([1.5, 5.0, -3e-111], dtype=torch.float64)  # ties at 0 and 2
+    h = 2.0 ** -30  # nextafter(x +- h, x) = x +- h -+ ulp: the slope in x is 1 on both sides
+    fd = (torch.nextafter(x.detach() + h * x.detach().abs(), y)
+          - torch.nextafter(x.detach() - h * x.detach().abs(), y)) / (2 * h * x.detach().abs())
+    assert torch.allclose(fd, torch.ones(3, dtype=torch.float64), rtol=1e-6)
+    (grad,) = torch.autograd.grad(torch.nextafter(x, y).sum(), x)
+    with fwad.dual_level():
+        tangent = fwad.unpack_dual(torch.nextafter(
+            fwad.make_dual(x.detach(), torch.ones(3, dtype=torch.float64)), y)).tangent
+    assert float(grad[1]) == 1.0  # off the tie it is right
+    assert torch.equal(grad, torch.ones(3, dtype=torch.float64)), grad
+    assert torch.equal(tangent, torch.ones(3, dtype=torch.float64)), tangent

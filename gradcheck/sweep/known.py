@@ -92,6 +92,12 @@ KNOWN: tuple[KnownFinding, ...] = (
         "(float64 expi([-1e-10, 1.0]), exp1([1e-113, 1.0]); float32 too), though each "
         "element alone evaluates at once: the sweep's worker hangs at the tiny band and is "
         "killed (a crash result with symptom hang)", kinds=("call",), points=("crash",)),
+    KnownFinding(
+        "torch", "torch.nextafter",
+        "at a tie (x == y) the derivative w.r.t. x is 0 in reverse and forward mode, where "
+        "nextafter(x, y) = x + O(ulp) on both sides has 1 (1 off the ties, as it should); "
+        "the sweep's points repeat values across the two inputs at most bands",
+        kinds=("vjp", "jvp", "fwd_rev", "eager_func", "rounding")),
     # by design: the backend defines these derivatives so (the failures are the sweep's
     # question, not a wrong rule); each reason says where that is defined
     KnownFinding(

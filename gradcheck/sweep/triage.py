@@ -98,26 +98,52 @@ def _oracle(r: CheckResult) -> str:
     return str(sw.get("oracle") or r.details.get("sweep_oracle") or "check")
 
 
+def _component(r: CheckResult) -> float | None:
+    """The discrepancy of a finding about one output component ``(J u)_k`` (the ``scaled``
+    check's), which a projected source (``<v, J u>``, a sum over every component) sees only
+    where it is above that source's resolution; ``None`` for the other findings."""
+    if _oracle(r) != "scaled" or r.discrepancy is None or not math.isfinite(r.discrepancy):
+        return None
+    return r.discrepancy
+
+
+def _sees(component: float | None, resolution: float) -> bool:
+    """Whether a source that resolves its compared value to ``resolution`` (absolute) could
+    have seen a component discrepancy of ``component`` (always, for other findings): a
+    projection weighs one component by an O(1) random factor, so a discrepancy below what the
+    source resolves moves it by nothing it can tell from rounding.  torch's ``nextafter`` at a
+    tie gives 0 for a component of 1.8e-111 beside others of 1e-16: the projected FD agreeing
+    with reverse mode to 1e-12 says nothing about it."""
+    return component is None or not component < resolution
+
+
 def _resolution_votes(r: CheckResult, siblings: Sequence[CheckResult]) -> list[bool]:
     """The verdicts of the *other* oracles on the same reverse mode at the same point (a
-    passed check of ``vjp`` by another oracle says it is right, a failed one wrong)."""
+    passed check of ``vjp`` by another oracle says it is right, a failed one wrong).  A passed
+    check votes only where its allowance is below the component discrepancy of ``r``
+    (:func:`_sees`): a projected check that allows 1e-20 passes a wrong component of 1e-111."""
     base = _BASE.get(r.kind)
     mine = _oracle(r)
+    component = _component(r)
     votes = []
     for s in siblings:
         if s.kind != base or s.order != r.order or s is r or _oracle(s) == mine:
             continue
-        if s.status is Status.PASSED:
+        if s.status is Status.PASSED and _sees(component, s.allowed or 0.0):
             votes.append(True)
         elif s.status is Status.FAILED and s.dtype == "float64":
             votes.append(False)
     return votes
 
 
-def _agrees(ev: dict[str, Any], extra: Sequence[bool] = ()) -> bool | None:
+def _agrees(ev: dict[str, Any], extra: Sequence[bool] = (),
+            component: float | None = None) -> bool | None:
     """Whether the independent evidence says the backend's float64 reverse mode is right
     (True), wrong (False), or cannot tell (None, also where the evidence contradicts itself);
-    ``extra`` are the other oracles' votes (:func:`_resolution_votes`)."""
+    ``extra`` are the other oracles' votes (:func:`_resolution_votes`).  For a finding about
+    one output component (``component``: its discrepancy, :func:`_component`) the projected
+    sources (FD, reference, engines) vote only where they resolve it (:func:`_sees`); the
+    element-level mpmath evidence always does."""
     votes: list[bool] = list(extra)
     fd = ev.get("fd", {})
     if fd.get("one_sided_gap", 0.0) > KINK or fd.get("linearity_gap", 0.0) > KINK:
@@ -132,7 +158,8 @@ def _agrees(ev: dict[str, Any], extra: Sequence[bool] = ()) -> bool | None:
         return bool(mp["max_relative_error"] <= AGREE)
     if fd.get("fd_families_agree") and math.isfinite(fd.get("ad_vs_fd", math.nan)):
         # a staircase: the coarse steps see its mean slope, a tiny step the local one (= AD)
-        if not (fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE):
+        staircase = fd["ad_vs_fd"] > STAIRS and fd.get("ad_vs_fine", 1.0) <= FINE
+        if not staircase and (fd["ad_vs_fd"] > AGREE or _sees(component, AGREE * _size(fd))):
             votes.append(fd["ad_vs_fd"] <= AGREE)
     elif fd.get("fd_families_agree"):  # the AD value is not finite where FD converged
         votes.append(False)
@@ -140,14 +167,24 @@ def _agrees(ev: dict[str, Any], extra: Sequence[bool] = ()) -> bool | None:
         votes.append(mp["max_relative_error"] <= AGREE)
     ref = ev.get("reference", {})
     if ref.get("fd_families_agree") and ref.get("ad_vs_reference_fd") is not None and \
-            ref.get("forward_max_relative", 1.0) <= AGREE:
+            ref.get("forward_max_relative", 1.0) <= AGREE and (
+            ref["ad_vs_reference_fd"] > AGREE or _sees(component, AGREE * _size(fd))):
         votes.append(ref["ad_vs_reference_fd"] <= AGREE)
     eng = ev.get("engines", {})
-    if "vs_fd" in eng and eng["vs_fd"] <= AGREE and "vs_ad" in eng:
+    if "vs_fd" in eng and eng["vs_fd"] <= AGREE and "vs_ad" in eng and (
+            eng["vs_ad"] > AGREE or _sees(component, AGREE * _size(fd))):
         votes.append(eng["vs_ad"] <= AGREE)
     if not votes or (any(votes) and not all(votes)):
         return None
     return all(votes)
+
+
+def _size(fd: dict[str, Any]) -> float:
+    """The magnitude of the projected FD evidence's compared value (AD and FD along its
+    direction), 0 where it has none."""
+    vals = [abs(v) for v in (fd.get("ad"), fd.get("fd_pow2"))
+            if isinstance(v, float) and math.isfinite(v)]
+    return max(vals, default=0.0)
 
 
 #: the reverse-mode result whose correctness the evidence is about, per failing kind
@@ -174,7 +211,7 @@ def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]
         return "crash"
     if _rounding_level(r):
         return "rounding_level"
-    right = _agrees(ev, _resolution_votes(r, siblings))
+    right = _agrees(ev, _resolution_votes(r, siblings), _component(r))
     base = _BASE.get(r.kind)
     if r.kind == base:  # the reverse mode itself was judged wrong by the oracle
         if right is None:

@@ -1,0 +1,52 @@
+"""The triage's votes on a finding about one output component (the sweep's ``scaled`` check):
+a projected source (``<v, J u>``, a sum over every component) votes on it only where it
+resolves that component's discrepancy; below its resolution its agreement with reverse mode
+says nothing, and the finding is not called a false alarm on its word (torch's ``nextafter``
+at a tie: 0 for a component of 1.8e-111 beside components of 1e-16)."""
+
+from __future__ import annotations
+
+from gradcheck.results import CheckResult, Status
+from gradcheck.sweep.triage import classify
+
+#: projected FD evidence: AD and FD agree to 1e-12 on a value of about 1e-16
+PROJECTED = {"fd": {"fd_families_agree": True, "ad": -8.68e-16, "fd_pow2": -8.68e-16,
+                    "ad_vs_fd": 1e-12}}
+
+
+def _scaled(actual: float, expected: float) -> CheckResult:
+    return CheckResult(kind="vjp", status=Status.FAILED, backend="torch", dtype="float64",
+                       name="twin.op", order=1, actual=actual, expected=expected,
+                       discrepancy=abs(actual - expected),
+                       details={"sweep": {"oracle": "scaled"}})
+
+
+def _check(status: Status, allowed: float) -> CheckResult:
+    return CheckResult(kind="vjp", status=status, backend="torch", dtype="float64",
+                       name="twin.op", order=1, allowed=allowed,
+                       details={"sweep": {"oracle": "check"}})
+
+
+def test_a_component_below_the_projected_resolution_is_not_a_false_alarm():
+    tiny = _scaled(0.0, 1.8e-111)
+    assert classify(tiny, PROJECTED, []) == "unresolved"
+    # a passed projected check that allows 1e-20 could not have seen it either
+    assert classify(tiny, PROJECTED, [tiny, _check(Status.PASSED, 1e-20)]) == "unresolved"
+
+
+def test_a_component_the_projection_resolves_is_still_judged_by_it():
+    """The same evidence decides a discrepancy it can see: right (a false alarm of the
+    scaled check) or, where it disagrees itself, wrong."""
+    visible = _scaled(1.0e-16, 1.2e-16)
+    assert classify(visible, PROJECTED, []) == "false_alarm"
+    assert classify(visible, PROJECTED, [visible, _check(Status.PASSED, 1e-20)]) == \
+        "false_alarm"
+    wrong = {"fd": {**PROJECTED["fd"], "ad_vs_fd": 1e-3}}
+    assert classify(_scaled(0.0, 1.8e-111), wrong, []) == "confirmed"
+
+
+def test_a_failed_projected_check_votes_whatever_the_component():
+    """A failure of the projected check beside the component finding still says the reverse
+    mode is wrong (it saw a discrepancy, whichever component it came from)."""
+    tiny = _scaled(0.0, 1.8e-111)
+    assert classify(tiny, {}, [tiny, _check(Status.FAILED, 1e-20)]) == "confirmed"
