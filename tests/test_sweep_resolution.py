@@ -411,3 +411,46 @@ def test_differences_of_values_below_the_smallest_normal_number_resolve_nothing_
     wrong = resolution_checks(_op("mutant.exp", flushed(1 + 1e-6), x), (x,), "float64", 1, 5,
                               ("rev",))
     assert _failed(wrong, "scaled")
+
+
+def _pairs_of_eigvals(scale: float = 1.0):
+    """torch.linalg.eigvals as real pairs (the imaginary parts of real eigenvalues are exactly
+    0), its backward the true one times ``scale``."""
+
+    def eig(a):
+        return torch.view_as_real(torch.linalg.eigvals(a)).reshape(-1)
+
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return eig(a)
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return torch.func.vjp(eig, a)[1](g)[0] * scale
+
+    return F.apply
+
+
+def test_a_decomposition_is_judged_normwise():
+    """A real eigenvalue's imaginary part is exactly 0, so every FD of it is 0, while reverse
+    mode computes it through the eigenvectors and gives rounding of 1e-16 there; its own row
+    allows nothing (terms 0).  A decomposition's derivative is accurate normwise: each
+    component is allowed the rounding of the largest of its output.  A backward off by 1e-6
+    still fails."""
+    from gradcheck.sweep.inventory import LINALG
+
+    a = np.random.default_rng(3).normal(size=(5, 5))  # 3 real eigenvalues, a complex pair
+
+    def op(name, fn):
+        return Op(name, "torch", fn, (a,), family=LINALG, fwd=False, order2=False)
+
+    right = resolution_checks(op("twin.eigvals", _pairs_of_eigvals()), (a,), "float64", 1, 5,
+                              ("rev",))
+    ok, bad = _clean(right)
+    assert ok, bad
+    wrong = resolution_checks(op("mutant.eigvals", _pairs_of_eigvals(1 + 1e-6)), (a,),
+                              "float64", 1, 5, ("rev",))
+    assert _failed(wrong, "scaled")

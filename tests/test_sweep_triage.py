@@ -50,3 +50,17 @@ def test_a_failed_projected_check_votes_whatever_the_component():
     mode is wrong (it saw a discrepancy, whichever component it came from)."""
     tiny = _scaled(0.0, 1.8e-111)
     assert classify(tiny, {}, [tiny, _check(Status.FAILED, 1e-20)]) == "confirmed"
+
+
+def test_forward_mode_is_blamed_only_beside_a_reverse_mode_that_saw_the_component():
+    """A scaled JVP finding at a tiny component beside a reverse mode that passed: the
+    scaled check's own VJP judged the same components, so forward mode is the wrong side; a
+    projected check that allows 1e-20 says nothing about a component of 1e-111."""
+    jvp = CheckResult(kind="jvp", status=Status.FAILED, backend="torch", dtype="float64",
+                      name="twin.op", order=1, actual=0.0, expected=1.8e-111,
+                      discrepancy=1.8e-111, details={"sweep": {"oracle": "scaled"}})
+    scaled_vjp = CheckResult(kind="vjp", status=Status.PASSED, backend="torch",
+                             dtype="float64", name="twin.op", order=1, allowed=1e-125,
+                             details={"sweep": {"oracle": "scaled"}})
+    assert classify(jvp, PROJECTED, [jvp, _check(Status.PASSED, 1e-20)]) == "unresolved"
+    assert classify(jvp, PROJECTED, [jvp, scaled_vjp]) == "confirmed"

@@ -47,7 +47,7 @@ from ..results import CheckResult, Status
 from ..taxonomy import CheckKind
 from ..tolerance import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
 from . import extended
-from .inventory import ELEMENTWISE, Op
+from .inventory import ELEMENTWISE, LINALG, Op
 
 #: output components whose rows the scaled check compares (a seeded sample above this)
 ROW_LIMIT = 32
@@ -244,7 +244,8 @@ def scaled_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int,
     # range (TINY64): a component of ~1e-308 is 0 in a flush-to-zero engine; and of each
     # derivative entry there, times its u
     underflow = ROUNDING_GAMMA * TINY64 * (np.maximum(count, 1) + tiny_d)
-    rounding = ROUNDING_GAMMA * fd.EPS64 * terms + underflow
+    scale = _normwise(tgt, xs, ks, terms) if op.family == LINALG else terms
+    rounding = ROUNDING_GAMMA * fd.EPS64 * scale + underflow
     with np.errstate(all="ignore"):
         # resolved in its own terms: a step family that straddles a period, a kink or a pole
         # has no small error estimate; an exactly zero component resolves with err = 0
@@ -280,6 +281,20 @@ def scaled_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int,
                             "(J u)_k, rounding bound of its own terms and of underflow",
                             seed))
     return out
+
+
+def _normwise(tgt: _Target, xs: Sequence[np.ndarray], ks: np.ndarray, terms: np.ndarray
+              ) -> np.ndarray:
+    """Per component, the largest of ``terms`` over the components of the same output: a
+    matrix decomposition (eig, qr, lu, pinv, ...) and its derivative are accurate normwise,
+    not per component, so a derivative component that is exactly 0 (the imaginary part of a
+    real eigenvalue) carries the rounding of the largest ones (torch's eigvals: 1e-16 in
+    forward mode beside components of 1, where its own terms allow 1e-31)."""
+    sizes = np.cumsum([0, *[o.size for o in tgt.evaluate(xs)]])
+    which = np.searchsorted(sizes, ks, side="right") - 1
+    finite = np.where(np.isfinite(terms), terms, 0.0)
+    largest = np.array([finite[which == j].max(initial=0.0) for j in range(len(sizes) - 1)])
+    return np.maximum(terms, largest[which])
 
 
 def _forward_off(op: Op, tgt: _Target, xs: Sequence[np.ndarray], ks: np.ndarray,

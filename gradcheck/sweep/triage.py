@@ -217,7 +217,12 @@ def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]
         if right is None:
             return "unresolved"
         return "false_alarm" if right else "confirmed"
-    base_passed = any(s.kind == base and s.status is Status.PASSED for s in siblings)
+    # a passed reverse mode says which side is wrong only where it could see this finding: a
+    # check by the same oracle judged the same components; another one, where its allowance
+    # is below this component's discrepancy (:func:`_sees`)
+    component = _component(r)
+    base_passed = any(s.kind == base and s.status is Status.PASSED and (
+        _oracle(s) == _oracle(r) or _sees(component, s.allowed or 0.0)) for s in siblings)
     same = [s for s in siblings if s.kind == base and s.status is Status.FAILED
             and s.input_index == r.input_index and s.output_index == r.output_index
             and s.expected == r.expected and s.actual is not None and r.actual is not None
