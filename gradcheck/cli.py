@@ -36,7 +36,7 @@ exit codes:
        stream read by "report" comes from a process that did not finish
   2    usage or internal error (bad option, unknown backend, a selection that
        plans no check, report directory unusable or in use, no readable results)
-  130  "run" stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM
+  130  "run" or "sweep" stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM
        (the report of what finished is written first)
   141  the reader of the output went away (e.g. "gradcheck ops | head")"""
 
@@ -217,8 +217,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     report_dir = writable_dir(args.report_dir, "--report-dir")
-    outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs, report_dir,
-                            resume=args.resume)
+    try:
+        with sweep_cli.stopped_by_signals():
+            outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs,
+                                    report_dir, resume=args.resume)
+    except sweep_cli.Stopped as exc:
+        return _sweep_interrupted(report_dir, exc.signum)
     if outcome is None:
         raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
                          "inventory; see docs/sweep.md")
@@ -228,6 +232,27 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(terminal_safe(line))
     summary_lines(files, print)
     return OK if files.data.passed else DISCREPANCIES
+
+
+def _sweep_interrupted(report_dir: Path, signum: int) -> int:
+    """After SIGINT/SIGTERM stopped a sweep (its workers already killed): the report of what
+    finished, from the stream and the workers' streams, which stay on disk for ``--resume``."""
+    from ._pytest_report import summary_lines
+    from .report import write_report
+
+    name = signal.Signals(signum).name
+    print(f"gradcheck: interrupted by {name}: the sweep's workers were stopped", file=sys.stderr)
+    try:
+        files = write_report(sorted(report_dir.glob("results*.jsonl")), report_dir,
+                             title="gradcheck sweep", passed_rows=False)
+    except Exception as exc:  # say so; the results on disk are still there
+        print(f"gradcheck: the report could not be written: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return INTERRUPTED[signal.Signals(signum)]
+    summary_lines(files, print)
+    print(f"gradcheck: the report of what finished is {files.html.resolve()}; the same "
+          "command with --resume checks the ops that have no results", file=sys.stderr)
+    return INTERRUPTED[signal.Signals(signum)]
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

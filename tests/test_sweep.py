@@ -294,3 +294,83 @@ def test_first_order_results_of_an_order_2_call_are_triaged_with_order_1_evidenc
     assert classes["vjp"] == "confirmed", classes
     ev = next(r for r in got if r.kind == "vjp").details["triage"]["evidence"]
     assert ev["fd"]["order"] == 1 and ev["fd"]["ad_vs_fd"] > 0.5
+
+
+_STOPPABLE = '''
+import os, sys, time
+from pathlib import Path
+
+def worker(backend, names, cfg, path, progress):
+    Path(progress).write_text(names[0])
+    Path(path).with_suffix(".pid").write_text(str(os.getpid()))
+    while True:
+        time.sleep(1)
+
+if __name__ == "__main__":
+    from gradcheck import stream
+    from gradcheck.sweep import cli as sweep_cli
+    from gradcheck.sweep.runner import SweepConfig, run_parallel
+
+    out = Path(sys.argv[1])
+    cfg = SweepConfig(("jax",), profile="quick")
+    try:
+        with sweep_cli.stopped_by_signals(), stream.using(out / "main.jsonl"):
+            run_parallel([("jax", ["slow"])], cfg, out, 1, target=worker)
+    except sweep_cli.Stopped as exc:
+        sys.exit(100 + exc.signum)
+'''
+
+
+def test_a_stopped_sweep_leaves_no_worker_running(tmp_path):
+    """SIGTERM to the sweep (a CI timeout, ``kill``) stops its workers too: before, they went
+    on checking ops, orphaned, for as long as their shards lasted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests._subprocess import child_env
+
+    (tmp_path / "stoppable.py").write_text(_STOPPABLE)
+    env = child_env()
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "stoppable.py"), str(tmp_path)],
+                            env=env, cwd=tmp_path)
+    pid_file = tmp_path / "results.sweep0.pid"
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert pid_file.exists(), "the worker did not start"
+    worker = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 100 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        raise AssertionError(f"worker {worker} outlived the stopped sweep")
+    assert (tmp_path / "results.sweep0.progress").read_text() == "slow"  # for --resume
+
+
+def test_an_interrupted_sweep_writes_the_report_of_what_finished(tmp_path, capsys):
+    """What the CLI does after the signal: the stream and the workers' streams on disk become
+    the report (the files stay for --resume), and the exit status says which signal."""
+    import signal
+
+    from gradcheck import stream
+    from gradcheck.cli import _sweep_interrupted
+    from gradcheck.results import CheckResult, Status
+
+    with stream.using(tmp_path / "results.sweep0.jsonl"):
+        stream.record(CheckResult(kind="vjp", status=Status.PASSED, backend="jax",
+                                  dtype="float64", name="jax.numpy.sin"))
+    assert _sweep_interrupted(tmp_path, signal.SIGTERM) == 143
+    assert "jax.numpy.sin" in (tmp_path / "index.html").read_text()
+    assert (tmp_path / "results.sweep0.jsonl").exists()
+    assert "--resume" in capsys.readouterr().err

@@ -4,10 +4,13 @@ findings for the terminal."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 
 from ..stream import StreamData
 from .runner import NothingSelected, SweepConfig, SweepOutcome, sweep
@@ -29,6 +32,31 @@ def jobs(text: str) -> int:
     if n < 1:
         raise ValueError(f"-j/--jobs {text!r}: pass a positive number or 'auto'")
     return n
+
+
+class Stopped(Exception):
+    """SIGINT or SIGTERM arrived while the sweep ran (:func:`stopped_by_signals`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Stopped` inside this block (SIGTERM would otherwise
+    end the process at once): the sweep's ``finally`` stops its workers, whose streams and
+    progress files stay for ``--resume``, and the caller writes the report of what finished."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Stopped(signum)
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def run(backends: Sequence[str], ops: Sequence[str], dtypes: Sequence[str] | None,

@@ -333,6 +333,22 @@ def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path
     queue = list(tasks)
     running: list[_Running] = []
     parts: list[Path] = []
+    try:
+        _supervise(queue, running, parts, ctx, cfg, out, jobs, target, kill_s)
+    finally:  # stopped early (SIGINT, SIGTERM, an error): no worker outlives the sweep; their
+        for w in running:  # streams and progress files stay for --resume
+            if w.proc.exitcode is None:
+                w.proc.kill()
+                w.proc.join()
+    return parts
+
+
+def _supervise(queue: list[tuple[str, list[str]]], running: list[_Running], parts: list[Path],
+               ctx: Any, cfg: SweepConfig, out: Path, jobs: int, target: Any,
+               kill_s: float) -> None:
+    """The loop of :func:`run_parallel`: start workers for the shards in ``queue``, replace
+    the ones that die or hang, until every shard is done (``running`` and ``parts`` are
+    updated in place, so the caller can stop what runs if this is interrupted)."""
     while queue or running:
         while queue and len(running) < jobs:
             backend, names = queue.pop(0)
@@ -363,7 +379,6 @@ def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path
                 rest = w.names[w.names.index(w.current) + 1:]
                 if rest:
                     queue.append((w.backend, rest))
-    return parts
 
 
 def merge(target: Path, parts: Sequence[Path]) -> None:
