@@ -454,3 +454,65 @@ def test_a_decomposition_is_judged_normwise():
     wrong = resolution_checks(op("mutant.eigvals", _pairs_of_eigvals(1 + 1e-6)), (a,),
                               "float64", 1, 5, ("rev",))
     assert _failed(wrong, "scaled")
+
+
+def _cumprod(delta: float = 0.0):
+    """cumprod along the only axis with its own backward (explicit products, right at zeros)
+    times ``1 + delta x``, whose own derivative the double backward drops (``x`` detached):
+    exact at order 1 at x = 0, its second derivative off by ``delta`` there."""
+
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.cumprod(x, 0)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            n = len(x)
+            rows = [torch.stack([torch.prod(torch.cat([x[:j], x[j + 1:k + 1]])) if k >= j
+                                 else x.new_zeros(()) for k in range(n)]) for j in range(n)]
+            return (torch.stack(rows) @ g) * (1 + delta * x.detach())
+
+    return F.apply
+
+
+def test_order_2_is_judged_by_the_derivative_s_own_structure():
+    """At all zeros cumprod looks elementwise (each output moves only with its own element),
+    but its gradient does not (its element 0 moves with element 1): the second derivative's
+    rows are not one VJP of ones.  Judged as elementwise it failed by 4 (a false alarm); now
+    the twin passes and a double backward off by 1e-6 relative fails."""
+    x = np.zeros(6)
+
+    def op(name, fn):
+        return Op(name, "torch", fn, (x,), family=ELEMENTWISE, fwd=False, order2=True)
+
+    right = resolution_checks(op("twin.cumprod", _cumprod()), (x,), "float64", 2, 5, ("rev",))
+    ok, bad = _clean(right)
+    assert ok, bad
+    wrong = resolution_checks(op("mutant.cumprod", _cumprod(1e-6)), (x,), "float64", 2, 5,
+                              ("rev",))
+    assert _failed(wrong, "scaled")
+
+
+def test_a_second_derivative_that_overflows_float64_is_not_judged():
+    """logit''(1e-209) = -1e418 overflows float64 (torch gives nan there), while (J u)_k =
+    f'' u_k with u scaled by |x| is 4e208, which the FD resolves: no float64 rule can give
+    the entry, so the component is not judged; the O(1) elements are, and a double backward
+    that drops a 1e-6 relative term there fails."""
+    x = np.array([1e-209, 0.3, 0.6, 0.45])
+
+    def logit(delta):
+        return _function(torch.logit, lambda z, g: g / (z * (1 - z)) * (1 + delta * z.detach()))
+
+    def op(name, fn):
+        return Op(name, "torch", fn, (x,), family=ELEMENTWISE, fwd=False, order2=True)
+
+    right = resolution_checks(op("twin.logit", logit(0.0)), (x,), "float64", 2, 5, ("rev",))
+    ok, bad = _clean(right)
+    assert ok, bad
+    assert right[0].details["components"] == 3
+    wrong = resolution_checks(op("mutant.logit", logit(1e-6)), (x,), "float64", 2, 5,
+                              ("rev",))
+    assert _failed(wrong, "scaled")

@@ -64,3 +64,18 @@ def test_forward_mode_is_blamed_only_beside_a_reverse_mode_that_saw_the_componen
                              details={"sweep": {"oracle": "scaled"}})
     assert classify(jvp, PROJECTED, [jvp, _check(Status.PASSED, 1e-20)]) == "unresolved"
     assert classify(jvp, PROJECTED, [jvp, scaled_vjp]) == "confirmed"
+
+
+def test_mpmath_right_where_it_judged_does_not_cover_a_nan_it_could_not_judge():
+    """lgamma' at a subnormal: the true value overflows, mpmath cannot evaluate it, torch
+    gives nan; mpmath's agreement at the other elements says nothing about that one."""
+    nan_finding = CheckResult(kind="vjp", status=Status.FAILED, backend="torch",
+                              dtype="float64", name="twin.lgamma", order=1,
+                              actual=float("nan"), expected=-1.1)
+    mp = {"order": 1, "max_relative_error": 0.0, "forward_matches": True, "elements": 60}
+    assert classify(nan_finding, {"mpmath": {**mp, "unjudged_nonfinite": 2}}, []) == \
+        "unresolved"
+    assert classify(nan_finding, {"mpmath": {**mp, "unjudged_nonfinite": 0}}, []) == \
+        "false_alarm"
+    wrong = {**mp, "max_relative_error": 0.5, "unjudged_nonfinite": 2}
+    assert classify(nan_finding, {"mpmath": wrong}, []) == "confirmed"

@@ -211,12 +211,13 @@ def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit:
     forward, grad = values
     deadline = time.monotonic() + budget_s
     worst: tuple[float, float, float, float] | None = None
-    checked, matches = 0, True
+    checked, matches, blind = 0, True, 0
     for xi, gi, fi in list(zip(x.ravel(), grad, forward, strict=True))[:limit]:
         exact = extended.derivative(rule, float(xi), order, deadline=deadline)
         first = exact if order == 1 else extended.derivative(rule, float(xi), 1,
                                                               deadline=deadline)
         if exact is None or first is None:
+            blind += int(not np.isfinite(gi))
             continue
         checked += 1
         err = relative(float(gi), exact.value) if np.isfinite(gi) else float("inf")
@@ -229,7 +230,8 @@ def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit:
     if worst is None:
         return {}
     return {"elements": checked, "order": order, "max_relative_error": worst[0],
-            "at": worst[1], "ad": worst[2], "mpmath": worst[3], "forward_matches": matches}
+            "at": worst[1], "ad": worst[2], "mpmath": worst[3], "forward_matches": matches,
+            "unjudged_nonfinite": blind}
 
 
 # -- references: NumPy/SciPy, other engines ------------------------------------------------------
