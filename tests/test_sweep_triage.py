@@ -79,3 +79,20 @@ def test_mpmath_right_where_it_judged_does_not_cover_a_nan_it_could_not_judge():
         "false_alarm"
     wrong = {**mp, "max_relative_error": 0.5, "unjudged_nonfinite": 2}
     assert classify(nan_finding, {"mpmath": wrong}, []) == "confirmed"
+
+
+def test_a_passed_check_says_nothing_about_a_nan_it_did_not_judge():
+    """A check fails every non-finite value it judges; one that passed beside a nan finding
+    never saw the nan (torch.hypot at 1.6e308: the scaled check passed the finite components),
+    so it is no vote that the nan is right."""
+    nan = CheckResult(kind="vjp", status=Status.FAILED, backend="torch", dtype="float64",
+                      name="twin.hypot", order=1, actual=float("nan"), expected=6.9,
+                      details={"sweep": {"oracle": "check"}})
+    scaled_pass = CheckResult(kind="vjp", status=Status.PASSED, backend="torch",
+                              dtype="float64", name="twin.hypot", order=1, allowed=1e-15,
+                              details={"sweep": {"oracle": "scaled"}})
+    assert classify(nan, {}, [nan, scaled_pass]) == "unresolved"
+    finite = CheckResult(kind="vjp", status=Status.FAILED, backend="torch", dtype="float64",
+                         name="twin.hypot", order=1, actual=6.0, expected=6.9,
+                         details={"sweep": {"oracle": "check"}})
+    assert classify(finite, {}, [finite, scaled_pass]) == "false_alarm"

@@ -125,11 +125,15 @@ def _resolution_votes(r: CheckResult, siblings: Sequence[CheckResult]) -> list[b
     base = _BASE.get(r.kind)
     mine = _oracle(r)
     component = _component(r)
+    # a check fails every non-finite value it judges, so one that passed did not judge the
+    # nan or inf this finding is about (hypot at 1.6e308: the scaled check passed the finite
+    # components and never saw the nan)
+    seen = r.actual is None or math.isfinite(r.actual)
     votes = []
     for s in siblings:
         if s.kind != base or s.order != r.order or s is r or _oracle(s) == mine:
             continue
-        if s.status is Status.PASSED and _sees(component, s.allowed or 0.0):
+        if s.status is Status.PASSED and seen and _sees(component, s.allowed or 0.0):
             votes.append(True)
         elif s.status is Status.FAILED and s.dtype == "float64":
             votes.append(False)
