@@ -96,3 +96,19 @@ def test_a_passed_check_says_nothing_about_a_nan_it_did_not_judge():
                          name="twin.hypot", order=1, actual=6.0, expected=6.9,
                          details={"sweep": {"oracle": "check"}})
     assert classify(finite, {}, [finite, scaled_pass]) == "false_alarm"
+
+
+def test_a_failure_gradcheck_check_labels_rounding_level_is_classed_so():
+    """gradcheck.check labels a failure within 1600 eps of its comparison's scale as at the
+    rounding level (multi_head_attention_forward's second derivative: 1.9e-12 on terms of
+    2e-12 beside a scale of 1.6e3); the triage keeps that label rather than calling the
+    evidence's agreement a false alarm."""
+    r = CheckResult(kind="vjp_of_vjp", status=Status.FAILED, backend="torch", dtype="float64",
+                    name="twin.mha", order=2, actual=-4.0e-13, expected=1.5e-12,
+                    details={"sweep": {"oracle": "check"}, "rounding_level": 4.4e-12})
+    agree = {"fd": {**PROJECTED["fd"], "ad": -1645.15, "fd_pow2": -1645.15}}
+    assert classify(r, agree, []) == "rounding_level"
+    unlabelled = CheckResult(kind="vjp_of_vjp", status=Status.FAILED, backend="torch",
+                             dtype="float64", name="twin.mha", order=2, actual=-4.0e-13,
+                             expected=1.5e-12, details={"sweep": {"oracle": "check"}})
+    assert classify(unlabelled, agree, []) == "false_alarm"

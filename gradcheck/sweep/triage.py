@@ -202,14 +202,17 @@ _BASE = {"vjp": "vjp", "jvp": "vjp", "fwd_rev": "vjp", "eager_func": "vjp", "rou
 
 def _rounding_level(r: CheckResult) -> bool:
     """The two compared values agree to :data:`AGREE` relative, or a comparison of two AD
-    paths (or dtypes) missed a pure rounding bound by at most :data:`ROUNDING_RATIO`: the
+    paths (or dtypes) missed a pure rounding bound by at most :data:`ROUNDING_RATIO`, or
+    :func:`gradcheck.check` itself labelled the failure as within the rounding level of its
+    comparison's scale (``details["rounding_level"]``, docs/error-model.md section 5b): the
     error model's bound, not a derivative, is in question."""
     a, e = r.actual, r.expected
     if a is None or e is None or not (math.isfinite(a) and math.isfinite(e)):
         return False
     ratio = r.discrepancy_ratio
-    return relative(a, e) <= AGREE or (r.kind in ("fwd_rev", "eager_func") and ratio is not None
-                                       and math.isfinite(ratio) and ratio <= ROUNDING_RATIO)
+    return relative(a, e) <= AGREE or "rounding_level" in r.details or (
+        r.kind in ("fwd_rev", "eager_func") and ratio is not None and math.isfinite(ratio)
+        and ratio <= ROUNDING_RATIO)
 
 
 def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]) -> str:
