@@ -201,3 +201,27 @@ def test_reclassifying_a_stream_keeps_an_overruled_call_a_false_alarm():
     classes = {(r.kind, r.input_index): r.details["triage"]["class"] for r in again
                if "triage" in r.details}
     assert set(classes.values()) == {"false_alarm"}, classes
+
+
+def test_a_nan_past_the_elements_mpmath_judges_is_counted_as_unjudged():
+    """The evidence judges the first ``limit`` elements; a nan derivative after them (jax's
+    mish at 1e300, element 70 of 100) is counted, so its agreement elsewhere decides nothing."""
+
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.expm1(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * torch.where(x > 1.0, torch.nan, torch.exp(x))
+
+    x = np.array([0.3, -0.7, 0.05, 1.2])
+    op = Op("twin.expm1", "torch", F.apply, (x,), family=ELEMENTWISE, fwd=False,
+            order2=False, leaf="expm1")
+    ev = mpmath_evidence(op, [x], limit=3)
+    assert ev["elements"] == 3 and ev["max_relative_error"] <= 1e-14
+    assert ev["unjudged_nonfinite"] == 1
+    assert mpmath_evidence(op, [x[:3]])["unjudged_nonfinite"] == 0

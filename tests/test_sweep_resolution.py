@@ -516,3 +516,25 @@ def test_a_second_derivative_that_overflows_float64_is_not_judged():
     wrong = resolution_checks(op("mutant.logit", logit(1e-6)), (x,), "float64", 2, 5,
                               ("rev",))
     assert _failed(wrong, "scaled")
+
+
+def test_a_running_maximum_of_few_elements_is_not_taken_for_elementwise():
+    """jax's cummax on 4 elements, the second the running maximum of three outputs: moving
+    the first, the middle and the last element and three random halves never moved it apart
+    from the outputs it sets, so its column sum (3) was compared as its derivative (1).  Few
+    elements are moved one at a time; a real elementwise op still is one."""
+    from gradcheck.backends.registry import get_backend
+    from gradcheck.sweep.resolution import diagonal
+
+    x = np.array([0.3, 0.9, 0.2, 0.5])
+    backend = get_backend("torch")
+
+    def op(name, fn):
+        return Op(name, "torch", fn, (x,), family=ELEMENTWISE, fwd=False, order2=False)
+
+    cummax = op("torch.cummax", lambda t: torch.cummax(t, 0).values)
+    assert not diagonal(backend, cummax, [x], backend.evaluate(cummax.fn, [x], "cpu"))
+    sin = op("torch.sin", torch.sin)
+    assert diagonal(backend, sin, [x], backend.evaluate(sin.fn, [x], "cpu"))
+    ok, bad = _clean(resolution_checks(cummax, (x,), "float64", 1, 5, ("rev",)))
+    assert ok, bad

@@ -211,14 +211,15 @@ def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit:
     forward, grad = values
     deadline = time.monotonic() + budget_s
     worst: tuple[float, float, float, float] | None = None
-    checked, matches, blind = 0, True, 0
+    # the non-finite derivatives it does not judge (past the limit, or not evaluable)
+    checked, matches, blind = 0, True, int(np.count_nonzero(~np.isfinite(grad)))
     for xi, gi, fi in list(zip(x.ravel(), grad, forward, strict=True))[:limit]:
         exact = extended.derivative(rule, float(xi), order, deadline=deadline)
         first = exact if order == 1 else extended.derivative(rule, float(xi), 1,
                                                               deadline=deadline)
         if exact is None or first is None:
-            blind += int(not np.isfinite(gi))
             continue
+        blind -= int(not np.isfinite(gi))
         checked += 1
         err = relative(float(gi), exact.value) if np.isfinite(gi) else float("inf")
         if abs(float(gi) - exact.value) <= ROUNDING_GAMMA * TINY64:

@@ -51,6 +51,8 @@ from .inventory import ELEMENTWISE, LINALG, Op
 
 #: output components whose rows the scaled check compares (a seeded sample above this)
 ROW_LIMIT = 32
+#: inputs of at most this many elements have each element moved alone by :func:`diagonal`
+ALONE_LIMIT = 32
 #: the absolute rounding of one term in float64's subnormal range: an engine that flushes
 #: subnormal results to zero (XLA on CPU) loses up to the smallest normal number per rounding,
 #: whatever the relative model says; counted like ROUNDING_GAMMA counts relative roundings
@@ -131,10 +133,11 @@ def diagonal(backend: Any, op: Op, arrays: Sequence[np.ndarray], outs: Sequence[
     """Whether the op (or ``fn`` of ``arrays`` and the ``fixed`` trailing arguments, with
     outputs ``outs``) is elementwise in fact, not only by its shapes (``softmax`` and
     ``cumsum`` keep the shape too): moving elements of an input moves no other output element.
-    Moved: the first, the middle and the last element one at a time, then three seeded random
-    halves of the elements at once (a transpose fixes the first and the last; a softmax at
-    large logits moves the other probabilities of a row only where they did not underflow,
-    which a random half catches with probability 1/2 each)."""
+    Moved: each element alone (inputs of at most :data:`ALONE_LIMIT` elements) or else the
+    first, the middle and the last, then three seeded random halves of the elements at once (a
+    transpose fixes the first and the last; a softmax at large logits moves the other
+    probabilities of a row only where they did not underflow, which a random half catches with
+    probability 1/2 each)."""
     if op.family != ELEMENTWISE or len(outs) != 1:
         return False
     base = np.asarray(outs[0], dtype=np.float64).ravel()
@@ -144,7 +147,11 @@ def diagonal(backend: Any, op: Op, arrays: Sequence[np.ndarray], outs: Sequence[
         if a.shape != np.shape(outs[0]):
             return False
         n = a.size
-        masks = [np.arange(n) == k for k in sorted({0, n // 2, n - 1})]
+        # every element alone where there are few (jax's cummax on 4 elements: the second
+        # element is the running maximum of three outputs, and no random half split it from
+        # them), else the first, the middle and the last, then random halves
+        alone = range(n) if n <= ALONE_LIMIT else sorted({0, n // 2, n - 1})
+        masks = [np.arange(n) == k for k in alone]
         masks += [rng.random(n) < 0.5 for _ in range(3) if n > 1]
         for mask in masks:
             flat = a.copy().ravel()
