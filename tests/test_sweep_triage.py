@@ -112,3 +112,49 @@ def test_a_failure_gradcheck_check_labels_rounding_level_is_classed_so():
                              dtype="float64", name="twin.mha", order=2, actual=-4.0e-13,
                              expected=1.5e-12, details={"sweep": {"oracle": "check"}})
     assert classify(unlabelled, agree, []) == "false_alarm"
+
+
+def _jvp_of_jvp() -> CheckResult:
+    return CheckResult(kind="jvp_of_jvp", status=Status.FAILED, backend="jax",
+                       dtype="float64", name="twin.log1p", order=2, actual=1.24e12,
+                       expected=-1.8e5, details={"sweep": {"oracle": "check"}})
+
+
+def _passed_vjp_of_vjp() -> CheckResult:
+    return CheckResult(kind="vjp_of_vjp", status=Status.PASSED, backend="jax",
+                       dtype="float64", name="twin.log1p", order=2, allowed=1e-6,
+                       details={"sweep": {"oracle": "check"}})
+
+
+def test_a_forward_path_that_gives_what_reverse_mode_gives_shares_its_verdict():
+    """jax's log1p at -1 + 1e-6: gradcheck.check's steps cross the pole and fail forward over
+    forward beside a passing reverse over reverse; along the evidence's direction both give
+    the same value, which mpmath finds exact, so the forward finding is the oracle's false
+    alarm, not the path's bug (before: confirmed)."""
+    fd = {"fd_families_agree": False, "ad": 9.498454377737818e9, "one_sided_gap": 0.11,
+          "ad_fwd_fwd": 9.498454377737818e9, "fwd_fwd_vs_fd": 0.67}
+    exact = {"order": 2, "max_relative_error": 1.5e-16, "forward_matches": True}
+    siblings = [_jvp_of_jvp(), _passed_vjp_of_vjp()]
+    assert classify(_jvp_of_jvp(), {"fd": fd, "mpmath": exact}, siblings) == "false_alarm"
+    # no word on reverse mode: the failure is not shown to be the forward path's
+    assert classify(_jvp_of_jvp(), {"fd": fd}, siblings) == "unresolved"
+    # reverse mode wrong (mpmath, no kink on the direction), forward equal to it: wrong too
+    wrong = {**exact, "max_relative_error": 0.3}
+    smooth = {**fd, "one_sided_gap": 0.0}
+    assert classify(_jvp_of_jvp(), {"fd": smooth, "mpmath": wrong}, siblings) == "confirmed"
+
+
+def test_a_forward_path_that_differs_from_reverse_mode_is_judged_by_the_fd():
+    """torch's cholesky_inverse: forward mode differs from reverse mode and from a resolved
+    FD (pytorch#196682); a forward path that differs from reverse mode but matches the FD is
+    the right one."""
+    base = {"fd_families_agree": True, "ad": -0.00636350912, "fd_pow2": -0.00636350914,
+            "ad_vs_fd": 1e-9, "one_sided_gap": 1e-7, "linearity_gap": 1e-9}
+    jvp = CheckResult(kind="jvp", status=Status.FAILED, backend="torch", dtype="float64",
+                      name="twin.cholesky_inverse", order=1, actual=-0.5, expected=-0.34,
+                      details={"sweep": {"oracle": "check"}})
+    off = {**base, "ad_fwd": -0.0049, "fwd_vs_fd": 0.23, "fwd_vs_fine": 0.23}
+    assert classify(jvp, {"fd": off}, [jvp]) == "confirmed"
+    on = {**base, "ad_fwd": -0.0063635091, "fwd_vs_fd": 3e-10, "fwd_vs_fine": 1e-8}
+    on["ad"] = 0.1  # reverse mode off along this direction, forward on the FD
+    assert classify(jvp, {"fd": on}, [jvp]) == "false_alarm"

@@ -118,29 +118,44 @@ def _linearity_gap(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.nd
     return relative(central(us) + central(ws), central(both))
 
 
+#: the forward-mode scalars the FD evidence also computes, per kind of finding they judge
+FORWARD_KEYS = {"jvp": "fwd", "jvp_of_vjp": "fwd_rev", "jvp_of_jvp": "fwd_fwd"}
+
+
 def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
               ) -> tuple[Fn, Callable[[Sequence[np.ndarray]], list[np.ndarray]],
-                         list[np.ndarray], list[np.ndarray]]:
+                         list[np.ndarray], list[np.ndarray],
+                         dict[str, Callable[[], float]]]:
     """The function whose derivative is judged (the op at order 1, ``<J^T v, w>`` at order 2)
-    as a forward, its reverse mode, and the cotangents and direction."""
+    as a forward, its reverse mode, the cotangents and direction, and the same scalar by the
+    forward-mode paths (:data:`FORWARD_KEYS`; none where the op has no forward mode): at order
+    1 ``<v, J u>``; at order 2, as ``<J^T v, w>`` differentiated along ``u`` equals ``<v, J w>``
+    differentiated along ``u``, forward over reverse and forward over forward."""
     from ..backends.registry import get_backend
 
     backend = get_backend(op.backend)
     n = len(arrays)
+    diff = list(range(n))
     outs = [np.asarray(o, dtype=np.float64) for o in backend.evaluate(op.fn, arrays, "cpu")]
     rng = np.random.default_rng(seed + 1)
     vs: list[np.ndarray] = [rng.normal(size=o.shape) for o in outs]
     us = _direction(arrays, seed)
+
+    def dot(a: Sequence[Any], b: Sequence[np.ndarray]) -> float:
+        return float(sum(np.sum(np.asarray(x, dtype=np.float64) * y)
+                         for x, y in zip(a, b, strict=True)))
+
     if order == 1:
         def forward(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
             return [np.asarray(o, dtype=np.float64)
                     for o in backend.evaluate(op.fn, list(xs), "cpu")]
 
         def reverse(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-            return backend.vjp(op.fn, list(xs), list(range(n)), vs, "cpu")
+            return backend.vjp(op.fn, list(xs), diff, vs, "cpu")
 
-        return forward, reverse, vs, us
-    g = backend.vjp_function(op.fn, list(range(n)), n)
+        fwd = {"fwd": lambda: dot(backend.jvp(op.fn, list(arrays), diff, us, "cpu"), vs)}
+        return forward, reverse, vs, us, fwd if op.fwd else {}
+    g = backend.vjp_function(op.fn, diff, n)
     ws = [rng.normal(size=a.shape) for a in arrays]
 
     def forward2(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -148,21 +163,29 @@ def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
                 for o in backend.evaluate(g, [*xs, *vs], "cpu")]
 
     def reverse2(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        return backend.vjp(g, [*xs, *vs], list(range(n)), ws, "cpu")
+        return backend.vjp(g, [*xs, *vs], diff, ws, "cpu")
 
-    return forward2, reverse2, ws, us
+    def fwd_fwd() -> float:
+        h = backend.jvp_function(op.fn, diff, n)
+        return dot(backend.jvp(h, [*arrays, *ws], diff, us, "cpu"), vs)
+
+    fwd2 = {"fwd_rev": lambda: dot(backend.jvp(g, [*arrays, *vs], diff, us, "cpu"), ws),
+            "fwd_fwd": fwd_fwd}
+    return forward2, reverse2, ws, us, fwd2 if op.fwd else {}
 
 
 def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
                 ) -> dict[str, Any]:
     """The scaled FD at two step families vs the backend's float64 reverse mode along one
     direction: of the op (order 1) or of its VJP ``<J^T v, w>`` (order 2, reverse over
-    reverse)."""
+    reverse); and vs the same scalar by forward mode (``ad_<path>`` and ``<path>_vs_fd``,
+    ``<path>_vs_fine`` for the paths of :data:`FORWARD_KEYS`, where the op has forward mode
+    and the path runs), so a forward-mode finding is judged on its own path."""
     arrays = [np.asarray(a, dtype=np.float64) for a in arrays]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            forward, reverse, vs, us = _vjp_pair(op, arrays, seed, order)
+            forward, reverse, vs, us, forwards = _vjp_pair(op, arrays, seed, order)
             grads = reverse(arrays)
             ad = float(sum(np.sum(np.asarray(g, dtype=np.float64) * u)
                            for g, u in zip(grads, us, strict=True)))
@@ -170,10 +193,21 @@ def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
             sides = one_sided(forward, arrays, us, vs)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    return {"order": order, "ad": ad, "fd_pow2": fd_a, "fd_pow3": fd_b,
-            "fd_families_agree": resolved,
-            "ad_vs_fd": min(relative(ad, fd_a), relative(ad, fd_b)), **sides,
-            "ad_vs_fine": relative(ad, sides["fine_central"])}
+    out = {"order": order, "ad": ad, "fd_pow2": fd_a, "fd_pow3": fd_b,
+           "fd_families_agree": resolved,
+           "ad_vs_fd": min(relative(ad, fd_a), relative(ad, fd_b)), **sides,
+           "ad_vs_fine": relative(ad, sides["fine_central"])}
+    for path, value in forwards.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = value()
+        except Exception:  # the path does not run here: no evidence on it
+            continue
+        out.update({f"ad_{path}": got, f"{path}_vs_fd": min(relative(got, fd_a),
+                                                            relative(got, fd_b)),
+                    f"{path}_vs_fine": relative(got, sides["fine_central"])})
+    return out
 
 
 # -- mpmath ------------------------------------------------------------------------------------

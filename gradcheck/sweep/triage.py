@@ -32,7 +32,7 @@ from typing import Any
 
 from ..results import CheckResult, Status
 from . import evidence, reproducer
-from .evidence import AGREE, relative
+from .evidence import AGREE, FORWARD_KEYS, relative
 from .inventory import Op
 from .points import Point, seed_of
 
@@ -150,16 +150,20 @@ def _agrees(ev: dict[str, Any], extra: Sequence[bool] = (),
     element-level mpmath evidence always does."""
     votes: list[bool] = list(extra)
     fd = ev.get("fd", {})
-    if fd.get("one_sided_gap", 0.0) > KINK or fd.get("linearity_gap", 0.0) > KINK:
-        # a kink, tie or jump on the direction, or directional derivatives that no gradient
-        # fits (ties of median, sort, max): no derivative to be right about
-        return None
     mp = ev.get("mpmath", {})
     if mp.get("unjudged_nonfinite") and mp.get("max_relative_error", 1.0) <= AGREE:
         # right where it judged, but the backend gave nan/inf where mpmath could not judge
         # (lgamma' at a subnormal, whose true value overflows): no word on those
         mp = {}
-    if mp.get("forward_matches") and "max_relative_error" in mp:
+    decided = mp.get("forward_matches") and "max_relative_error" in mp
+    if fd.get("one_sided_gap", 0.0) > KINK or fd.get("linearity_gap", 0.0) > KINK:
+        # a kink, tie or jump on the direction, or directional derivatives that no gradient
+        # fits (ties of median, sort, max): no derivative to be right about; unless mpmath,
+        # element by element, finds the backend right everywhere (the projected steps
+        # crossed a pole next to an element: log1p at -1 + 1e-6)
+        if not (decided and mp["max_relative_error"] <= AGREE):
+            return None
+    if decided:
         # element by element against an exact reference that is the op itself (its forward
         # matches): it sees a wrong element the projected sources cannot (expm1' at -100,
         # 3.7e-44 beside O(1) ones), so it decides
@@ -200,6 +204,38 @@ _BASE = {"vjp": "vjp", "jvp": "vjp", "fwd_rev": "vjp", "eager_func": "vjp", "rou
          "vjp_of_vjp": "vjp_of_vjp", "jvp_of_vjp": "vjp_of_vjp", "jvp_of_jvp": "vjp_of_vjp"}
 
 
+def _forward_class(r: CheckResult, ev: dict[str, Any], right: bool | None) -> str | None:
+    """For a forward-mode finding (``jvp``, ``jvp_of_vjp``, ``jvp_of_jvp``), its class from
+    the evidence on that forward path along the evidence's own direction
+    (``evidence.FORWARD_KEYS``), ``None`` where it has none.  Where the path gives what
+    reverse mode gives there, it is right or wrong as reverse mode is (``right``; unresolved
+    where that is unknown: a failure of the forward path alone is then the oracle's, not
+    shown to be the path's).  Where it differs from reverse mode, the FD decides where it
+    resolved (no kink, no staircase, not a component finding below its resolution).  jax's
+    ``log1p`` at ``-1 + 1e-6``: ``gradcheck.check``'s steps cross the pole, and forward over
+    forward was blamed beside a passing reverse mode, while both give ``-1e12``, the exact
+    value (mpmath)."""
+    path = FORWARD_KEYS.get(r.kind)
+    fd = ev.get("fd", {})
+    value = fd.get(f"ad_{path}")
+    if path is None or not isinstance(value, float):
+        return None
+    ad = fd.get("ad")
+    if isinstance(ad, float) and math.isfinite(value) and relative(value, ad) <= AGREE:
+        return "unresolved" if right is None else ("false_alarm" if right else "confirmed")
+    if not fd.get("fd_families_agree") or fd.get("one_sided_gap", 0.0) > KINK or \
+            fd.get("linearity_gap", 0.0) > KINK:
+        return None
+    gap, fine = fd.get(f"{path}_vs_fd"), fd.get(f"{path}_vs_fine", 1.0)
+    if not isinstance(gap, float) or not math.isfinite(gap):
+        return "confirmed"  # nan or inf where the FD converged
+    if gap > STAIRS and fine <= FINE:
+        return None  # a staircase: the coarse steps see its mean slope
+    if gap <= AGREE and not _sees(_component(r), AGREE * _size(fd)):
+        return None
+    return "false_alarm" if gap <= AGREE else "confirmed"
+
+
 def _rounding_level(r: CheckResult) -> bool:
     """The two compared values agree to :data:`AGREE` relative, or a comparison of two AD
     paths (or dtypes) missed a pure rounding bound by at most :data:`ROUNDING_RATIO`, or
@@ -228,6 +264,9 @@ def classify(r: CheckResult, ev: dict[str, Any], siblings: Sequence[CheckResult]
         if right is None:
             return "unresolved"
         return "false_alarm" if right else "confirmed"
+    forward = _forward_class(r, ev, right)
+    if forward is not None:  # the evidence judged the forward-mode path itself
+        return forward
     # a passed reverse mode says which side is wrong only where it could see this finding: a
     # check by the same oracle judged the same components; another one, where its allowance
     # is below this component's discrepancy (:func:`_sees`)
