@@ -23,7 +23,7 @@ def test_every_bug_entry_has_a_pinning_test_here():
                     "torch*acosh", "jax.numpy.a*cosh",
                     "jax.numpy.sinc", "jax.scipy.special.exp[i1]", "jax.*expm1",
                     "jax.nn.[es]elu", "torch*expm1", "jax.scipy.special.spence",
-                    "torch.nextafter"}
+                    "torch.cholesky_inverse"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
 
 
@@ -143,20 +143,21 @@ def test_jax_spence_derivative_at_tiny_arguments():
         assert float(jax.grad(jax.scipy.special.spence)(x)) == pytest.approx(want, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="known.py: torch.nextafter derivative 0 at a tie")
-def test_torch_nextafter_derivative_at_a_tie():
-    import torch.autograd.forward_ad as fwad
-
-    x = torch.tensor([1.5, 2.0, -3e-111], dtype=torch.float64, requires_grad=True)
-    y = torch.tensor([1.5, 5.0, -3e-111], dtype=torch.float64)  # ties at 0 and 2
-    h = 2.0 ** -30  # nextafter(x +- h, x) = x +- h -+ ulp: the slope in x is 1 on both sides
-    fd = (torch.nextafter(x.detach() + h * x.detach().abs(), y)
-          - torch.nextafter(x.detach() - h * x.detach().abs(), y)) / (2 * h * x.detach().abs())
-    assert torch.allclose(fd, torch.ones(3, dtype=torch.float64), rtol=1e-6)
-    (grad,) = torch.autograd.grad(torch.nextafter(x, y).sum(), x)
-    with fwad.dual_level():
-        tangent = fwad.unpack_dual(torch.nextafter(
-            fwad.make_dual(x.detach(), torch.ones(3, dtype=torch.float64)), y)).tangent
-    assert float(grad[1]) == 1.0  # off the tie it is right
-    assert torch.equal(grad, torch.ones(3, dtype=torch.float64)), grad
-    assert torch.equal(tangent, torch.ones(3, dtype=torch.float64)), tangent
+@pytest.mark.xfail(strict=True, reason="known.py: torch.cholesky_inverse forward mode wrong")
+def test_torch_cholesky_inverse_forward_mode_at_an_ordinary_factor():
+    torch.manual_seed(0)
+    factor = (torch.tril(torch.randn(4, 4, dtype=torch.float64))
+              + 4 * torch.eye(4, dtype=torch.float64))
+    tangent = torch.tril(torch.randn(4, 4, dtype=torch.float64))
+    # the exact JVP: the same function written as inv(L L^T), a different rule
+    want = torch.func.jvp(lambda m: torch.linalg.inv(m @ m.T), (factor,), (tangent,))[1]
+    h = 1e-6
+    fd = (torch.cholesky_inverse(factor + h * tangent)
+          - torch.cholesky_inverse(factor - h * tangent)) / (2 * h)
+    assert torch.allclose(fd, want, rtol=0, atol=1e-8)  # the reference is right
+    cotangent = torch.randn(4, 4, dtype=torch.float64)
+    (grad,) = torch.func.vjp(torch.cholesky_inverse, factor)[1](cotangent)
+    assert float((grad * tangent).sum()) == pytest.approx(float((want * cotangent).sum()),
+                                                         rel=1e-9)  # reverse mode is right
+    got = torch.func.jvp(torch.cholesky_inverse, (factor,), (tangent,))[1]
+    assert torch.allclose(got, want, rtol=1e-9, atol=1e-12)

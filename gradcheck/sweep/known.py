@@ -34,7 +34,8 @@ KNOWN: tuple[KnownFinding, ...] = (
         "the tape backward of det at a singular matrix of rank n-1 is wrong (a standalone "
         "3x3 with two equal rows: .backward() returns all zeros, torch.func.grad and central "
         "differences return the adjugate, +-0.25); torch.func.vjp is right (docs/sweep.md)",
-        kinds=("vjp", "eager_func"), points=("ties",)),
+        kinds=("vjp", "eager_func"), points=("ties",),
+        upstream="https://github.com/pytorch/pytorch/issues/104675"),
     KnownFinding(
         "torch", "torch.addcdiv",
         "reverse mode w.r.t. tensor2 is -inf where the derivative -value*tensor1/tensor2^2 is "
@@ -49,7 +50,8 @@ KNOWN: tuple[KnownFinding, ...] = (
     KnownFinding(
         "jax", "jax.numpy.a*sinh",
         "the derivative is 0 for |x| above ~1e154 (x^2 overflows) where 1/|x| is "
-        "representable; torch.asinh does the same", kinds=("vjp", "jvp"), points=("huge",)),
+        "representable; torch.asinh does the same", kinds=("vjp", "jvp"), points=("huge",),
+        upstream="https://github.com/jax-ml/jax/issues/40634"),
     KnownFinding(
         "torch", "torch*acosh",
         "the derivative 1/sqrt(x^2 - 1) is 0 for x above ~1e154 (x^2 overflows) where 1/x is "
@@ -59,7 +61,8 @@ KNOWN: tuple[KnownFinding, ...] = (
     KnownFinding(
         "jax", "jax.numpy.a*cosh",
         "the derivative is 0 for x above ~1e154 (x^2 overflows) where 1/x is representable; "
-        "torch.acosh does the same", kinds=("vjp", "jvp"), points=("huge",)),
+        "torch.acosh does the same", kinds=("vjp", "jvp"), points=("huge",),
+        upstream="https://github.com/jax-ml/jax/issues/40634"),
     KnownFinding(
         "jax", "jax.numpy.sinc",
         "the derivative is -inf at |x| below ~1e-160 (x = 1e-300: the true value is "
@@ -70,16 +73,20 @@ KNOWN: tuple[KnownFinding, ...] = (
         "the derivative is 0 at x = -100 where exp(-100) = 3.7e-44 is representable: it is "
         "computed from the saved output as expm1(x) + 1, which cancels to 0 once exp(x) is "
         "below eps (the mpmath check; FD and the projected checks cannot resolve it)",
-        kinds=("vjp", "jvp"), points=("large",)),
+        kinds=("vjp", "jvp"), points=("large",),
+        upstream="https://github.com/jax-ml/jax/issues/39794"),
     KnownFinding(
         "jax", "jax.nn.[es]elu",
         "the derivative for x < 0 is 0 at x = -100 where alpha exp(-100) (3.7e-44 for elu) is "
         "representable: computed from the saved output, which cancels as for expm1; "
-        "torch.nn.functional.elu gives 3.7e-44", kinds=("vjp", "jvp"), points=("large",)),
+        "torch.nn.functional.elu gives 3.7e-44 (selu: jax-ml/jax#39796)",
+        kinds=("vjp", "jvp"), points=("large",),
+        upstream="https://github.com/jax-ml/jax/issues/39795"),
     KnownFinding(
         "torch", "torch*expm1",
         "the derivative is 0 at x = -100 where exp(-100) = 3.7e-44 is representable (computed "
-        "as the saved output + 1, as in jax)", kinds=("vjp", "jvp"), points=("large",)),
+        "as the saved output + 1, as in jax)", kinds=("vjp", "jvp"), points=("large",),
+        upstream="https://github.com/pytorch/pytorch/issues/192406"),
     KnownFinding(
         "jax", "jax.scipy.special.spence",
         "the derivative log(x) / (1 - x) is off for small x: by 2e-5 at x = 1e-12, 8e-4 at "
@@ -91,15 +98,26 @@ KNOWN: tuple[KnownFinding, ...] = (
         "the forward never returns on an array that mixes a tiny and an O(1) argument "
         "(float64 expi([-1e-10, 1.0]), exp1([1e-113, 1.0]); float32 too), though each "
         "element alone evaluates at once: the sweep's worker hangs at the tiny band and is "
-        "killed (a crash result with symptom hang)", kinds=("call",), points=("crash",)),
+        "killed (a crash result with symptom hang)", kinds=("call",), points=("crash",),
+        upstream="https://github.com/jax-ml/jax/issues/21760"),
     KnownFinding(
-        "torch", "torch.nextafter",
-        "at a tie (x == y) the derivative w.r.t. x is 0 in reverse and forward mode, where "
-        "nextafter(x, y) = x + O(ulp) on both sides has 1 (1 off the ties, as it should); "
-        "the sweep's points repeat values across the two inputs at most bands",
-        kinds=("vjp", "jvp", "fwd_rev", "eager_func", "rounding")),
+        "torch", "torch.cholesky_inverse",
+        "forward mode is wrong at an ordinary lower-triangular factor (4x4 with a dominant "
+        "diagonal: the JVP is off by 40% of the FD's scale) while reverse mode is right: the "
+        "JVP rule multiplies the inverse and the factor in the wrong order",
+        kinds=("jvp", "fwd_rev", "jvp_of_vjp", "jvp_of_jvp"),
+        upstream="https://github.com/pytorch/pytorch/issues/196682"),
     # by design: the backend defines these derivatives so (the failures are the sweep's
     # question, not a wrong rule); each reason says where that is defined
+    KnownFinding(
+        "torch", "torch.nextafter",
+        "at a tie (x == y) torch defines the derivative w.r.t. x as 0, in reverse and forward "
+        "mode ('the function is constant at that point', the rule proposed in pytorch PR "
+        "#148820), where nextafter(x, y) = x + O(ulp) on both sides has slope 1 (jax's "
+        "review of its own rule says 1); 1 off the ties. The sweep's points repeat values "
+        "across the two inputs at most bands", nature="by_design",
+        kinds=("vjp", "jvp", "fwd_rev", "eager_func", "rounding"),
+        upstream="https://github.com/pytorch/pytorch/pull/148820"),
     KnownFinding(
         "torch", "torch.normal*",
         "sampling: torch defines the gradient of normal w.r.t. mean/std as zero "
