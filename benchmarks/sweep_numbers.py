@@ -20,14 +20,14 @@ from _common import setup
 def main() -> None:
     setup()
     from gradcheck.stream import read_streams
-    from gradcheck.sweep.triage import findings
+    from gradcheck.sweep.triage import findings, reclassified
 
     ap = argparse.ArgumentParser()
     ap.add_argument("streams", nargs="+")
     ap.add_argument("--findings", action="store_true", help="list every finding")
     args = ap.parse_args()
     data = read_streams(args.streams)
-    checks = data.checks
+    checks = reclassified(data.checks)  # the current rules and known entries
     left = Counter(r.backend for r in checks if "left_out" in r.details.get("sweep", {}))
     swept: dict[str, set[str]] = defaultdict(set)
     points: dict[str, set[tuple[str, str]]] = defaultdict(set)

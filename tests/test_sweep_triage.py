@@ -158,3 +158,18 @@ def test_a_forward_path_that_differs_from_reverse_mode_is_judged_by_the_fd():
     on = {**base, "ad_fwd": -0.0063635091, "fwd_vs_fd": 3e-10, "fwd_vs_fine": 1e-8}
     on["ad"] = 0.1  # reverse mode off along this direction, forward on the FD
     assert classify(jvp, {"fd": on}, [jvp]) == "false_alarm"
+
+
+def test_reclassifying_marks_results_with_the_known_entries_added_since():
+    """A stream written before an entry existed is summarised as a new run would be: its
+    failed result of torch's hardsigmoid is known, and is no finding."""
+    from gradcheck.sweep.triage import findings, reclassified
+
+    r = CheckResult(kind="vjp", status=Status.FAILED, backend="torch", dtype="float64",
+                    name="torch.nn.functional.hardsigmoid", order=1, actual=0.75,
+                    expected=0.7499999776, test_id="sweep:t",
+                    details={"sweep": {"oracle": "check", "point": "unit"},
+                             "triage": {"class": "confirmed", "key": "k", "evidence": {}}})
+    (again,) = reclassified([r])
+    assert again.known and "float32 rounding of 1/6" in again.details["known"]
+    assert findings([r]) == []

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..results import CheckResult, Status
-from . import evidence, reproducer
+from . import evidence, known, reproducer
 from .evidence import AGREE, FORWARD_KEYS, relative
 from .inventory import Op
 from .points import Point, seed_of
@@ -423,15 +423,31 @@ def _as_judged(r: CheckResult) -> CheckResult:
     return r
 
 
+def _known_now(r: CheckResult) -> CheckResult:
+    """``r`` marked with the known discrepancy the current ``known.py`` has for it (a stream
+    written before the entry was added), as the sweep marks a new result."""
+    sweep = r.details.get("sweep") if isinstance(r.details, dict) else None
+    if r.ok or r.known or not isinstance(sweep, dict):
+        return r
+    entry = known.lookup(r.backend, r.name, r.kind, r.dtype, str(sweep.get("point", "")))
+    if entry is None:
+        return r
+    extra = {"known": entry.reason, "known_nature": entry.nature}
+    if entry.upstream:
+        extra["upstream"] = entry.upstream
+    return dataclasses.replace(r, details={**r.details, **extra})
+
+
 def reclassified(checks: Sequence[CheckResult]) -> list[CheckResult]:
     """``checks`` with every triaged result classified again from its stored evidence and the
-    other results of its check call (same ``test_id``) by the current rules: a stream written
-    before a rule changed is summarised as a new one would be, without re-running anything."""
+    other results of its check call (same ``test_id``) by the current rules, and marked with
+    the current known discrepancies: a stream written before a rule or an entry changed is
+    summarised as a new one would be, without re-running anything."""
     calls: dict[str, list[CheckResult]] = {}
     for r in checks:
         calls.setdefault(r.test_id, []).append(_as_judged(r))
     out = []
-    for r in checks:
+    for r in map(_known_now, checks):
         info = r.details.get("triage")
         if not isinstance(info, dict) or "evidence" not in info:
             out.append(r)
