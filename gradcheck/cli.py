@@ -202,7 +202,7 @@ def _interrupted(args: argparse.Namespace, report_dir: Path, outcome) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from ._pytest_report import summary_lines
+    from ._pytest_report import ReportDirInUse, ReportDirLock, summary_lines
     from .report import write_report
     from .sweep import cli as sweep_cli
 
@@ -217,17 +217,24 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     report_dir = writable_dir(args.report_dir, "--report-dir")
+    try:  # held for the whole sweep, so a second run cannot replace its stream
+        lock = ReportDirLock(report_dir).acquire()
+    except ReportDirInUse as exc:
+        raise UsageError(str(exc)) from None
     try:
-        with sweep_cli.stopped_by_signals():
-            outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs,
-                                    report_dir, resume=args.resume)
-    except sweep_cli.Stopped as exc:
-        return _sweep_interrupted(report_dir, exc.signum)
-    if outcome is None:
-        raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
-                         "inventory; see docs/sweep.md")
-    files = write_report([outcome.stream], report_dir, title="gradcheck sweep",
-                         passed_rows=False)
+        try:
+            with sweep_cli.stopped_by_signals():
+                outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs,
+                                        report_dir, resume=args.resume)
+        except sweep_cli.Stopped as exc:
+            return _sweep_interrupted(report_dir, exc.signum)
+        if outcome is None:
+            raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
+                             "inventory; see docs/sweep.md")
+        files = write_report([outcome.stream], report_dir, title="gradcheck sweep",
+                             passed_rows=False)
+    finally:
+        lock.release()
     for line in sweep_cli.summary(outcome, files.data):
         print(terminal_safe(line))
     summary_lines(files, print)

@@ -374,3 +374,30 @@ def test_an_interrupted_sweep_writes_the_report_of_what_finished(tmp_path, capsy
     assert "jax.numpy.sin" in (tmp_path / "index.html").read_text()
     assert (tmp_path / "results.sweep0.jsonl").exists()
     assert "--resume" in capsys.readouterr().err
+
+
+def test_a_second_sweep_into_a_folder_in_use_is_refused_and_touches_nothing(tmp_path, capsys):
+    """The sweep holds the report directory's lock (as `gradcheck run` does): a second sweep (or
+    run) into it is a usage error naming the holder, and the first one's files stay as they
+    were; once released, the same command runs."""
+    from gradcheck._pytest_report import ReportDirLock
+    from gradcheck.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.jsonl").write_text("the first sweep's stream\n")
+    holder = ReportDirLock(out).acquire()
+    try:
+        code = main(["sweep", "--backend", "jax", "--op", "jax.nn.soft_sign", "--report-dir",
+                     str(out)])
+        assert code == 2
+        assert "is in use by another gradcheck run (pid " in capsys.readouterr().err
+        assert (out / "results.jsonl").read_text() == "the first sweep's stream\n"
+        assert sorted(p.name for p in out.iterdir()) == [".gradcheck.lock", "results.jsonl"]
+    finally:
+        holder.release()
+    code = main(["sweep", "--backend", "jax", "--op", "jax.nn.soft_sign", "--profile", "quick",
+                 "--report-dir", str(out)])
+    assert code in (0, 1)
+    assert "jax.nn.soft_sign" in (out / "index.html").read_text()
+    assert not (out / ".gradcheck.lock").exists()  # released after the sweep
