@@ -19,9 +19,10 @@ jax = pytest.importorskip("jax")
 
 def test_every_bug_entry_has_a_pinning_test_here():
     bugs = {k.op for k in known.KNOWN if k.nature == "bug"}
-    assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.numpy.a*sinh",
-                    "torch*acosh", "jax.numpy.a*cosh",
+    assert bugs == {"torch.linalg.det", "torch.addcdiv", "torch.asinh", "jax.[ln]*.a*sinh",
+                    "torch*acosh", "jax.[ln]*.a*cosh",
                     "jax.numpy.sinc", "jax.scipy.special.exp[i1]", "jax.*expm1",
+                    "jax.scipy.special.gammainc*", "jax.lax.igamma",
                     "jax.nn.[es]elu", "torch*expm1", "jax.scipy.special.spence",
                     "torch.cholesky_inverse", "torch.nn.functional.hardsigmoid"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
@@ -62,8 +63,9 @@ def test_jax_arcsinh_derivative_at_huge_inputs():
 
     jax.config.update("jax_enable_x64", True)  # as gradcheck's jax backend does
     x = jnp.array([1e200, -3e250], dtype=jnp.float64)
-    got = np.asarray(jax.vmap(jax.grad(jnp.arcsinh))(x))
-    np.testing.assert_allclose(got, 1 / np.abs(np.asarray(x)), rtol=1e-12)
+    got = [np.asarray(jax.vmap(jax.grad(f))(x)) for f in (jnp.arcsinh, jax.lax.asinh)]
+    for g in got:  # both are 0; the strict xfail needs each one fixed
+        np.testing.assert_allclose(g, 1 / np.abs(np.asarray(x)), rtol=1e-12)
 
 
 @pytest.mark.xfail(strict=True, reason="known.py: torch.acosh derivative 0 above ~1e154")
@@ -80,7 +82,7 @@ def test_jax_acosh_derivative_at_huge_inputs():
 
     jax.config.update("jax_enable_x64", True)  # as gradcheck's jax backend does
     x = jnp.array([1e200, 3e250], dtype=jnp.float64)
-    for fn in (jnp.acosh, jnp.arccosh):
+    for fn in (jnp.acosh, jnp.arccosh, jax.lax.acosh):
         got = np.asarray(jax.vmap(jax.grad(fn))(x))
         np.testing.assert_allclose(got, 1 / np.asarray(x), rtol=1e-12)
 
@@ -118,6 +120,30 @@ def test_jax_expi_and_exp1_return_on_an_array_mixing_tiny_and_unit_arguments():
         pytest.fail("jax.scipy.special.expi([-1e-10, 1.0]) / exp1([1e-113, 1.0]) did not "
                     "return within 30 s")
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+_IGAMMA_HANG = """
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+import jax.scipy.special as s
+assert abs(float(s.gammainc(np.array([2.0]), np.array([2.0]))[0]) - 0.593994150290162) < 1e-12
+print(np.asarray(s.gammainc(np.array([1e200]), np.array([1e200]))))  # P(a, a) -> 1/2
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax gammainc/igamma hang at a = x = 1e200")
+def test_jax_gammainc_returns_at_huge_equal_arguments():
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _IGAMMA_HANG], capture_output=True,
+                              text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("jax.scipy.special.gammainc(1e200, 1e200) did not return within 30 s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert abs(float(done.stdout.strip(" []\n")) - 0.5) < 1e-6, done.stdout
 
 
 @pytest.mark.xfail(strict=True, reason="known.py: jax expm1/elu/selu derivative 0 at -100")

@@ -48,7 +48,7 @@ KNOWN: tuple[KnownFinding, ...] = (
         "1/|x| is representable (x = 1e200: 1e-200); jax.numpy.arcsinh does the same",
         kinds=("vjp", "jvp"), points=("huge",)),
     KnownFinding(
-        "jax", "jax.numpy.a*sinh",
+        "jax", "jax.[ln]*.a*sinh",  # jax.numpy.asinh/arcsinh, jax.lax.asinh
         "the derivative is 0 for |x| above ~1e154 (x^2 overflows) where 1/|x| is "
         "representable; torch.asinh does the same", kinds=("vjp", "jvp"), points=("huge",),
         upstream="https://github.com/jax-ml/jax/issues/40634"),
@@ -59,7 +59,7 @@ KNOWN: tuple[KnownFinding, ...] = (
         "scaled check, confirmed by the element-level mpmath evidence)",
         kinds=("vjp", "jvp"), points=("huge",)),
     KnownFinding(
-        "jax", "jax.numpy.a*cosh",
+        "jax", "jax.[ln]*.a*cosh",  # jax.numpy.acosh/arccosh, jax.lax.acosh
         "the derivative is 0 for x above ~1e154 (x^2 overflows) where 1/x is representable; "
         "torch.acosh does the same", kinds=("vjp", "jvp"), points=("huge",),
         upstream="https://github.com/jax-ml/jax/issues/40634"),
@@ -100,6 +100,17 @@ KNOWN: tuple[KnownFinding, ...] = (
         "element alone evaluates at once: the sweep's worker hangs at the tiny band and is "
         "killed (a crash result with symptom hang)", kinds=("call",), points=("crash",),
         upstream="https://github.com/jax-ml/jax/issues/21760"),
+    KnownFinding(
+        "jax", "jax.scipy.special.gammainc*",
+        "the forward's run time grows with the argument where a and x are close (float64 "
+        "gammainc(1e15, 1e15): 2.7 s, returning 0.352 where P(a, a) -> 1/2; scipy: 0.5000000042) "
+        "and gammainc(1e200, 1e200) never returns: the sweep's worker hangs at the huge band "
+        "and is killed (a crash result with symptom hang); gammaincc at that point gives nan",
+        kinds=("call",), points=("crash",)),
+    KnownFinding(
+        "jax", "jax.lax.igamma",
+        "the primitive under jax.scipy.special.gammainc: igamma(1e200, 1e200) never returns "
+        "(the sweep's worker is killed at the huge band)", kinds=("call",), points=("crash",)),
     KnownFinding(
         "torch", "torch.cholesky_inverse",
         "forward mode is wrong at an ordinary lower-triangular factor (4x4 with a dominant "
