@@ -6,6 +6,8 @@ at a tie: 0 for a component of 1.8e-111 beside components of 1e-16)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from gradcheck.results import CheckResult, Status
 from gradcheck.sweep.triage import classify
 
@@ -173,3 +175,5 @@ def test_reclassifying_marks_results_with_the_known_entries_added_since():
     (again,) = reclassified([r])
     assert again.known and "float32 rounding of 1/6" in again.details["known"]
     assert findings([r]) == []
+    twin = dataclasses.replace(r, name="twin.hardsigmoid")  # no entry: still a finding
+    assert not reclassified([twin])[0].known and len(findings([twin])) == 1

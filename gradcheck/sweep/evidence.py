@@ -122,6 +122,12 @@ def _linearity_gap(forward: Fn, arrays: Sequence[np.ndarray], us: Sequence[np.nd
 FORWARD_KEYS = {"jvp": "fwd", "jvp_of_vjp": "fwd_rev", "jvp_of_jvp": "fwd_fwd"}
 
 
+def _dot(a: Sequence[Any], b: Sequence[np.ndarray]) -> float:
+    """``sum_i <a_i, b_i>`` in float64 over lists of arrays."""
+    return float(sum(np.sum(np.asarray(x, dtype=np.float64) * y)
+                     for x, y in zip(a, b, strict=True)))
+
+
 def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
               ) -> tuple[Fn, Callable[[Sequence[np.ndarray]], list[np.ndarray]],
                          list[np.ndarray], list[np.ndarray],
@@ -140,11 +146,6 @@ def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
     rng = np.random.default_rng(seed + 1)
     vs: list[np.ndarray] = [rng.normal(size=o.shape) for o in outs]
     us = _direction(arrays, seed)
-
-    def dot(a: Sequence[Any], b: Sequence[np.ndarray]) -> float:
-        return float(sum(np.sum(np.asarray(x, dtype=np.float64) * y)
-                         for x, y in zip(a, b, strict=True)))
-
     if order == 1:
         def forward(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
             return [np.asarray(o, dtype=np.float64)
@@ -153,7 +154,7 @@ def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
         def reverse(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
             return backend.vjp(op.fn, list(xs), diff, vs, "cpu")
 
-        fwd = {"fwd": lambda: dot(backend.jvp(op.fn, list(arrays), diff, us, "cpu"), vs)}
+        fwd = {"fwd": lambda: _dot(backend.jvp(op.fn, list(arrays), diff, us, "cpu"), vs)}
         return forward, reverse, vs, us, fwd if op.fwd else {}
     g = backend.vjp_function(op.fn, diff, n)
     ws = [rng.normal(size=a.shape) for a in arrays]
@@ -167,9 +168,9 @@ def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
 
     def fwd_fwd() -> float:
         h = backend.jvp_function(op.fn, diff, n)
-        return dot(backend.jvp(h, [*arrays, *ws], diff, us, "cpu"), vs)
+        return _dot(backend.jvp(h, [*arrays, *ws], diff, us, "cpu"), vs)
 
-    fwd2 = {"fwd_rev": lambda: dot(backend.jvp(g, [*arrays, *vs], diff, us, "cpu"), ws),
+    fwd2 = {"fwd_rev": lambda: _dot(backend.jvp(g, [*arrays, *vs], diff, us, "cpu"), ws),
             "fwd_fwd": fwd_fwd}
     return forward2, reverse2, ws, us, fwd2 if op.fwd else {}
 
@@ -187,8 +188,7 @@ def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
             warnings.simplefilter("ignore")
             forward, reverse, vs, us, forwards = _vjp_pair(op, arrays, seed, order)
             grads = reverse(arrays)
-            ad = float(sum(np.sum(np.asarray(g, dtype=np.float64) * u)
-                           for g, u in zip(grads, us, strict=True)))
+            ad = _dot(grads, us)
             fd_a, fd_b, resolved = scaled_fd(forward, arrays, us, vs)
             sides = one_sided(forward, arrays, us, vs)
     except Exception as exc:

@@ -23,6 +23,14 @@ class KnownFinding:
     #: with a strict xfail) or ``by_design`` (the backend defines it so; the reason says why)
     nature: str = "bug"
 
+    def details(self) -> dict[str, str]:
+        """What a matching failed result's ``details`` get: ``known`` (the reason),
+        ``known_nature`` and, where there is one, ``upstream``."""
+        out = {"known": self.reason, "known_nature": self.nature}
+        if self.upstream:
+            out["upstream"] = self.upstream
+        return out
+
 
 def _any(value: str, globs: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(value, g) for g in globs)

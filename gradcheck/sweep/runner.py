@@ -130,10 +130,7 @@ def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype
                             "oracle": r.details.get("sweep_oracle", "check")}
         entry = known.lookup(op.backend, op.name, r.kind, dtype, point.name)
         if entry is not None and not r.ok:
-            details["known"] = entry.reason
-            details["known_nature"] = entry.nature
-            if entry.upstream:
-                details["upstream"] = entry.upstream
+            details.update(entry.details())
         # gradcheck's own reproducer cannot import the sweep's functions (closures over an
         # OpInfo sample): the triage writes one for each finding instead
         out.append(dataclasses.replace(r, name=op.name, test_id=tid, details=details,
@@ -297,7 +294,7 @@ def crash_result(backend: str, name: str, exitcode: int | None,
                                           "evidence": {}, "reproducer": ""}}
     entry = known.lookup(backend, name, "call", "*", "crash")
     if entry is not None:
-        details.update(known=entry.reason, known_nature=entry.nature)
+        details.update(entry.details())
     return CheckResult(kind=CheckKind.CALL, status=Status.ERROR, backend=backend, name=name,
                        message=message, test_id=f"sweep:{backend}-{name}@crash",
                        details=details)

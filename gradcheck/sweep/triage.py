@@ -432,10 +432,7 @@ def _known_now(r: CheckResult) -> CheckResult:
     entry = known.lookup(r.backend, r.name, r.kind, r.dtype, str(sweep.get("point", "")))
     if entry is None:
         return r
-    extra = {"known": entry.reason, "known_nature": entry.nature}
-    if entry.upstream:
-        extra["upstream"] = entry.upstream
-    return dataclasses.replace(r, details={**r.details, **extra})
+    return dataclasses.replace(r, details={**r.details, **entry.details()})
 
 
 def reclassified(checks: Sequence[CheckResult]) -> list[CheckResult]:
