@@ -11,10 +11,10 @@ Quick start::
 ``import gradcheck`` imports neither torch nor jax: adapters load on first use.
 """
 
-from . import _layout  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
-from ._version import __version__
-from .api import assert_gradients, check, format_failure
-from .backends import (
+from gradcheck import _layout  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
+from gradcheck._version import __version__
+from gradcheck.api import assert_gradients, check, format_failure
+from gradcheck.backends import (
     Accumulation,
     Backend,
     NumpyFunction,
@@ -23,21 +23,28 @@ from .backends import (
     installed_backends,
     known_backends,
 )
-from .backends.training import ClipSemantics, CutPoint, NumpyLoss, TrainingHooks
-from .checks._intent import stopped, surrogate
-from .checks._optimizers import SGD, Adam, AdamW
-from .checks._probing import BugClass
-from .checks._step_model import TargetUpdate, Tie
-from .checks.audit import AfterBackward, AuditReport, FlowStatus, ParameterFlow, TrainStep, audit
-from .checks.semantics import check_semantics, semantics_table
-from .checks.utilities import (
+from gradcheck.backends.training import ClipSemantics, CutPoint, NumpyLoss, TrainingHooks
+from gradcheck.checks._intent import stopped, surrogate
+from gradcheck.checks._optimizers import SGD, Adam, AdamW
+from gradcheck.checks._probing import BugClass
+from gradcheck.checks._step_model import TargetUpdate, Tie
+from gradcheck.checks.audit import (
+    AfterBackward,
+    AuditReport,
+    FlowStatus,
+    ParameterFlow,
+    TrainStep,
+    audit,
+)
+from gradcheck.checks.semantics import check_semantics, semantics_table
+from gradcheck.checks.utilities import (
     check_accumulation_function,
     check_clip_function,
     check_grad_norm_function,
 )
-from .errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
-from .results import CheckKind, CheckResult, Report, Status, WorstElement
-from .tolerance import ErrorModel
+from gradcheck.errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
+from gradcheck.results import CheckKind, CheckResult, Report, Status, WorstElement
+from gradcheck.tolerance import ErrorModel
 
 __all__ = [
     "Accumulation",

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._version import __version__
+from gradcheck._version import __version__
 
 _PACKAGES = ("numpy", "scipy", "torch", "jax", "jaxlib", "tensorflow", "autograd", "pytest",
              "pytest-xdist", "hypothesis")

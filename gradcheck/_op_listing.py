@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from .ops import catalog
+from gradcheck.ops import catalog
 
 _DOC_HEADER = """# The op catalog
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from . import stream
-from ._stream_read import terminal_safe
-from .report import ReportFiles, model, write_report
+from gradcheck import stream
+from gradcheck._stream_read import terminal_safe
+from gradcheck.report import ReportFiles, model, write_report
 
 try:  # POSIX; elsewhere runs are not locked
     import fcntl

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from .harness.plan import DTYPES, Selection, backend_names, selected_specs
+from gradcheck.harness.plan import DTYPES, Selection, backend_names, selected_specs
 
 
 def unmatched_ops(patterns: Iterable[str]) -> list[str]:
@@ -32,7 +32,7 @@ def undeclared_dtypes(dtypes: Iterable[str], backends: Sequence[str] | None,
     wanted = [d for d in dtypes if not (only_unusual and d in DTYPES)]
     if not wanted:
         return []
-    from .backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     declared: dict[str, tuple[str, ...]] = {}
     for name in backend_names(Selection(backends=tuple(backends) if backends else None)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .results import Status
+from gradcheck.results import Status
 
 #: deeper JSON is refused: the report walks nested values recursively
 MAX_DEPTH = 64

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _stream_fields as fields
-from .results import CheckResult, Status
+from gradcheck import _stream_fields as fields
+from gradcheck.results import CheckResult, Status
 
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 

@@ -8,18 +8,18 @@ from typing import Any
 
 import numpy as np
 
-from . import stream
-from ._reproducer import script as _reproducer_script
-from .backends._cache import FunctionCache
-from .backends.base import Backend, float_bits, is_complex, is_floating
-from .backends.registry import get_backend
-from .checks import _args
-from .checks.numeric import CheckConfig, run_numeric_checks
-from .errors import GradientMismatch, InvalidArgument, NothingDecided
-from .results import CheckResult, Report, Shown, Status, number, shown, shown_element
-from .rules import NumpyFunction
-from .taxonomy import INFO
-from .tolerance import DEFAULT_MODEL, ErrorModel
+from gradcheck import stream
+from gradcheck._reproducer import script as _reproducer_script
+from gradcheck.backends._cache import FunctionCache
+from gradcheck.backends.base import Backend, float_bits, is_complex, is_floating
+from gradcheck.backends.registry import get_backend
+from gradcheck.checks import _args
+from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
+from gradcheck.errors import GradientMismatch, InvalidArgument, NothingDecided
+from gradcheck.results import CheckResult, Report, Shown, Status, number, shown, shown_element
+from gradcheck.rules import NumpyFunction
+from gradcheck.taxonomy import INFO
+from gradcheck.tolerance import DEFAULT_MODEL, ErrorModel
 
 _MODES = ("rev", "fwd")
 

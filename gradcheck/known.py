@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .taxonomy import CheckKind
+from gradcheck.taxonomy import CheckKind
 
 ANY = "*"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from .errors import InvalidArgument
+from gradcheck.errors import InvalidArgument
 
 PROFILES = ("quick", "ci", "thorough")
 _HYPOTHESIS_PROFILES: dict[str, dict[str, Any]] = {
@@ -110,7 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is None:
         config.pluginmanager.register(_SelectionErrorWatch(), "gradcheck-selection-errors")
     try:
-        from . import _pytest_report
+        from gradcheck import _pytest_report
     except ImportError as exc:  # only "the report module is absent" is silent
         absent = exc.name in (__package__, f"{__package__}._pytest_report") and \
             "_pytest_report" in str(exc)
@@ -150,7 +150,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None or "check" not in marker.kwargs:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: a test using gradcheck_case "
                                 "needs @pytest.mark.gradcheck(check=...)")
-    from .harness.plan import Selection, plan
+    from gradcheck.harness.plan import Selection, plan
 
     s = settings_of(metafunc.config)
     sel = Selection(s.profile, s.backends, s.devices, s.dtypes, s.ops)
@@ -209,8 +209,8 @@ def _empty_plan_error(config: pytest.Config) -> str:
     filtered = any((s.backends, s.devices, s.dtypes, s.ops))
     if tally is None or not tally.requested or tally.runnable or not filtered:
         return ""
-    from ._selection import empty_plan_message
-    from .harness.plan import Selection
+    from gradcheck._selection import empty_plan_message
+    from gradcheck.harness.plan import Selection
 
     sel = Selection(s.profile, s.backends, s.devices, s.dtypes, s.ops)
     return empty_plan_message(sel, tally.skips, "--gradcheck-")
@@ -274,6 +274,6 @@ def gradcheck_settings(request: pytest.FixtureRequest) -> Settings:
 @pytest.fixture
 def gradcheck_seed(request: pytest.FixtureRequest) -> int:
     """A seed derived from the test's id (stable across runs, processes and machines)."""
-    from .harness.runner import stable_seed
+    from gradcheck.harness.runner import stable_seed
 
     return stable_seed(request.node.name)

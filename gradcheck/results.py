@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .taxonomy import INFO, CheckKind
+from gradcheck.taxonomy import INFO, CheckKind
 
 SCHEMA_VERSION = 1
 

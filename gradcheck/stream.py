@@ -31,8 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._environment import backend_records, environment_record
-from .results import SCHEMA_VERSION, CheckResult
+from gradcheck._environment import backend_records, environment_record
+from gradcheck.results import SCHEMA_VERSION, CheckResult
 
 ENV_VAR = "GRADCHECK_RESULTS"
 
@@ -220,7 +220,7 @@ def _close_at_exit() -> None:  # a clean interpreter exit still writes the ``end
         deactivate()
 
 
-from ._stream_read import (  # noqa: E402  (the reading side, re-exported)
+from gradcheck._stream_read import (  # noqa: E402  (the reading side, re-exported)
     RunInfo,
     StreamData,
     StreamProblem,

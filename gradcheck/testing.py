@@ -29,8 +29,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .harness.conformance import SECTIONS, Probe, iter_sections, run_conformance, section_of
-from .results import Report, Status
+from gradcheck.harness.conformance import (
+    SECTIONS,
+    Probe,
+    iter_sections,
+    run_conformance,
+    section_of,
+)
+from gradcheck.results import Report, Status
 
 __all__ = ["Probe", "conformance_test", "format_conformance", "main", "run_conformance"]
 

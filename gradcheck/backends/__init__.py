@@ -3,9 +3,9 @@
 Built-in adapters for torch and jax live in their own modules and are imported on demand.
 """
 
-from .base import Accumulation, Backend, Semantics
-from .numpy_backend import NumpyBackend, NumpyFunction
-from .registry import get_backend, installed_backends, known_backends
+from gradcheck.backends.base import Accumulation, Backend, Semantics
+from gradcheck.backends.numpy_backend import NumpyBackend, NumpyFunction
+from gradcheck.backends.registry import get_backend, installed_backends, known_backends
 
 __all__ = [
     "Accumulation",

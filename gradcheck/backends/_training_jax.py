@@ -26,9 +26,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._jax_x64 import x64_methods
-from .guarded import AdapterFailure, attempt
-from .training import ClipSemantics, CutPoint, TrainingHooks, validate_max_norm
+from gradcheck.backends._jax_x64 import x64_methods
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.backends.training import ClipSemantics, CutPoint, TrainingHooks, validate_max_norm
 
 _DTYPES = {"float64": jnp.float64, "float32": jnp.float32, "float16": jnp.float16,
            "bfloat16": jnp.bfloat16}

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import Backend
-from .training import (
+from gradcheck.backends.base import Backend
+from gradcheck.backends.training import (
     ClipSemantics,
     NumpyLoss,
     TrainingHooks,

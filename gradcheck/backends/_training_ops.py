@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .training import ClipSemantics, TrainingHooks, _numpy_dtype
+from gradcheck.backends.training import ClipSemantics, TrainingHooks, _numpy_dtype
 
 OP_METHODS = ("create", "backward", "grads", "params", "zero_grad", "clip_grad_norm", "step")
 
@@ -95,7 +95,7 @@ class OpProtocolHooks(TrainingHooks):
         raise NotImplementedError(self._no_python())
 
     def _args(self, loss: OpLoss) -> list[Any]:
-        from .process_training import ParamRef
+        from gradcheck.backends.process_training import ParamRef
 
         out: list[Any] = []
         for a in loss.args:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .training import ClipSemantics, CutPoint, TrainingHooks
+from gradcheck.backends.training import ClipSemantics, CutPoint, TrainingHooks
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
            "bfloat16": torch.bfloat16}

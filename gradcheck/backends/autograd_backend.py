@@ -23,10 +23,10 @@ from autograd.builtins import tuple as atuple
 from autograd.core import make_jvp, make_vjp
 from autograd.tracer import getval
 
-from .autograd_ops import OPS
-from .base import Accumulation, Backend, Semantics
-from .process_training import ParamRef
-from .training import validate_max_norm
+from gradcheck.backends.autograd_ops import OPS
+from gradcheck.backends.base import Accumulation, Backend, Semantics
+from gradcheck.backends.process_training import ParamRef
+from gradcheck.backends.training import validate_max_norm
 
 
 def _as_tuple(out: Any) -> tuple[Any, ...]:

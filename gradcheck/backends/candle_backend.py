@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .base import Accumulation, Semantics
-from .process import ProcessBackend
+from gradcheck.backends.base import Accumulation, Semantics
+from gradcheck.backends.process import ProcessBackend
 
 _ADAPTER = Path(__file__).resolve().parents[2] / "adapters" / "candle"
 _DEFAULT_BIN = _ADAPTER / "target" / "release" / "gradcheck-candle"

@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..results import shorten
-from .base import Backend
+from gradcheck.backends.base import Backend
+from gradcheck.results import shorten
 
 T = TypeVar("T")
 

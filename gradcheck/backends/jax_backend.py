@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._cache import FunctionCache, missing
-from ._jax_x64 import x64
-from .base import Accumulation, Backend, Outputs, Semantics
+from gradcheck.backends._cache import FunctionCache, missing
+from gradcheck.backends._jax_x64 import x64
+from gradcheck.backends.base import Accumulation, Backend, Outputs, Semantics
 
 _x64 = x64
 
@@ -164,7 +164,7 @@ class JaxBackend(Backend):
 
     def op(self, name: str) -> Callable | None:
         """Catalog op ``name`` written for JAX (``gradcheck.backends.jax_ops``)."""
-        from .jax_ops import get_op
+        from gradcheck.backends.jax_ops import get_op
 
         return get_op(name)
 
@@ -299,6 +299,6 @@ class JaxBackend(Backend):
         return self._compiled.get(fn, ("jvp_function", tuple(diff), n_args), lambda: g)
 
     def training(self, device: str, dtype: str) -> Any:
-        from .training import JaxTraining
+        from gradcheck.backends.training import JaxTraining
 
         return JaxTraining(self, device, dtype)

@@ -24,9 +24,9 @@ import mlx.core as mx
 import mlx.optimizers as optim
 import numpy as np
 
-from .base import Accumulation, Backend, Semantics
-from .process_training import ParamRef
-from .training import ClipSemantics
+from gradcheck.backends.base import Accumulation, Backend, Semantics
+from gradcheck.backends.process_training import ParamRef
+from gradcheck.backends.training import ClipSemantics
 
 _DTYPES = {"float64": mx.float64, "float32": mx.float32, "float16": mx.float16,
            "int64": mx.int64, "int32": mx.int32, "bool": mx.bool_}
@@ -115,7 +115,7 @@ class MlxBackend(Backend):
         return mx
 
     def op(self, name: str) -> Callable | None:
-        from .mlx_ops import get_op
+        from gradcheck.backends.mlx_ops import get_op
 
         return get_op(name)
 
@@ -188,7 +188,7 @@ class MlxTraining:
         self._grads = {}
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
-        from .mlx_ops import get_op
+        from gradcheck.backends.mlx_ops import get_op
 
         f = get_op(op)
         if f is None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..ops.catalog import IMPLEMENTATIONS, package_op
-from ..rules import NumpyFunction
-from .base import Accumulation, Backend, Semantics
+from gradcheck.backends.base import Accumulation, Backend, Semantics
+from gradcheck.ops.catalog import IMPLEMENTATIONS, package_op
+from gradcheck.rules import NumpyFunction
 
 __all__ = ["NumpyBackend", "NumpyFunction"]
 
@@ -122,6 +122,6 @@ class NumpyBackend(Backend):
             "JVP of JVP is not checked")
 
     def training(self, device: str, dtype: str) -> Any:
-        from .training import NumpyTraining
+        from gradcheck.backends.training import NumpyTraining
 
         return NumpyTraining(self, device, dtype)

@@ -40,10 +40,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Backend
-from .process_training import ProcessTraining
-from .protocol_ops import PROTOCOL_OPS
-from .wire import (
+from gradcheck.backends.base import Backend
+from gradcheck.backends.process_training import ProcessTraining
+from gradcheck.backends.protocol_ops import PROTOCOL_OPS
+from gradcheck.backends.wire import (
     PROTOCOL_VERSION,
     ProtocolError,
     ProtocolTimeout,

@@ -24,7 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from .wire import ProtocolError, decode_array, decode_scalar, encode_array, encode_scalar
+from gradcheck.backends.wire import (
+    ProtocolError,
+    decode_array,
+    decode_scalar,
+    encode_array,
+    encode_scalar,
+)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import importlib.metadata
 import importlib.util
 from typing import Any
 
-from ..errors import InvalidArgument
-from .base import Backend
+from gradcheck.backends.base import Backend
+from gradcheck.errors import InvalidArgument
 
 ENTRY_POINT_GROUP = "gradcheck.backends"
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from .base import Accumulation, Backend, Semantics
-from .process_training import ParamRef
-from .tensorflow_ops import OPS
+from gradcheck.backends.base import Accumulation, Backend, Semantics
+from gradcheck.backends.process_training import ParamRef
+from gradcheck.backends.tensorflow_ops import OPS
 
 _ZERO = tf.UnconnectedGradients.ZERO
 

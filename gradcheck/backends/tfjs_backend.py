@@ -13,8 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
-from .base import Accumulation, Semantics
-from .process import ProcessBackend
+from gradcheck.backends.base import Accumulation, Semantics
+from gradcheck.backends.process import ProcessBackend
 
 _DEFAULT_DIR = Path(__file__).resolve().parents[2] / "adapters" / "tfjs"
 

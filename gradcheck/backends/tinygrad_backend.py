@@ -33,9 +33,9 @@ import numpy as np
 from tinygrad import Tensor, TinyJit, dtypes
 from tinygrad.helpers import Context
 
-from .base import Accumulation, Backend, Semantics
-from .process_training import ParamRef
-from .training import validate_max_norm
+from gradcheck.backends.base import Accumulation, Backend, Semantics
+from gradcheck.backends.process_training import ParamRef
+from gradcheck.backends.training import validate_max_norm
 
 _DTYPES = {"float64": dtypes.float64, "float32": dtypes.float32, "float16": dtypes.float16}
 
@@ -122,7 +122,7 @@ class TinygradBackend(Backend):
         return Tensor
 
     def op(self, name: str) -> Callable | None:
-        from .tinygrad_ops import get_op
+        from gradcheck.backends.tinygrad_ops import get_op
 
         return get_op(name)
 
@@ -203,7 +203,7 @@ class TinygradTraining:
                             for k, v in params.items()}
 
     def backward(self, op: str, args: Sequence[Any], weights: np.ndarray | None = None) -> float:
-        from .tinygrad_ops import get_op
+        from gradcheck.backends.tinygrad_ops import get_op
 
         with _ctx():
             vals = [(self._params[a.name].detach() if a.stop else self._params[a.name])

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._cache import FunctionCache, missing
-from .base import Accumulation, Backend, Outputs, Semantics, flatten_outputs
+from gradcheck.backends._cache import FunctionCache, missing
+from gradcheck.backends.base import Accumulation, Backend, Outputs, Semantics, flatten_outputs
 
 _DEVICE_NAMES = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
 
@@ -111,7 +111,7 @@ class TorchBackend(Backend):
 
     def op(self, name: str) -> Callable | None:
         """Catalog op ``name`` written for torch (``gradcheck.backends.torch_ops``)."""
-        from .torch_ops import get_op
+        from gradcheck.backends.torch_ops import get_op
 
         return get_op(name)
 
@@ -352,7 +352,7 @@ class TorchBackend(Backend):
         return g
 
     def training(self, device: str, dtype: str) -> Any:
-        from .training import TorchTraining
+        from gradcheck.backends.training import TorchTraining
 
         return TorchTraining(self, device, dtype)
 

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Backend, Semantics
+from gradcheck.backends.base import Backend, Semantics
 
 Runner = Callable[..., dict[str, np.ndarray]]
 
@@ -120,7 +120,7 @@ class TrainingHooks(ABC):
         nothing where no seed is set."""
         if self.rng_seed is None:
             return nullcontext()
-        from ._seeding import controlled_rng
+        from gradcheck.backends._seeding import controlled_rng
 
         return controlled_rng(self.rng_seed + offset)
 
@@ -315,7 +315,7 @@ def as_training_hooks(backend: Backend, device: str, dtype: str) -> TrainingHook
     hooks = backend.training(device, dtype)
     if isinstance(hooks, TrainingHooks):
         return hooks
-    from ._training_ops import OpProtocolHooks, speaks_op_protocol
+    from gradcheck.backends._training_ops import OpProtocolHooks, speaks_op_protocol
 
     if speaks_op_protocol(hooks):
         return OpProtocolHooks(backend, device, dtype, hooks)
@@ -327,15 +327,15 @@ def __getattr__(name: str) -> Any:
     """The implementations live in their own modules (torch and JAX import their engine only
 when asked for)."""
     if name == "NumpyTraining":
-        from ._training_numpy import NumpyTraining
+        from gradcheck.backends._training_numpy import NumpyTraining
 
         return NumpyTraining
     if name == "TorchTraining":
-        from ._training_torch import TorchTraining
+        from gradcheck.backends._training_torch import TorchTraining
 
         return TorchTraining
     if name == "JaxTraining":
-        from ._training_jax import JaxTraining
+        from gradcheck.backends._training_jax import JaxTraining
 
         return JaxTraining
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import Accumulation
-from ..results import Status
-from ._probing import BugClass, ProbeContext, filled, global_norm
-from ._problems import StandardProblem
+from gradcheck.backends.base import Accumulation
+from gradcheck.checks._probing import BugClass, ProbeContext, filled, global_norm
+from gradcheck.checks._problems import StandardProblem
+from gradcheck.results import Status
 
 _LR = 0.1
 _CLIP_FRACTION = 0.25  # max_norm = 1/4 of the gradient norm: clipping triggers, s = 0.25

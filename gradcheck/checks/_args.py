@@ -8,8 +8,8 @@ import math
 import numbers
 from typing import Any
 
-from ..errors import InvalidArgument
-from ..tolerance import DEFAULT_MODEL, ErrorModel
+from gradcheck.errors import InvalidArgument
+from gradcheck.tolerance import DEFAULT_MODEL, ErrorModel
 
 
 def integer(name: str, value: Any, *, minimum: int | None = None) -> int:

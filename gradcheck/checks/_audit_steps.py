@@ -30,14 +30,22 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.guarded import AdapterFailure, attempt
-from ..results import CheckKind, Status
-from ..tolerance import ErrorModel
-from . import _state
-from ._optimizers import SGD, Adam, from_torch
-from ._probing import QUOTE, BugClass, ProbeContext, assess, filled, global_norm, matches
-from ._step_diagnosis import breakdown, diagnose, per_parameter
-from ._step_model import Prediction, TargetUpdate, Tie, predict
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.checks import _state
+from gradcheck.checks._optimizers import SGD, Adam, from_torch
+from gradcheck.checks._probing import (
+    QUOTE,
+    BugClass,
+    ProbeContext,
+    assess,
+    filled,
+    global_norm,
+    matches,
+)
+from gradcheck.checks._step_diagnosis import breakdown, diagnose, per_parameter
+from gradcheck.checks._step_model import Prediction, TargetUpdate, Tie, predict
+from gradcheck.results import CheckKind, Status
+from gradcheck.tolerance import ErrorModel
 
 _NO_STATE = object()
 

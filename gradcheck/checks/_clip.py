@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.guarded import AdapterFailure, attempt
-from ..results import Status
-from ._probing import QUOTE, BugClass, ProbeContext, filled, flatten, global_norm
-from ._problems import StandardProblem, shapes_for
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.checks._probing import QUOTE, BugClass, ProbeContext, filled, flatten, global_norm
+from gradcheck.checks._problems import StandardProblem, shapes_for
+from gradcheck.results import Status
 
 SCALES = (-1.0, 0.0, 1e-3, 0.5, 2.0)
 _LOW = ("float16", "bfloat16")

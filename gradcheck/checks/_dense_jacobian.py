@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import fd, tolerance
+from gradcheck import fd, tolerance
 
 _H_FACTOR = 2.0**-6
 _NODES = np.array([-1.0, -0.5, 0.5, 1.0, 2.0])  # in units of h; f(x) is the sixth node, s = 0

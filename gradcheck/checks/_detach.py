@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd
-from ..results import Status
-from ._probing import BugClass, ProbeContext
+from gradcheck import fd
+from gradcheck.checks._probing import BugClass, ProbeContext
+from gradcheck.results import Status
 
 Block = Callable[..., Any]
 
@@ -94,7 +94,7 @@ def run_detach(ctx: ProbeContext) -> None:
 
 def _op_stop(ctx: ProbeContext, hooks: Any) -> None:
     """Op-protocol engines: ``sum(w * stop(w))`` has gradient ``stop(w) = w``, not ``2 w``."""
-    from ..backends._training_ops import OpLoss
+    from gradcheck.backends._training_ops import OpLoss
 
     w = ctx.rng(51).uniform(0.5, 1.5, 4)
     hooks.create_parameters({"w": w})

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.guarded import AdapterFailure, attempt
-from ..results import Status
-from ..tolerance import ErrorModel
-from . import _dag
-from ._dag import Dag
-from ._probing import QUOTE, BugClass, ProbeContext, assess, filled
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.checks import _dag
+from gradcheck.checks._dag import Dag
+from gradcheck.checks._probing import QUOTE, BugClass, ProbeContext, assess, filled
+from gradcheck.results import Status
+from gradcheck.tolerance import ErrorModel
 
 FIXED: dict[str, Dag] = {
     "fanout.shared_operand": Dag(("a", "b", "c"), (("mul", (0, 1)), ("mul", (1, 2)),
@@ -110,7 +110,7 @@ _OP_DAGS = {  # what the op protocol can express: one op, the parameter read twi
 
 def _op_fanout(ctx: ProbeContext, hooks: Any) -> None:
     """Op-protocol engines: ``op(w, w)`` must give the sum of both contributions."""
-    from ..backends._training_ops import OpLoss
+    from gradcheck.backends._training_ops import OpLoss
 
     w = _values(ctx, ("w",), 60)
     for name, (op, dag) in _OP_DAGS.items():

@@ -200,7 +200,7 @@ def session(mode: str, seen: list[Declaration] | None = None) -> Iterator[_Sessi
 def freezing(loss_fn: Callable, seen: list[Declaration]) -> Callable:
     """``loss_fn`` evaluating the intended function (markers replayed from ``seen``); a new
     function object, so engine caches keyed on the loss never mix it with the plain loss."""
-    from ..backends.training import NumpyLoss
+    from gradcheck.backends.training import NumpyLoss
 
     def frozen(model: Any, *inputs: Any) -> Any:
         with session("freeze", seen):

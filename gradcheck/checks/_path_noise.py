@@ -19,10 +19,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from .. import tolerance
-from ..backends.base import Backend
-from ..backends.guarded import AdapterFailed
-from .agreement import Side, _element_noise
+from gradcheck import tolerance
+from gradcheck.backends.base import Backend
+from gradcheck.backends.guarded import AdapterFailed
+from gradcheck.checks.agreement import Side, _element_noise
 
 
 class _AlternativePath:

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import tolerance
-from ..backends.base import Backend, widest_dtype
-from ..known import SEMANTIC as KNOWN_BEHAVIOURS  # noqa: F401  (re-exported)
-from ..known import KnownDiscrepancy as KnownBehaviour  # noqa: F401  (re-exported)
-from ..known import known_behaviour
-from ..results import CheckKind, CheckResult, Status
+from gradcheck import tolerance
+from gradcheck.backends.base import Backend, widest_dtype
+from gradcheck.known import SEMANTIC as KNOWN_BEHAVIOURS  # noqa: F401  (re-exported)
+from gradcheck.known import KnownDiscrepancy as KnownBehaviour  # noqa: F401  (re-exported)
+from gradcheck.known import known_behaviour
+from gradcheck.results import CheckKind, CheckResult, Status
 
 QUOTE = 300
 """Characters of an exception a probe's message quotes (:meth:`AdapterFailure.quoted`): what
@@ -83,7 +83,7 @@ class ProbeContext:
     def hooks(self, dtype: str | None = None) -> Any:
         """Fresh training hooks in ``dtype`` (default: the run's dtype), bridged to
         :class:`~gradcheck.backends.training.TrainingHooks` where they speak the op protocol."""
-        from ..backends.training import as_training_hooks
+        from gradcheck.backends.training import as_training_hooks
 
         return as_training_hooks(self.backend, self.device, dtype or self.dtype)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends._training_ops import OpLoss
+from gradcheck.backends._training_ops import OpLoss
 
 SHAPES: dict[str, tuple[int, ...]] = {"layer.weight": (3, 2), "layer.bias": (2,), "head": (4,)}
 OP_SHAPES: dict[str, tuple[int, ...]] = {"w": (12,)}

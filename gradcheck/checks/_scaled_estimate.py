@@ -57,13 +57,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import fd
-from ..backends.guarded import AdapterFailed, AdapterFailure
-from ..results import CheckKind
-from .numeric.context import Prepared
-from .numeric.probes import Probes, batch_fn, f0
-from .numeric.scalars import AdScalars, ad_scalars, reverse_scalars
-from .numeric.stages import ForwardSamples, ReverseSamples
+from gradcheck import fd
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
+from gradcheck.checks.numeric.context import Prepared
+from gradcheck.checks.numeric.probes import Probes, batch_fn, f0
+from gradcheck.checks.numeric.scalars import AdScalars, ad_scalars, reverse_scalars
+from gradcheck.checks.numeric.stages import ForwardSamples, ReverseSamples
+from gradcheck.results import CheckKind
 
 #: binades of |x| per group of elements (the weights of one group differ by less than 2^this)
 GROUP_BINADES = 4

@@ -39,15 +39,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd
-from ..backends.guarded import AdapterFailed, AdapterFailure
-from ..results import CheckKind, CheckResult, Status
-from .numeric.compare import compare_alternatives, emit_fwd_rev, model_of
-from .numeric.context import Prepared
-from .numeric.judge import Comparison, agreement_message, probe_ratios
-from .numeric.probes import Probes, batch_fn, draw, f0, out_slices, rows, stacked
-from .numeric.scalars import AdScalars, ad_scalars, terms
-from .numeric.stages import (
+from gradcheck import fd
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
+from gradcheck.checks.numeric.compare import compare_alternatives, emit_fwd_rev, model_of
+from gradcheck.checks.numeric.context import Prepared
+from gradcheck.checks.numeric.judge import Comparison, agreement_message, probe_ratios
+from gradcheck.checks.numeric.probes import Probes, batch_fn, draw, f0, out_slices, rows, stacked
+from gradcheck.checks.numeric.scalars import AdScalars, ad_scalars, terms
+from gradcheck.checks.numeric.stages import (
     AlternativeSamples,
     ForwardSamples,
     ReverseSamples,
@@ -56,6 +55,7 @@ from .numeric.stages import (
     no_forward_mode,
     reverse,
 )
+from gradcheck.results import CheckKind, CheckResult, Status
 
 SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
 # probes of the screen's eager-vs-functional comparison: two AD paths judged at rounding level,

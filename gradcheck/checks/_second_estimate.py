@@ -35,14 +35,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import fd, tolerance
-from ..backends.guarded import AdapterFailed
-from . import _scaled_estimate
-from .numeric.context import Prepared
-from .numeric.judge import AllowanceModel, Comparison, probe_ratios
-from .numeric.probes import Probes, batch_fn, f0
-from .numeric.scalars import AdScalars, FdSide, fd_side
-from .numeric.stages import ReverseSamples
+from gradcheck import fd, tolerance
+from gradcheck.backends.guarded import AdapterFailed
+from gradcheck.checks import _scaled_estimate
+from gradcheck.checks.numeric.context import Prepared
+from gradcheck.checks.numeric.judge import AllowanceModel, Comparison, probe_ratios
+from gradcheck.checks.numeric.probes import Probes, batch_fn, f0
+from gradcheck.checks.numeric.scalars import AdScalars, FdSide, fd_side
+from gradcheck.checks.numeric.stages import ReverseSamples
 
 _SHRINK = 2.0**-8
 

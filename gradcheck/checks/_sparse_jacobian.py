@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import fd, tolerance
-from . import _dense_jacobian
+from gradcheck import fd, tolerance
+from gradcheck.checks import _dense_jacobian
 
 _COMPRESS_BELOW = 3  # compress only when the colours number at most n / this
 _DIRECTIONS_PER_CALL = 128  # FD directions per batched call (bounds memory, as fd.jacobian)

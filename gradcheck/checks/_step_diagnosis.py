@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tolerance import DEFAULT_MODEL, ErrorModel
-from ._probing import BugClass, matches
+from gradcheck.checks._probing import BugClass, matches
+from gradcheck.tolerance import DEFAULT_MODEL, ErrorModel
 
 # what the step model (:mod:`._step_model`, :mod:`._optimizers`) raises for a variation it
 # cannot express: an optimizer feature it does not model (NotImplementedError), a variation

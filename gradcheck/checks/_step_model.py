@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ._optimizers import update
-from ._probing import global_norm
+from gradcheck.checks._optimizers import update
+from gradcheck.checks._probing import global_norm
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd, tolerance
-from ..backends.base import Backend
-from ..backends.guarded import AdapterFailed, AdapterFailure, GuardedBackend, attempt
-from ..results import CheckResult, Status, WorstElement, shorten
+from gradcheck import fd, tolerance
+from gradcheck.backends.base import Backend
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure, GuardedBackend, attempt
+from gradcheck.results import CheckResult, Status, WorstElement, shorten
 
 _WORST = 5
 _NOISE_ULPS = (-2, -1, 1, 2)  # each input element moves by t times one of these ulps, |t| <= 3

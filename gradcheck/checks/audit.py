@@ -37,16 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd, stream
-from ..backends import _seeding
-from ..backends.guarded import AdapterFailure, attempt
-from ..backends.registry import get_backend
-from ..errors import InvalidArgument
-from ..results import CheckKind, Report, Status
-from ..tolerance import DEFAULT_MODEL, ErrorModel
-from . import _args, _intent
-from ._audit_steps import AfterBackward, TrainStep, check_monitor, check_train_step
-from ._probing import QUOTE, BugClass, ProbeContext, filled
+from gradcheck import fd, stream
+from gradcheck.backends import _seeding
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.backends.registry import get_backend
+from gradcheck.checks import _args, _intent
+from gradcheck.checks._audit_steps import AfterBackward, TrainStep, check_monitor, check_train_step
+from gradcheck.checks._probing import QUOTE, BugClass, ProbeContext, filled
+from gradcheck.errors import InvalidArgument
+from gradcheck.results import CheckKind, Report, Status
+from gradcheck.tolerance import DEFAULT_MODEL, ErrorModel
 
 __all__ = ["AfterBackward", "AuditReport", "FlowStatus", "ParameterFlow", "TrainStep", "audit"]
 
@@ -320,7 +320,7 @@ class _Float64Side:
             self.seen = rec.seen
             capture = _intent.capture_cotangents
             if ctx.backend.name == "jax":
-                from ..backends._jax_x64 import x64
+                from gradcheck.backends._jax_x64 import x64
 
                 capture = x64(capture)
             with self.hooks.seeded():

@@ -15,20 +15,25 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd, stream
-from ..backends.candle_backend import CANDLE_STAGES, CANDLE_VIAS, VARMAP_NAMES, CandleBackend
-from ..backends.gorgonia_backend import (
+from gradcheck import fd, stream
+from gradcheck.backends.candle_backend import (
+    CANDLE_STAGES,
+    CANDLE_VIAS,
+    VARMAP_NAMES,
+    CandleBackend,
+)
+from gradcheck.backends.gorgonia_backend import (
     MODEL_NAMES,
     MODEL_STAGES,
     MODEL_VIAS,
     GorgoniaBackend,
 )
-from ..backends.process_model import ModelSpec, validate_declared
-from ..backends.wire import decode_array, decode_scalar, encode_array
-from ..results import CheckKind, Report, Status
-from ._audit_steps import _diagnose
-from ._probing import BugClass, ProbeContext, global_norm
-from .audit import FlowStatus
+from gradcheck.backends.process_model import ModelSpec, validate_declared
+from gradcheck.backends.wire import decode_array, decode_scalar, encode_array
+from gradcheck.checks._audit_steps import _diagnose
+from gradcheck.checks._probing import BugClass, ProbeContext, global_norm
+from gradcheck.checks.audit import FlowStatus
+from gradcheck.results import CheckKind, Report, Status
 
 
 def _cut_text(c: dict) -> str:

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tolerance
-from ..results import WorstElement
+from gradcheck import tolerance
+from gradcheck.results import WorstElement
 
 SAMPLES = 3
 

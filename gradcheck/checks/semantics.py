@@ -28,19 +28,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from .. import stream
-from ..backends.base import Backend, widest_dtype
-from ..backends.guarded import AdapterFailure, attempt
-from ..backends.registry import get_backend
-from ..errors import InvalidArgument
-from ..results import Report, Status
-from ..tolerance import DEFAULT_MODEL, ErrorModel
-from . import _args
-from ._accumulation import run_accumulation
-from ._clip import run_clip
-from ._detach import run_detach
-from ._fanout import DEFAULT_EXAMPLES, run_fanout
-from ._probing import QUOTE, BugClass, ProbeContext
+from gradcheck import stream
+from gradcheck.backends.base import Backend, widest_dtype
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.backends.registry import get_backend
+from gradcheck.checks import _args
+from gradcheck.checks._accumulation import run_accumulation
+from gradcheck.checks._clip import run_clip
+from gradcheck.checks._detach import run_detach
+from gradcheck.checks._fanout import DEFAULT_EXAMPLES, run_fanout
+from gradcheck.checks._probing import QUOTE, BugClass, ProbeContext
+from gradcheck.errors import InvalidArgument
+from gradcheck.results import Report, Status
+from gradcheck.tolerance import DEFAULT_MODEL, ErrorModel
 
 FAMILIES: dict[str, Callable[..., None]] = {
     "accumulation": run_accumulation,

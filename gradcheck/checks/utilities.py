@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import stream
-from ..backends.guarded import AdapterFailure, attempt
-from ..backends.registry import get_backend
-from ..backends.training import ClipSemantics
-from ..results import Report, Status
-from ._clip import run_clip
-from ._probing import QUOTE, BugClass, ProbeContext, filled, global_norm
+from gradcheck import stream
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.backends.registry import get_backend
+from gradcheck.backends.training import ClipSemantics
+from gradcheck.checks._clip import run_clip
+from gradcheck.checks._probing import QUOTE, BugClass, ProbeContext, filled, global_norm
+from gradcheck.results import Report, Status
 
 __all__ = ["check_accumulation_function", "check_clip_function", "check_grad_norm_function"]
 
@@ -42,7 +42,7 @@ def _scoped(fn: Callable, backend: Any) -> Callable:
     """JAX: the user's function runs with float64 enabled (as the hooks do), then restored."""
     if get_backend(backend).name != "jax":
         return fn
-    from ..backends._jax_x64 import x64
+    from gradcheck.backends._jax_x64 import x64
 
     return x64(fn)
 

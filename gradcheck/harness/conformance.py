@@ -33,14 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import tolerance
-from ..api import check
-from ..backends.base import Accumulation, Backend, Semantics
-from ..backends.guarded import AdapterFailure, GuardedBackend, attempt
-from ..backends.protocol_ops import PROTOCOL_OPS
-from ..backends.registry import get_backend
-from ..results import CheckResult, Report, Status
-from ..taxonomy import CheckKind
+from gradcheck import tolerance
+from gradcheck.api import check
+from gradcheck.backends.base import Accumulation, Backend, Semantics
+from gradcheck.backends.guarded import AdapterFailure, GuardedBackend, attempt
+from gradcheck.backends.protocol_ops import PROTOCOL_OPS
+from gradcheck.backends.registry import get_backend
+from gradcheck.results import CheckResult, Report, Status
+from gradcheck.taxonomy import CheckKind
 
 KIND = CheckKind.CONFORMANCE
 DEFAULT_PROBE_OPS = ("sin", "mul", "sum", "matmul")

@@ -23,14 +23,14 @@ from functools import cache
 
 import numpy as np
 
-from .. import taxonomy
-from ..backends.base import Backend
-from ..backends.registry import get_backend, installed_backends
-from ..ops import catalog
-from ..ops.spec import OpSpec
-from ..rules import NumpyFunction
-from ..taxonomy import INFO, CheckKind, DtypeRule
-from .runner import RANDOM, Case, case_inputs
+from gradcheck import taxonomy
+from gradcheck.backends.base import Backend
+from gradcheck.backends.registry import get_backend, installed_backends
+from gradcheck.harness.runner import RANDOM, Case, case_inputs
+from gradcheck.ops import catalog
+from gradcheck.ops.spec import OpSpec
+from gradcheck.rules import NumpyFunction
+from gradcheck.taxonomy import INFO, CheckKind, DtypeRule
 
 PROFILES = ("quick", "ci", "thorough")
 DTYPES = ("float64", "float32")

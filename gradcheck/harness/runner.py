@@ -18,14 +18,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..api import format_failure
-from ..backends.registry import get_backend
-from ..checks.agreement import Side, compare_vjps
-from ..checks.numeric import CheckConfig, run_numeric_checks
-from ..errors import InvalidArgument
-from ..ops import catalog
-from ..results import CheckResult, Report
-from ..taxonomy import CheckKind
+from gradcheck.api import format_failure
+from gradcheck.backends.registry import get_backend
+from gradcheck.checks.agreement import Side, compare_vjps
+from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
+from gradcheck.errors import InvalidArgument
+from gradcheck.ops import catalog
+from gradcheck.results import CheckResult, Report
+from gradcheck.taxonomy import CheckKind
 
 RANDOM = "random"
 PROBES = 3

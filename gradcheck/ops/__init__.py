@@ -1,5 +1,5 @@
 """The backend-neutral op catalog: specs as data, split into per-family modules."""
 
-from .spec import KnownDiscrepancy, OpSpec, SpecialPoint, known, normal, point, uniform
+from gradcheck.ops.spec import KnownDiscrepancy, OpSpec, SpecialPoint, known, normal, point, uniform
 
 __all__ = ["KnownDiscrepancy", "OpSpec", "SpecialPoint", "known", "normal", "point", "uniform"]

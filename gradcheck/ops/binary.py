@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import OpSpec, SpecialPoint, known, normal, point, with_cross_backend_known
+from gradcheck.ops.spec import OpSpec, SpecialPoint, known, normal, point, with_cross_backend_known
 
 S = (3, 4)
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import Any
 
-from ..errors import InvalidArgument
-from .engine_known import attach
-from .spec import OpSpec
+from gradcheck.errors import InvalidArgument
+from gradcheck.ops.engine_known import attach
+from gradcheck.ops.spec import OpSpec
 
 FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special", "linalg", "shape", "nn")
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..known import KnownDiscrepancy
-from ..taxonomy import CheckKind
-from .spec import OpSpec
+from gradcheck.known import KnownDiscrepancy
+from gradcheck.ops.spec import OpSpec
+from gradcheck.taxonomy import CheckKind
 
 _DOC = "docs/known-discrepancies.md"
 

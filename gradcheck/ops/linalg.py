@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import KnownDiscrepancy, OpSpec, SpecialPoint, normal
+from gradcheck.ops.spec import KnownDiscrepancy, OpSpec, SpecialPoint, normal
 
 FAMILY = "linalg"
 

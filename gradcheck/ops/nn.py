@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import KnownDiscrepancy, OpSpec, SpecialPoint, known, normal, point
+from gradcheck.ops.spec import KnownDiscrepancy, OpSpec, SpecialPoint, known, normal, point
 
 FAMILY = "nn"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import OpSpec, SpecialPoint, known, normal, point, with_cross_backend_known
+from gradcheck.ops.spec import OpSpec, SpecialPoint, known, normal, point, with_cross_backend_known
 
 S = (3, 4)
 _A = np.array([[0.3, -1.2, 2.0, 0.4], [1.5, -0.7, 0.9, -2.2], [0.1, 1.1, -0.4, 0.6]])

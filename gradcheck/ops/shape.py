@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import OpSpec, SpecialPoint, normal
+from gradcheck.ops.spec import OpSpec, SpecialPoint, normal
 
 FAMILY = "shape"
 

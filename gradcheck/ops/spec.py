@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..known import KnownDiscrepancy
+from gradcheck.known import KnownDiscrepancy
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import OpSpec, SpecialPoint, known, normal, point, uniform, with_cross_backend_known
+from gradcheck.ops.spec import (
+    OpSpec,
+    SpecialPoint,
+    known,
+    normal,
+    point,
+    uniform,
+    with_cross_backend_known,
+)
 
 S = (3, 4)
 _DOC = "docs/known-discrepancies.md"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .spec import (
+from gradcheck.ops.spec import (
     KnownDiscrepancy,
     OpSpec,
     SpecialPoint,

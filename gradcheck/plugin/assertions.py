@@ -14,12 +14,12 @@ from dataclasses import replace
 
 import pytest
 
-from .. import stream
-from ..api import format_failure
-from ..harness import runner
-from ..harness.plan import Planned
-from ..results import CheckKind, CheckResult, Report, Status
-from ..taxonomy import INFO
+from gradcheck import stream
+from gradcheck.api import format_failure
+from gradcheck.harness import runner
+from gradcheck.harness.plan import Planned
+from gradcheck.results import CheckKind, CheckResult, Report, Status
+from gradcheck.taxonomy import INFO
 
 
 def results_for(planned: Planned) -> list[CheckResult]:

@@ -30,15 +30,15 @@ from hypothesis import assume, given, seed, settings, target
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from .. import stream
-from ..api import format_failure
-from ..backends.registry import get_backend
-from ..harness.plan import Planned, in_rounding_range
-from ..harness.runner import Case, case_inputs, numeric_report
-from ..ops import catalog
-from ..results import CheckResult, Report, Status
-from ..rules import NumpyFunction
-from ..taxonomy import CheckKind
+from gradcheck import stream
+from gradcheck.api import format_failure
+from gradcheck.backends.registry import get_backend
+from gradcheck.harness.plan import Planned, in_rounding_range
+from gradcheck.harness.runner import Case, case_inputs, numeric_report
+from gradcheck.ops import catalog
+from gradcheck.results import CheckResult, Report, Status
+from gradcheck.rules import NumpyFunction
+from gradcheck.taxonomy import CheckKind
 
 _BOX_SAMPLES = 32
 _TARGETED = (CheckKind.VJP, CheckKind.JVP)

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..stream import StreamData, read_streams
-from . import html, junit
+from gradcheck.report import html, junit
+from gradcheck.stream import StreamData, read_streams
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import json
 from collections import Counter
 from collections.abc import Callable
 
-from ..results import number
-from ..stream import StreamData
-from ..sweep.triage import findings
+from gradcheck.results import number
+from gradcheck.stream import StreamData
+from gradcheck.sweep.triage import findings
 
 Section = Callable[[str, str, str, str], str]
 Escape = Callable[[object], str]

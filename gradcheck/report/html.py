@@ -19,9 +19,9 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
-from ..results import Status, shorten
-from ..stream import StreamData
-from . import findings, model
+from gradcheck.report import findings, model
+from gradcheck.results import Status, shorten
+from gradcheck.stream import StreamData
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

@@ -12,9 +12,9 @@ de-duplicated findings.  Confirmed ones can be recorded as data (:mod:`.known`).
 
 from __future__ import annotations
 
-from .inventory import Inventory, LeftOut, Op, inventory
-from .runner import PROFILES, SweepConfig, SweepOutcome, sweep
-from .triage import Finding, findings
+from gradcheck.sweep.inventory import Inventory, LeftOut, Op, inventory
+from gradcheck.sweep.runner import PROFILES, SweepConfig, SweepOutcome, sweep
+from gradcheck.sweep.triage import Finding, findings
 
 __all__ = ["PROFILES", "Finding", "Inventory", "LeftOut", "Op", "SweepConfig", "SweepOutcome",
            "findings", "inventory", "sweep"]

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _namespaces
-from .inventory import Inventory, LeftOut, Op
+from gradcheck.sweep import _namespaces
+from gradcheck.sweep.inventory import Inventory, LeftOut, Op
 
 NAMESPACES = ("jax.numpy", "jax.numpy.linalg", "jax.scipy.special", "jax.nn", "jax.lax")
 _DTYPES = ("float64", "float32", "float16", "bfloat16")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .inventory import LeftOut, Op, family_of, matches
+from gradcheck.sweep.inventory import LeftOut, Op, family_of, matches
 
 # inside (0, 1) so that log, sqrt, arcsin, atanh, logit, betainc ... accept them; distinct so
 # that sort / max / unique are not at ties; an SPD matrix for linalg
@@ -101,7 +101,7 @@ def probe(name: str, attr: str, fn: Callable[..., Any], backend: str, tried: Tri
 def adapter_tried(backend: str) -> Tried:
     """A :data:`Tried` through gradcheck's adapter for ``backend``: its ``evaluate`` and
     ``vjp`` (so any engine with an adapter can be probed the same way)."""
-    from ..backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     be = get_backend(backend)
 

@@ -16,8 +16,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _namespaces
-from .inventory import Inventory, LeftOut, Op
+from gradcheck.sweep import _namespaces
+from gradcheck.sweep.inventory import Inventory, LeftOut, Op
 
 ENGINES = {
     "autograd": ("autograd.numpy", "autograd.scipy.special"),
@@ -50,7 +50,7 @@ def inventory(backend: str, names: Sequence[str] | None = None) -> Inventory:
     if backend not in ENGINES:
         raise ValueError(f"the sweep has no inventory for backend {backend!r}; it reads "
                          f"torch, jax, {', '.join(ENGINES)}")
-    from ..backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     be = get_backend(backend)
     tried = _namespaces.adapter_tried(backend)

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from .inventory import Inventory, LeftOut, Op, family_of, matches
+from gradcheck.sweep.inventory import Inventory, LeftOut, Op, family_of, matches
 
 _DTYPES = ("float64", "float32", "float16", "bfloat16")
 _NAMESPACES = ("nn.functional.", "special.", "linalg.", "fft.", "signal.", "masked.",

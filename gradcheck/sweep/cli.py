@@ -12,9 +12,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
-from ..stream import StreamData
-from .runner import NothingSelected, SweepConfig, SweepOutcome, sweep
-from .triage import findings
+from gradcheck.stream import StreamData
+from gradcheck.sweep.runner import NothingSelected, SweepConfig, SweepOutcome, sweep
+from gradcheck.sweep.triage import findings
 
 #: the backends whose inventory the sweep can read
 BACKENDS = ("torch", "jax", "autograd", "mlx", "tinygrad")

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from ..tolerance import ROUNDING_GAMMA
-from . import extended
-from .inventory import ELEMENTWISE, Op
-from .resolution import TINY64, elementwise_derivatives, forward_matches
+from gradcheck.sweep import extended
+from gradcheck.sweep.inventory import ELEMENTWISE, Op
+from gradcheck.sweep.resolution import TINY64, elementwise_derivatives, forward_matches
+from gradcheck.tolerance import ROUNDING_GAMMA
 
 Fn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 #: relative agreement that counts as "the same derivative" in the triage (far above float64
@@ -48,7 +48,7 @@ def _direction(arrays: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
     """A random direction scaled per element (:func:`gradcheck.fd.element_scales`: ``|x_i|``,
     zeros by the smallest nonzero ``|x|``), so no step crosses a pole or a sign change next to
     a tiny element (a floor of 2^-20 put steps of 1e-12 across ``1/x`` at 1e-15)."""
-    from ..fd import element_scales
+    from gradcheck.fd import element_scales
 
     rng = np.random.default_rng(seed)
     scales = element_scales([np.asarray(a, dtype=np.float64) for a in arrays])
@@ -137,7 +137,7 @@ def _vjp_pair(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int
     forward-mode paths (:data:`FORWARD_KEYS`; none where the op has no forward mode): at order
     1 ``<v, J u>``; at order 2, as ``<J^T v, w>`` differentiated along ``u`` equals ``<v, J w>``
     differentiated along ``u``, forward over reverse and forward over forward."""
-    from ..backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     backend = get_backend(op.backend)
     n = len(arrays)
@@ -293,7 +293,7 @@ def reference_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int) -> dict[
     if found is None or op.family != ELEMENTWISE or found[1].nin != len(arrays):
         return {}
     ref_name, ref = found
-    from ..backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     backend = get_backend(op.backend)
     xs = [np.asarray(a, dtype=np.float64) for a in arrays]
@@ -355,7 +355,7 @@ def engines_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int) -> dict[st
         if found is None:
             return {}
         name, fn = found
-        from ..backends.registry import get_backend
+        from gradcheck.backends.registry import get_backend
 
         xs = [np.asarray(a, dtype=np.float64) for a in arrays]
         be = get_backend(other)

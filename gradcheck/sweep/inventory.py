@@ -91,14 +91,14 @@ def inventory(backend: str, names: Sequence[str] | None = None) -> Inventory:
     """The inventory of ``backend`` (``torch``, ``jax``, ``autograd``, ``mlx``, ``tinygrad``);
     ``names`` narrows it to those ops (globs) before any template is built."""
     if backend == "torch":
-        from . import _torch
+        from gradcheck.sweep import _torch
 
         return _torch.inventory(names)
     if backend == "jax":
-        from . import _jax
+        from gradcheck.sweep import _jax
 
         return _jax.inventory(names)
-    from . import _others
+    from gradcheck.sweep import _others
 
     return _others.inventory(backend, names)
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..results import CheckResult
-from .inventory import Op
-from .points import Point
+from gradcheck.results import CheckResult
+from gradcheck.sweep.inventory import Op
+from gradcheck.sweep.points import Point
 
 
 def _literal(a: np.ndarray) -> str:

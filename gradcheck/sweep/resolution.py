@@ -42,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import fd
-from ..results import CheckResult, Status
-from ..taxonomy import CheckKind
-from ..tolerance import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
-from . import extended
-from .inventory import ELEMENTWISE, LINALG, Op
+from gradcheck import fd
+from gradcheck.results import CheckResult, Status
+from gradcheck.sweep import extended
+from gradcheck.sweep.inventory import ELEMENTWISE, LINALG, Op
+from gradcheck.taxonomy import CheckKind
+from gradcheck.tolerance import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
 
 #: output components whose rows the scaled check compares (a seeded sample above this)
 ROW_LIMIT = 32
@@ -167,7 +167,7 @@ def diagonal(backend: Any, op: Op, arrays: Sequence[np.ndarray], outs: Sequence[
 
 
 def _target(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int) -> _Target:
-    from ..backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     backend = get_backend(op.backend)
     n = len(arrays)
@@ -431,7 +431,7 @@ def ulp_checks(op: Op, arrays: Sequence[np.ndarray], dtype: str, order: int, see
     if op.family != ELEMENTWISE or dtype == "float64" or (order == 2 and len(arrays) > 1):
         return []  # at order 2 of two inputs the cotangent of ones sums mixed partials
     xs = [_rounded(a, dtype) for a in arrays]  # the float64 reference at the dtype's inputs
-    from ..backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     backend = get_backend(op.backend)
     if not diagonal(backend, op, xs, backend.evaluate(op.fn, list(xs), "cpu")):

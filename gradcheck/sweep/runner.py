@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import stream
-from ..checks import _limits
-from ..results import CheckResult, Status
-from ..taxonomy import CheckKind
-from . import known, points, resolution, triage
-from .inventory import Inventory, Op, inventory
+from gradcheck import stream
+from gradcheck.checks import _limits
+from gradcheck.results import CheckResult, Status
+from gradcheck.sweep import known, points, resolution, triage
+from gradcheck.sweep.inventory import Inventory, Op, inventory
+from gradcheck.taxonomy import CheckKind
 
 PROFILES = ("quick", "default", "thorough")
 STREAM = "results.jsonl"
@@ -88,7 +88,7 @@ def _wanted(band: str, bands: tuple[str, ...]) -> bool:
 
 
 def _forward(op: Op) -> points.Forward:
-    from ..backends.registry import get_backend
+    from gradcheck.backends.registry import get_backend
 
     backend = get_backend(op.backend)
 
@@ -184,7 +184,7 @@ def _check_point(op: Op, point: points.Point, dtype: str, order: int, modes: tup
     """One (dtype, point, order): :func:`gradcheck.check` (unless ``check_too`` is false: order
     2 below float64 outside the thorough profile, which only the resolution checks judge), the
     resolution checks, the triage; recorded."""
-    from ..api import check
+    from gradcheck.api import check
 
     seed = points.seed_of(check_id(op, dtype, point.name, order))
     results: list[CheckResult] = []
@@ -405,7 +405,7 @@ def _resume_state(out: Path) -> tuple[set[tuple[str, str]], bool]:
     appended to ``results.jsonl`` first; an op counts as done where it has a result and no
     worker was checking it when the run stopped (its ``.progress`` file names it: that op is
     checked again, beside its partial results).  Also whether the left-out names are in."""
-    from ..stream import read_streams
+    from gradcheck.stream import read_streams
 
     target = out / STREAM
     current = {p.read_text() for p in out.glob("results.sweep*.progress")}

@@ -30,11 +30,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..results import CheckResult, Status
-from . import evidence, known, reproducer
-from .evidence import AGREE, FORWARD_KEYS, relative
-from .inventory import Op
-from .points import Point, seed_of
+from gradcheck.results import CheckResult, Status
+from gradcheck.sweep import evidence, known, reproducer
+from gradcheck.sweep.evidence import AGREE, FORWARD_KEYS, relative
+from gradcheck.sweep.inventory import Op
+from gradcheck.sweep.points import Point, seed_of
 
 CLASSES = ("confirmed", "crash", "low_precision", "rounding_level", "unresolved",
            "false_alarm")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import jnp
+from gradcheck.backends.jax_ops._common import jnp
 
 OPS = {
     "add": jnp.add,

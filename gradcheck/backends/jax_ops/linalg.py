@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import jax.scipy.linalg as jsl
 
-from ._common import jax, jnp
+from gradcheck.backends.jax_ops._common import jax, jnp
 
 
 def _mT(a):

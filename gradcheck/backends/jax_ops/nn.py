@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._common import jax, jnp
+from gradcheck.backends.jax_ops._common import jax, jnp
 
 
 def _layer_norm(x, w, b, axis=-1, eps=1e-5):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import jax, jnp, jsp
+from gradcheck.backends.jax_ops._common import jax, jnp, jsp
 
 OPS = {
     "sum": jnp.sum,

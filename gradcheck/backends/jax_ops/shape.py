@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._common import jnp
+from gradcheck.backends.jax_ops._common import jnp
 
 
 def _scatter_add(x, idx, src):

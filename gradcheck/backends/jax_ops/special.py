@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import jsp
+from gradcheck.backends.jax_ops._common import jsp
 
 OPS = {
     "betaln": jsp.betaln,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...ops.catalog import FAMILIES, package_op
+from gradcheck.ops.catalog import FAMILIES, package_op
 
 __all__ = ["FAMILIES", "get_op"]
 

@@ -37,7 +37,7 @@ The pipeline, one module per stage (every stage typed, every result created once
 * :mod:`.run`: :func:`run_numeric_checks`, the entry point.
 """
 
-from .context import CheckConfig
-from .run import run_numeric_checks
+from gradcheck.checks.numeric.context import CheckConfig
+from gradcheck.checks.numeric.run import run_numeric_checks
 
 __all__ = ["CheckConfig", "run_numeric_checks"]

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import fd, tolerance
-from ...backends.guarded import AdapterFailure
-from ...results import CheckKind, CheckResult, Status, shown
-from .. import _path_noise, _second_estimate, rounding
-from .context import Prepared
-from .judge import (
+from gradcheck import fd, tolerance
+from gradcheck.backends.guarded import AdapterFailure
+from gradcheck.checks import _path_noise, _second_estimate, rounding
+from gradcheck.checks.numeric.context import Prepared
+from gradcheck.checks.numeric.judge import (
     AllowanceModel,
     Comparison,
     Verdict,
@@ -25,9 +24,9 @@ from .judge import (
     rounding_level_note,
     unresolved_message,
 )
-from .localize import Localization, localize
-from .probes import Probes, cotangents
-from .scalars import (
+from gradcheck.checks.numeric.localize import Localization, localize
+from gradcheck.checks.numeric.probes import Probes, cotangents
+from gradcheck.checks.numeric.scalars import (
     AdScalars,
     FdSide,
     ad_scalars,
@@ -38,7 +37,14 @@ from .scalars import (
     rule_conditioning,
     terms,
 )
-from .stages import AlternativeSamples, Estimates, ForwardSamples, ReverseSamples, RoundingSamples
+from gradcheck.checks.numeric.stages import (
+    AlternativeSamples,
+    Estimates,
+    ForwardSamples,
+    ReverseSamples,
+    RoundingSamples,
+)
+from gradcheck.results import CheckKind, CheckResult, Status, shown
 
 
 @dataclass(frozen=True)

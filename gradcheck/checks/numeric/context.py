@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from ... import tolerance
-from ...backends.base import is_floating
-from ...backends.guarded import GuardedBackend
-from ...results import CheckKind, CheckResult, Status
+from gradcheck import tolerance
+from gradcheck.backends.base import is_floating
+from gradcheck.backends.guarded import GuardedBackend
+from gradcheck.results import CheckKind, CheckResult, Status
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,12 @@ the full comparisons where it cannot pass."""
 
 from __future__ import annotations
 
-from .. import _screen
-from .._second_estimate import SecondEstimates
-from .compare import Samples, compare_pair
-from .context import Prepared
-from .probes import draw, out_slices
-from .stages import (
+from gradcheck.checks import _screen
+from gradcheck.checks._second_estimate import SecondEstimates
+from gradcheck.checks.numeric.compare import Samples, compare_pair
+from gradcheck.checks.numeric.context import Prepared
+from gradcheck.checks.numeric.probes import draw, out_slices
+from gradcheck.checks.numeric.stages import (
     ForwardSamples,
     alternatives,
     estimates,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import tolerance
-from ...results import CheckKind, CheckResult, Status, number, shown
+from gradcheck import tolerance
+from gradcheck.results import CheckKind, CheckResult, Status, number, shown
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.guarded import AdapterFailed, AdapterFailure
-from ...results import CheckKind, WorstElement
-from .. import _sparse_jacobian
-from .context import Prepared
-from .probes import batch_fn, f0, out_slices
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
+from gradcheck.checks import _sparse_jacobian
+from gradcheck.checks.numeric.context import Prepared
+from gradcheck.checks.numeric.probes import batch_fn, f0, out_slices
+from gradcheck.results import CheckKind, WorstElement
 
 MAX_ELEMENTS = 2048 * 2048
 MAX_COLUMNS = 2048  # a dense FD Jacobian costs 5 evaluations of f per column (or 16+)

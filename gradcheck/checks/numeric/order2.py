@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.guarded import AdapterFailure
-from ...results import CheckKind, Status
-from .context import CheckConfig, Identity, Prepared, Recorder, Relabel
+from gradcheck.backends.guarded import AdapterFailure
+from gradcheck.checks.numeric.context import CheckConfig, Identity, Prepared, Recorder, Relabel
+from gradcheck.results import CheckKind, Status
 
 # (the function differentiated, the first-order kind of its check) -> the order-2 kind
 KINDS: dict[tuple[str, CheckKind], CheckKind] = {

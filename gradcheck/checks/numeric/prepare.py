@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ... import tolerance
-from ...backends.base import is_complex, widest_dtype
-from ...backends.guarded import AdapterFailure, GuardedBackend
-from ...results import CheckKind, Status
-from .context import (
+from gradcheck import tolerance
+from gradcheck.backends.base import is_complex, widest_dtype
+from gradcheck.backends.guarded import AdapterFailure, GuardedBackend
+from gradcheck.checks.numeric.context import (
     CheckConfig,
     Finished,
     Prepared,
@@ -26,6 +25,7 @@ from .context import (
     output_name,
     outputs,
 )
+from gradcheck.results import CheckKind, Status
 
 
 def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, device: str,

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.guarded import AdapterFailed, AdapterFailure, checked
-from .context import Prepared, np_dtype, outputs
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure, checked
+from gradcheck.checks.numeric.context import Prepared, np_dtype, outputs
 
 
 @dataclass(frozen=True)

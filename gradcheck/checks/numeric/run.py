@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.base import Backend
-from ...backends.guarded import GuardedBackend, describe
-from ...results import CheckKind, CheckResult, Status
-from .. import _limits
-from .context import CheckConfig, Finished, Identity, Recorder
-from .first_order import first_order_or_screen
-from .order2 import second_order
-from .prepare import prepare
+from gradcheck.backends.base import Backend
+from gradcheck.backends.guarded import GuardedBackend, describe
+from gradcheck.checks import _limits
+from gradcheck.checks.numeric.context import CheckConfig, Finished, Identity, Recorder
+from gradcheck.checks.numeric.first_order import first_order_or_screen
+from gradcheck.checks.numeric.order2 import second_order
+from gradcheck.checks.numeric.prepare import prepare
+from gradcheck.results import CheckKind, CheckResult, Status
 
 
 def run_numeric_checks(

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import fd, tolerance
-from ...backends.guarded import AdapterFailure
-from ...results import CheckKind
-from .context import Prepared
-from .probes import Probes, out_slices
-from .stages import ForwardSamples, ReverseSamples
+from gradcheck import fd, tolerance
+from gradcheck.backends.guarded import AdapterFailure
+from gradcheck.checks.numeric.context import Prepared
+from gradcheck.checks.numeric.probes import Probes, out_slices
+from gradcheck.checks.numeric.stages import ForwardSamples, ReverseSamples
+from gradcheck.results import CheckKind
 
 # kind -> (the AD scalars per probe, their absolute terms per probe)
 AdScalars = dict[CheckKind, tuple[np.ndarray, np.ndarray]]

@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import fd, tolerance
-from ...backends.guarded import AdapterFailed, AdapterFailure
-from ...results import CheckKind, Status
-from .. import rounding
-from .context import Prepared, np_dtype
-from .probes import Probes, batch_fn, batched_cotangents, f0, stacked, vjp_at
+from gradcheck import fd, tolerance
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
+from gradcheck.checks import rounding
+from gradcheck.checks.numeric.context import Prepared, np_dtype
+from gradcheck.checks.numeric.probes import (
+    Probes,
+    batch_fn,
+    batched_cotangents,
+    f0,
+    stacked,
+    vjp_at,
+)
+from gradcheck.results import CheckKind, Status
 
 # per probe, per differentiable input (in ``diff`` order): a derivative as float64
 Rows = list[list[np.ndarray]]
