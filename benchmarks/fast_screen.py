@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from gradcheck.backends.registry import get_backend
-from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
 from gradcheck.harness.runner import RANDOM, Case, case_inputs
+from gradcheck.numeric import CheckConfig, run_numeric_checks
 from gradcheck.ops import catalog
 
 _KINDS = ("vjp", "jvp")

@@ -161,23 +161,24 @@ def _op_name(op) -> str:
 
 def _torch_skips_fn_grad(op) -> bool:
     """Does PyTorch's own suite skip or xfail ``test_fn_grad`` for this op on CPU float64?"""
-    from gradcheck.sweep._torch import skipped_grad_tests
+    from gradcheck.sweep.inventory.from_torch import skipped_grad_tests
 
     return bool(skipped_grad_tests(op, ("test_fn_grad",)))
 
 
 def _leaves(sample) -> list:
     """The tensors requiring grad, in input (or tensor-list input), args, kwargs order."""
-    from gradcheck.sweep._torch import leaves_of
+    from gradcheck.sweep.inventory.from_torch import leaves_of
 
     return leaves_of(sample)
 
 
 def _function(op, sample):
     """``fn(*diff_tensors)`` rebuilding the sample around them; complex outputs as real (the
-    sweep's torch inventory builds its ops the same way: :func:`gradcheck.sweep._torch.function`;
+    sweep's torch inventory builds its ops the same way:
+    :func:`gradcheck.sweep.inventory.from_torch.function`;
     like torch.autograd.gradcheck it compares only the outputs torch differentiates)."""
-    from gradcheck.sweep._torch import function
+    from gradcheck.sweep.inventory.from_torch import function
 
     leaves = _leaves(sample)
     return function(op, sample, leaves, _op_name(op)), leaves

@@ -5,7 +5,7 @@ Run:  python benchmarks/oracle_accuracy.py [--seeds N]
 For every case of ``benchmarks/smooth_cases.py`` (smooth float64 functions with hand-written
 exact directional derivatives) we estimate ``J(x) u`` with
 
-* ``gradcheck.fd.directional_derivatives`` (Richardson tables, adaptive retry),
+* ``gradcheck.oracle.fd.directional_derivatives`` (Richardson tables, adaptive retry),
 * a fixed-step central difference with ``eps = 1e-6`` (the scheme of ``torch.autograd.gradcheck``,
   written here in NumPy: ``(f(x + eps u) - f(x - eps u)) / (2 eps)``),
 * ``scipy.differentiate.derivative`` on ``t -> f(x + t u)`` at ``t = 0`` (default settings;
@@ -14,7 +14,8 @@ exact directional derivatives) we estimate ``J(x) u`` with
 and print the median / 99th percentile / max of the norm-wise relative error
 ``max|est - exact| / max|exact|``, the number of function evaluations per direction, and how
 often each engine's own error estimate covers the true error on every output element (raw, and
-inflated 10x as :mod:`gradcheck.tolerance` uses it).  The exact derivative is itself computed in
+inflated 10x as :mod:`gradcheck.oracle.error_model` uses it).  The exact derivative is itself
+computed in
 float64, so "covers" allows the reference's own rounding: ``|est - exact| <= err + 4 eps |exact|``.
 Targets for gradcheck: median <= 1e-11, p99 <= 1e-9, coverage (x10) >= 99%.
 """
@@ -31,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.smooth_cases import Case, catalog, relative_error  # noqa: E402
-from gradcheck import fd  # noqa: E402
+from gradcheck.oracle import fd  # noqa: E402
 
 EPS = float(np.finfo(np.float64).eps)
 TORCH_EPS = 1e-6
@@ -73,7 +74,7 @@ def run_scipy(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
 
 
 ENGINES = {
-    "gradcheck.fd (Richardson)": run_gradcheck,
+    "gradcheck.oracle.fd (Richardson)": run_gradcheck,
     "central eps=1e-6 (torch scheme)": run_fixed_step,
     "scipy.differentiate.derivative": run_scipy,
 }
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nworst cases:")
     for name, r in res.items():
         print(f"  {name:34s} {r['worst']}")
-    g = res["gradcheck.fd (Richardson)"]
+    g = res["gradcheck.oracle.fd (Richardson)"]
     anchor = res["central eps=1e-6 (torch scheme)"]
     print(f"\nvs the fixed-step anchor: median error {anchor['median'] / g['median']:.0f}x "
           f"smaller, p99 {anchor['p99'] / g['p99']:.0f}x smaller")

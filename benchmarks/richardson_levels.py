@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchmarks.oracle_accuracy as oracle_accuracy  # noqa: E402
 from benchmarks.smooth_cases import Case, catalog  # noqa: E402
-from gradcheck import fd  # noqa: E402
-from gradcheck.checks._screen import SCREEN_FLOOR  # noqa: E402
+from gradcheck.numeric.screen import SCREEN_FLOOR  # noqa: E402
+from gradcheck.oracle import fd  # noqa: E402
 
 ORACLE_LEVELS = (5, 6, 7, 8)
 SCREEN_LEVELS = (3, 4, 5, 6)

@@ -149,7 +149,7 @@ def part2(n: int, reps: int) -> None:
     import torch
 
     from gradcheck.backends.registry import get_backend
-    from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
+    from gradcheck.numeric import CheckConfig, run_numeric_checks
 
     print(f"Part 2: full-Jacobian localization at n = {n} (delta = 1e-7 torch mutant); wall "
           f"time, fastest of {reps} interleaved rounds; load average {os.getloadavg()[0]:.1f}")

@@ -65,9 +65,9 @@ class Breakdown:
         setattr(module, attr, timed)
 
     def _install(self) -> None:
-        from gradcheck import fd
-        from gradcheck.checks.numeric import compare, first_order, run
         from gradcheck.harness import runner
+        from gradcheck.numeric import compare, first_order, run
+        from gradcheck.oracle import fd
         from gradcheck.plugin import search
 
         self.wrap(run, "prepare", "prepare")

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 import gradcheck
-from gradcheck.checks.audit import TrainStep, audit
+from gradcheck.model_audit.flow import TrainStep, audit
 
 GAMMA = 0.9
 LR = 0.05

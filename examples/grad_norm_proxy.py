@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import gradcheck
-from gradcheck.checks.audit import audit
+from gradcheck.model_audit.flow import audit
 
 
 class Regressor(nn.Module):

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import gradcheck
-from gradcheck.checks.audit import audit
+from gradcheck.model_audit.flow import audit
 
 WINDOW = 8
 EPS = 1e-12  # keeps the window-of-one z-score (0 / 0) finite, value and gradient

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 import gradcheck
-from gradcheck.checks.audit import audit
+from gradcheck.model_audit.flow import audit
 
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402

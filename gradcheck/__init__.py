@@ -11,24 +11,25 @@ Quick start::
 ``import gradcheck`` imports neither torch nor jax: adapters load on first use.
 """
 
-from gradcheck import _layout  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
+from gradcheck import (
+    _layout,  # noqa: F401  (first: gradcheck.reference/.suites in a source checkout)
+    _moved,
+)
 from gradcheck._version import __version__
 from gradcheck.api import assert_gradients, check, format_failure
 from gradcheck.backends import (
     Accumulation,
     Backend,
-    NumpyFunction,
     Semantics,
     get_backend,
     installed_backends,
     known_backends,
 )
 from gradcheck.backends.training import ClipSemantics, CutPoint, NumpyLoss, TrainingHooks
-from gradcheck.checks._intent import stopped, surrogate
-from gradcheck.checks._optimizers import SGD, Adam, AdamW
-from gradcheck.checks._probing import BugClass
-from gradcheck.checks._step_model import TargetUpdate, Tie
-from gradcheck.checks.audit import (
+from gradcheck.core.errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
+from gradcheck.core.results import CheckKind, CheckResult, Report, Status, WorstElement
+from gradcheck.core.rules import NumpyFunction
+from gradcheck.model_audit.flow import (
     AfterBackward,
     AuditReport,
     FlowStatus,
@@ -36,15 +37,19 @@ from gradcheck.checks.audit import (
     TrainStep,
     audit,
 )
-from gradcheck.checks.semantics import check_semantics, semantics_table
-from gradcheck.checks.utilities import (
+from gradcheck.model_audit.intent import stopped, surrogate
+from gradcheck.model_audit.optimizers import SGD, Adam, AdamW
+from gradcheck.model_audit.step_model import TargetUpdate, Tie
+from gradcheck.oracle.error_model import ErrorModel
+from gradcheck.semantics.check import check_semantics, semantics_table
+from gradcheck.semantics.context import BugClass
+from gradcheck.semantics.utilities import (
     check_accumulation_function,
     check_clip_function,
     check_grad_norm_function,
 )
-from gradcheck.errors import GradcheckError, GradientMismatch, InvalidArgument, NothingDecided
-from gradcheck.results import CheckKind, CheckResult, Report, Status, WorstElement
-from gradcheck.tolerance import ErrorModel
+
+_moved.install()  # the pre-0.2 module paths (gradcheck.results, ...) still import
 
 __all__ = [
     "Accumulation",

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.rules import NumpyFunction
-from gradcheck.tolerance import ErrorModel
+from gradcheck.core.rules import NumpyFunction
+from gradcheck.oracle.error_model import ErrorModel
 
 INLINE_MAX = 128  # elements of one input written out in the script
 _WIDTH = 88  # an input longer than this on one line gets one row per line

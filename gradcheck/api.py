@@ -13,13 +13,13 @@ from gradcheck._reproducer import script as _reproducer_script
 from gradcheck.backends._cache import FunctionCache
 from gradcheck.backends.base import Backend, float_bits, is_complex, is_floating
 from gradcheck.backends.registry import get_backend
-from gradcheck.checks import _args
-from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
-from gradcheck.errors import GradientMismatch, InvalidArgument, NothingDecided
-from gradcheck.results import CheckResult, Report, Shown, Status, number, shown, shown_element
-from gradcheck.rules import NumpyFunction
-from gradcheck.taxonomy import INFO
-from gradcheck.tolerance import DEFAULT_MODEL, ErrorModel
+from gradcheck.core import arguments as _args
+from gradcheck.core.errors import GradientMismatch, InvalidArgument, NothingDecided
+from gradcheck.core.results import CheckResult, Report, Shown, Status, number, shown, shown_element
+from gradcheck.core.rules import NumpyFunction
+from gradcheck.core.taxonomy import INFO
+from gradcheck.numeric import CheckConfig, run_numeric_checks
+from gradcheck.oracle.error_model import DEFAULT_MODEL, ErrorModel, validated_model
 
 _MODES = ("rev", "fwd")
 
@@ -207,7 +207,7 @@ def check(
     modes_t = _validate(be, device, dtype, modes, order, probes, atol, rtol)
     order, probes = int(order), int(probes)
     limit = _args.timeout(timeout)
-    model = _args.error_model(error_model)
+    model = validated_model(error_model)
     call = _with_kwargs(fn, kwargs)
     arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
     if not arrays:
@@ -231,7 +231,7 @@ def check(
 def format_failure(report: Report) -> str:
     """The multi-line message of :class:`GradientMismatch` for a failed report.
 
-    Values are written by :func:`gradcheck.results.shown` (the same strings the HTML report's
+    Values are written by :func:`gradcheck.core.results.shown` (the same strings the HTML report's
     detail panel shows); each result ends with its reproducer, a script printed unindented so
     that it runs as printed."""
     lines = [f"gradient check failed: {report.summary()}"]

@@ -14,9 +14,9 @@ import signal
 import sys
 from pathlib import Path
 
-from gradcheck._stream_read import terminal_safe
 from gradcheck.backends.registry import get_backend, installed_backends, known_backends
-from gradcheck.errors import InvalidArgument
+from gradcheck.core.errors import InvalidArgument
+from gradcheck.stream.reader import terminal_safe
 
 OK, DISCREPANCIES, USAGE = 0, 1, 2
 #: exit status of a run stopped by a signal: 128 + the signal number, as shells report it
@@ -87,7 +87,7 @@ def _validate_backends(specs: list[str]) -> None:
 
 def _validate_selection(args: argparse.Namespace) -> None:
     """Cheap up-front checks of --op and --dtype (the plugin checks the whole plan later)."""
-    from gradcheck import _selection
+    from gradcheck.plugin import selection as _selection
 
     for pattern in _selection.unmatched_ops(args.op or ()):
         raise UsageError(_selection.op_message(pattern, "--op"))
@@ -136,8 +136,8 @@ def pytest_args(args: argparse.Namespace, suites: Path) -> list[str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from gradcheck import _child
-    from gradcheck._pytest_report import ReportDirInUse, ReportDirLock
+    from gradcheck.plugin import child as _child
+    from gradcheck.plugin.session_report import ReportDirInUse, ReportDirLock
 
     _validate_backends(args.backend or [])
     _validate_selection(args)
@@ -169,7 +169,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _interrupted(args: argparse.Namespace, report_dir: Path, outcome) -> int:
     """After SIGINT/SIGTERM: the report from what finished, built as `gradcheck report` does."""
-    from gradcheck._pytest_report import (
+    from gradcheck.plugin.session_report import (
         ReportDirInUse,
         ReportDirLock,
         merge_worker_streams,
@@ -202,7 +202,7 @@ def _interrupted(args: argparse.Namespace, report_dir: Path, outcome) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from gradcheck._pytest_report import ReportDirInUse, ReportDirLock, summary_lines
+    from gradcheck.plugin.session_report import ReportDirInUse, ReportDirLock, summary_lines
     from gradcheck.report import write_report
     from gradcheck.sweep import cli as sweep_cli
 
@@ -244,7 +244,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _sweep_interrupted(report_dir: Path, signum: int) -> int:
     """After SIGINT/SIGTERM stopped a sweep (its workers already killed): the report of what
     finished, from the stream and the workers' streams, which stay on disk for ``--resume``."""
-    from gradcheck._pytest_report import summary_lines
+    from gradcheck.plugin.session_report import summary_lines
     from gradcheck.report import write_report
 
     name = signal.Signals(signum).name
@@ -263,7 +263,7 @@ def _sweep_interrupted(report_dir: Path, signum: int) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from gradcheck._pytest_report import summary_lines
+    from gradcheck.plugin.session_report import summary_lines
     from gradcheck.report import write_report
     from gradcheck.stream import expand_sources, read_streams
 
@@ -292,7 +292,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
-    from gradcheck._environment import describe_backend
+    from gradcheck.stream.environment import describe_backend
 
     out = []
     for name in installed_backends():
@@ -329,8 +329,7 @@ def _backend_lines(d: dict) -> list[str]:
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
-    from gradcheck import _op_listing as listing
-    from gradcheck.ops import catalog
+    from gradcheck.ops import catalog, listing
 
     families = tuple(args.family) if args.family else None
     for f in families or ():

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from gradcheck.errors import InvalidArgument
+from gradcheck.core.errors import InvalidArgument
 
 PROFILES = ("quick", "ci", "thorough")
 _HYPOTHESIS_PROFILES: dict[str, dict[str, Any]] = {
@@ -61,7 +61,7 @@ _PLANNED_KEY = pytest.StashKey[_Planned]()
 
 # the report hooks (streams, shards, xdist merge, HTML/JUnit) load with this plugin; they must be
 # registered before the command line is parsed (not from pytest_configure) for their options
-pytest_plugins = ["gradcheck._pytest_report"]
+pytest_plugins = ["gradcheck.plugin.session_report"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -110,7 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is None:
         config.pluginmanager.register(_SelectionErrorWatch(), "gradcheck-selection-errors")
     try:
-        from gradcheck import _pytest_report
+        from gradcheck.plugin import session_report as _pytest_report
     except ImportError as exc:  # only "the report module is absent" is silent
         absent = exc.name in (__package__, f"{__package__}._pytest_report") and \
             "_pytest_report" in str(exc)
@@ -209,8 +209,8 @@ def _empty_plan_error(config: pytest.Config) -> str:
     filtered = any((s.backends, s.devices, s.dtypes, s.ops))
     if tally is None or not tally.requested or tally.runnable or not filtered:
         return ""
-    from gradcheck._selection import empty_plan_message
     from gradcheck.harness.plan import Selection
+    from gradcheck.plugin.selection import empty_plan_message
 
     sel = Selection(s.profile, s.backends, s.devices, s.dtypes, s.ops)
     return empty_plan_message(sel, tally.skips, "--gradcheck-")

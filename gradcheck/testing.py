@@ -29,6 +29,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gradcheck.core.results import Report, Status
 from gradcheck.harness.conformance import (
     SECTIONS,
     Probe,
@@ -36,7 +37,6 @@ from gradcheck.harness.conformance import (
     run_conformance,
     section_of,
 )
-from gradcheck.results import Report, Status
 
 __all__ = ["Probe", "conformance_test", "format_conformance", "main", "run_conformance"]
 

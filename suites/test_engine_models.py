@@ -13,8 +13,8 @@ import pytest
 import gradcheck
 from gradcheck.pytest_plugin import settings_of
 
-MODEL_CHECKS = {"candle": "gradcheck.checks.model_flow:check_varmap_model",
-                "gorgonia": "gradcheck.checks.model_flow:check_model_flow"}
+MODEL_CHECKS = {"candle": "gradcheck.model_audit.model_flow:check_varmap_model",
+                "gorgonia": "gradcheck.model_audit.model_flow:check_model_flow"}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 import gradcheck
-from gradcheck.checks.semantics import check_semantics
-from gradcheck.known import SEMANTIC as KNOWN_BEHAVIOURS
+from gradcheck.core.known import SEMANTIC as KNOWN_BEHAVIOURS
+from gradcheck.core.results import Status
 from gradcheck.pytest_plugin import settings_of
-from gradcheck.results import Status
+from gradcheck.semantics.check import check_semantics
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

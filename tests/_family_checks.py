@@ -23,8 +23,8 @@ from gradcheck.ops.spec import OpSpec
 
 _IMPL_MODULES = {
     "numpy": "gradcheck.reference.numpy.{family}",
-    "jax": "gradcheck.backends.jax_ops.{family}",
-    "torch": "gradcheck.backends.torch_ops.{family}",
+    "jax": "gradcheck.engines.jax.ops.{family}",
+    "torch": "gradcheck.engines.torch.ops.{family}",
 }
 
 

@@ -9,8 +9,8 @@ import numpy as np
 
 import gradcheck
 from gradcheck import NumpyFunction, stream
-from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.results import CheckResult
+from gradcheck.core.results import CheckResult
+from gradcheck.engines.numpy.backend import NumpyBackend
 
 
 def _elementwise(name, f, df, scale=1.0):
@@ -83,7 +83,7 @@ import pytest
 import gradcheck
 from gradcheck import stream
 from gradcheck import NumpyFunction
-from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.engines.numpy.backend import NumpyBackend
 
 RULES = {
     "sin": (np.sin, np.cos, 1.0),

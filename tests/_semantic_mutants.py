@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.base import Backend, Semantics
-from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.backends.training import NumpyTraining, validate_max_norm
+from gradcheck.backends.training import validate_max_norm
+from gradcheck.engines.numpy.backend import NumpyBackend
+from gradcheck.engines.numpy.training import NumpyTraining
 
 
 def backend_with(base: type[Backend], hooks_cls: type, semantics: Semantics | None = None
@@ -43,7 +44,7 @@ def torch_mutants() -> dict[str, type]:
     """Torch mutants (imported lazily: torch is heavy)."""
     import torch
 
-    from gradcheck.backends._training_torch import TorchTraining
+    from gradcheck.engines.torch.training import TorchTraining
 
     class NoReset(TorchTraining):
         """zero_grad() does nothing."""
@@ -101,7 +102,7 @@ def torch_mutants() -> dict[str, type]:
 def jax_mutants() -> dict[str, type]:
     import jax
 
-    from gradcheck.backends._training_jax import JaxTraining, _np
+    from gradcheck.engines.jax.training import JaxTraining, _np
 
     class StaleJit(JaxTraining):
         """The compiled runner closes over the parameters it saw when compiled, so jit bakes them

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from gradcheck import NumpyFunction, Status, check
-from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.checks.agreement import Side, compare_vjps
+from gradcheck.engines.numpy.backend import NumpyBackend
+from gradcheck.numeric.agreement import Side, compare_vjps
 from gradcheck.reference.numpy import get_op
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from gradcheck import NumpyFunction, Status
-from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.checks.agreement import Side, compare_vjps
-from gradcheck.tolerance import (
+from gradcheck.engines.numpy.backend import NumpyBackend
+from gradcheck.numeric.agreement import Side, compare_vjps
+from gradcheck.oracle.error_model import (
     ARGUMENT_STEPS,
     ROUNDING_GAMMA,
     argument_conditioning_elements,
@@ -114,7 +114,7 @@ def test_conditioning_is_measured_only_when_the_final_terms_bound_is_exceeded():
 
 def _sensitivity(slope, x: np.ndarray) -> np.ndarray:
     """What compare_vjps measures for an elementwise rule with v = 1 (step ladder included)."""
-    from gradcheck.checks.agreement import _argument_sensitivity
+    from gradcheck.numeric.agreement import _argument_sensitivity
 
     fn = _acosh(slope, "rule")  # only the VJP is used
     with np.errstate(all="ignore"):  # perturbed points off the domain

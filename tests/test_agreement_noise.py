@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from gradcheck import NumpyFunction, Status
-from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.checks.agreement import Side, compare_vjps
-from gradcheck.tolerance import ROUNDING_GAMMA, eps
+from gradcheck.engines.numpy.backend import NumpyBackend
+from gradcheck.numeric.agreement import Side, compare_vjps
+from gradcheck.oracle.error_model import ROUNDING_GAMMA, eps
 
 X = np.random.default_rng(3).uniform(20.0, 40.0, (3, 4))
 
@@ -108,7 +108,7 @@ def test_noise_is_measured_only_when_the_final_terms_bound_is_exceeded():
 
 
 def test_model_allowance_adds_the_measured_bound_and_says_so():
-    from gradcheck.tolerance import model_allowance
+    from gradcheck.oracle.error_model import model_allowance
 
     base = model_allowance(0.0, 2.0, "float64")
     more = model_allowance(0.0, 2.0, "float64", measured=1e-13)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradcheck.checks.audit import AuditReport, FlowStatus, audit
-from gradcheck.errors import InvalidArgument
-from gradcheck.results import CheckKind, Status
+from gradcheck.core.errors import InvalidArgument
+from gradcheck.core.results import CheckKind, Status
+from gradcheck.model_audit.flow import AuditReport, FlowStatus, audit
 
 torch = pytest.importorskip("torch")
 
@@ -74,7 +74,7 @@ def test_step_without_zero_grad_is_not_repeatable(dqn):
         dqn.td_loss(agent, batch).backward()  # BUG: no zero_grad: last step's grads remain
         opt.step()
 
-    from gradcheck.checks.audit import TrainStep
+    from gradcheck.model_audit.flow import TrainStep
 
     report = audit(dqn.Agent(), dqn.td_loss, dqn.make_batch(), backend="torch",
                    stop_gradient=("target",), train_step=TrainStep(no_reset_step, lr=dqn.LR))

@@ -10,7 +10,7 @@ import pytest
 
 import gradcheck
 from gradcheck import TargetUpdate, Tie, TrainStep, audit
-from gradcheck.results import Status
+from gradcheck.core.results import Status
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

@@ -9,7 +9,7 @@ import pytest
 
 import gradcheck
 from gradcheck import SGD, Adam, TargetUpdate, TrainStep, audit
-from gradcheck.results import Status
+from gradcheck.core.results import Status
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy

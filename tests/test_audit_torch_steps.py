@@ -9,7 +9,7 @@ import pytest
 import gradcheck
 from gradcheck import TrainStep, audit
 from gradcheck.backends._seeding import rng_states, same_rng_states
-from gradcheck.results import Status
+from gradcheck.core.results import Status
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

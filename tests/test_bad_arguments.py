@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.errors import InvalidArgument
+from gradcheck.core.errors import InvalidArgument
 
 X = np.linspace(0.1, 0.9, 4)
 

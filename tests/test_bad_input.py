@@ -9,7 +9,7 @@ import pytest
 
 import gradcheck
 from gradcheck import InvalidArgument, NumpyFunction, Status
-from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.engines.numpy.backend import NumpyBackend
 
 
 def _sin(**kw) -> NumpyFunction:

@@ -11,9 +11,9 @@ import pytest
 import gradcheck
 from gradcheck import Status
 from gradcheck.backends.guarded import AdapterFailure, FailureKind, attempt
-from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.checks import semantics
-from gradcheck.checks._probing import QUOTE
+from gradcheck.engines.numpy.backend import NumpyBackend
+from gradcheck.semantics import check as semantics
+from gradcheck.semantics.context import QUOTE
 
 
 def _by_name(report):
@@ -187,7 +187,7 @@ class _BadVjp(NumpyBackend):
                               "real number, not 'object'"),
 ])
 def test_an_engine_that_fails_the_agreement_check_is_an_error_naming_it(backend, message):
-    from gradcheck.checks.agreement import Side, compare_vjps
+    from gradcheck.numeric.agreement import Side, compare_vjps
     from gradcheck.reference.numpy import get_op
 
     sin = get_op("sin")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gradcheck import InvalidArgument, Status
-from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.engines.numpy.backend import NumpyBackend
 from gradcheck.harness.plan import CHECKS, PROFILES, Selection, plan, representable
 from gradcheck.harness.runner import (
     RANDOM,
@@ -164,7 +164,7 @@ def test_plan_skips_dtypes_a_backend_lacks_with_a_reason():
 
 
 def test_known_discrepancies_are_one_record_with_a_check_kind():
-    from gradcheck.known import SEMANTIC, KnownDiscrepancy, known_behaviour
+    from gradcheck.core.known import SEMANTIC, KnownDiscrepancy, known_behaviour
     from gradcheck.ops import engine_known
 
     with pytest.raises(ValueError):

@@ -15,8 +15,8 @@ import pytest
 
 import gradcheck.cli
 from gradcheck import stream
-from gradcheck._pytest_report import shard_of
 from gradcheck.cli import UsageError, find_suites, main
+from gradcheck.plugin.session_report import shard_of
 from tests._report_data import SAMPLE_SUITE, numpy_results
 from tests._subprocess import child_env
 
@@ -137,7 +137,7 @@ def test_backends_lists_versions_devices_and_semantics(capsys, monkeypatch):
     # only numpy and a broken adapter: importing every installed engine is not under test here
     monkeypatch.setattr("gradcheck.cli.installed_backends", lambda: ["numpy", "broken"])
     monkeypatch.setattr("gradcheck.cli.known_backends", lambda: {
-        "numpy": "gradcheck.backends.numpy_backend:NumpyBackend", "broken": "nowhere:Nothing"})
+        "numpy": "gradcheck.engines.numpy.backend:NumpyBackend", "broken": "nowhere:Nothing"})
     real = gradcheck.cli.get_backend
     monkeypatch.setattr("gradcheck.cli.get_backend",
                         lambda name: real("nowhere_at_all:Nothing" if name == "broken" else name))
@@ -146,7 +146,7 @@ def test_backends_lists_versions_devices_and_semantics(capsys, monkeypatch):
     numpy = listing["numpy"]
     assert numpy["devices"] == ["cpu"] and numpy["version"]
     assert numpy["semantics"]["accumulation"] == "functional"
-    assert numpy["source"] == "gradcheck.backends.numpy_backend:NumpyBackend"
+    assert numpy["source"] == "gradcheck.engines.numpy.backend:NumpyBackend"
     assert "cannot be imported" in listing["broken"]["error"]
     assert main(["backends"]) == 0
     out = capsys.readouterr().out

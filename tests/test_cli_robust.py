@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from gradcheck import stream
-from gradcheck._pytest_report import LOCK_NAME, summary_lines
-from gradcheck._stream_read import terminal_safe
 from gradcheck.cli import _parser, main
+from gradcheck.plugin.session_report import LOCK_NAME, summary_lines
 from gradcheck.report import write_report
 from gradcheck.stream import StreamData
+from gradcheck.stream.reader import terminal_safe
 from tests._report_data import numpy_results
 from tests._subprocess import child_env as _env
 from tests.test_cli import gradcheck_cli
@@ -244,7 +244,7 @@ def test_backends_listing_escapes_adapter_text(capsys, monkeypatch):
             "semantics": {"accumulation": "functional", "notes": "n\x1bote"}}
     monkeypatch.setattr("gradcheck.cli.installed_backends", lambda: ["x"])
     monkeypatch.setattr("gradcheck.cli.get_backend", lambda name: object())
-    monkeypatch.setattr("gradcheck._environment.describe_backend", lambda be: dict(desc))
+    monkeypatch.setattr("gradcheck.stream.environment.describe_backend", lambda be: dict(desc))
     assert main(["backends"]) == 0
     out = capsys.readouterr().out
     assert "op\\x1b[31mred\\rover\\u202e 1\\r2" in out and "cpu\\x1b[0m" in out

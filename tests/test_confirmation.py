@@ -1,7 +1,7 @@
 """The oracle estimates again with 2^-8 smaller steps before a check fails or abstains.
 
 A failing comparison or a kink seen with the table's steps is re-estimated along the same
-directions with every step 2^-8 times smaller (``gradcheck/checks/_second_estimate.py``).
+directions with every step 2^-8 times smaller (``gradcheck/numeric/second_estimate.py``).
 The small-step estimate can only vindicate the backend:
 
 * when it agrees with the first estimate within their errors, the verdict stands (a wrong rule

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import fd
-from gradcheck.checks import _screen
+from gradcheck.numeric import screen as _screen
+from gradcheck.oracle import fd
 
 torch = pytest.importorskip("torch")
 
-from gradcheck.backends.torch_backend import TorchBackend  # noqa: E402
+from gradcheck.engines.torch.backend import TorchBackend  # noqa: E402
 
 
 class _Counting(TorchBackend):

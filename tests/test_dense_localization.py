@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradcheck import fd
 from gradcheck.checks import _dense_jacobian as dj
 from gradcheck.checks import _sparse_jacobian as sj
+from gradcheck.oracle import fd
 
 _RNG = np.random.default_rng(5)
 # weights bounded away from 0: an element of 1e-7 would carry a 1e-7 relative corruption far

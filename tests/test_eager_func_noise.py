@@ -1,7 +1,7 @@
 """The eager-vs-functional check on results that are pure cancellation: torch's tape and
 ``torch.func.vjp`` round a one-element group norm's gradient differently (7e-17 on 1.8e-7, the
 OpInfo sample ``nn.functional.group_norm[20]``).  The paths' measured rounding noise
-(``gradcheck/checks/_path_noise.py``) explains it; a path that really differs is still caught."""
+(``gradcheck/numeric/path_noise.py``) explains it; a path that really differs is still caught."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 import gradcheck
 from gradcheck import Status
-from gradcheck.checks import _path_noise
+from gradcheck.numeric import path_noise as _path_noise
 
 torch = pytest.importorskip("torch")
-from gradcheck.backends.torch_backend import TorchBackend  # noqa: E402
+from gradcheck.engines.torch.backend import TorchBackend  # noqa: E402
 
 X = np.array([[-6.795487403017545, 8.49765622094553]])  # OpInfo group_norm[20]'s input, (1, 2)
 

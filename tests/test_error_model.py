@@ -1,4 +1,5 @@
-"""The ErrorModel (gradcheck.tolerance): the default reproduces the free functions it replaced
+"""The ErrorModel (gradcheck.oracle.error_model): the default reproduces the free functions it
+replaced
 bit for bit, its arithmetic is vectorised, a profile is validated and reaches CheckConfig and
 the reproducer of :func:`gradcheck.check`."""
 
@@ -11,11 +12,13 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import ErrorModel, tolerance
+from gradcheck import ErrorModel
+from gradcheck.oracle import error_model as tolerance
 
 EPS64 = float(np.finfo(np.float64).eps)
 
-# -- the formulas as gradcheck/tolerance.py wrote them before the ErrorModel (main at 02e5630),
+# -- the formulas as gradcheck/oracle/error_model.py wrote them before the ErrorModel (main at
+# 02e5630),
 # -- literally, constants inlined: the default model must give the same bits
 
 _OLD_FD_SAFETY, _OLD_GAMMA, _OLD_NOISE, _OLD_RESOLUTION, _OLD_CAP = 10.0, 16.0, 4.0, 1e-2, 10.0

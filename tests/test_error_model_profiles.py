@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from gradcheck import ErrorModel, InvalidArgument, NumpyFunction, Status, check, check_semantics
-from gradcheck.backends.numpy_backend import NumpyBackend
-from gradcheck.checks.agreement import Side, compare_vjps
-from gradcheck.checks.rounding import Sample, compare
+from gradcheck.engines.numpy.backend import NumpyBackend
+from gradcheck.numeric.agreement import Side, compare_vjps
+from gradcheck.numeric.rounding import Sample, compare
 from gradcheck.reference.numpy import get_op
 
 NUMPY = NumpyBackend()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.backends.numpy_backend import NumpyFunction
+from gradcheck.engines.numpy.backend import NumpyFunction
 
 
 def _divide(scale_b: float = 1.0) -> NumpyFunction:
@@ -148,7 +148,7 @@ def test_a_quantized_forward_still_catches_a_real_error():
 
 
 def test_the_noise_of_a_staircase_is_measured_where_the_table_reads_it():
-    from gradcheck import fd
+    from gradcheck.oracle import fd
 
     f = _ndtr_via_erf().forward
     u = np.random.default_rng(0).standard_normal((2, _NDTR_SAMPLE.size))

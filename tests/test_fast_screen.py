@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import NumpyFunction, fd
-from gradcheck.checks import _screen
+from gradcheck import NumpyFunction
+from gradcheck.numeric import screen as _screen
+from gradcheck.oracle import fd
 
 N = 400
 X = np.random.default_rng(7).standard_normal(N)

@@ -1,4 +1,5 @@
-"""The finite-difference oracle (gradcheck.fd): accuracy, error estimates, kinks, retries, batching.
+"""The finite-difference oracle (gradcheck.oracle.fd): accuracy, error estimates, kinks, retries,
+batching.
 
 Accuracy and coverage are measured on ``benchmarks/smooth_cases.py`` (smooth float64 functions
 with hand-written exact directional derivatives); ``benchmarks/oracle_accuracy.py`` prints the
@@ -12,7 +13,7 @@ import pytest
 
 import gradcheck
 from benchmarks.smooth_cases import catalog, relative_error
-from gradcheck import fd
+from gradcheck.oracle import fd
 
 EPS = float(np.finfo(np.float64).eps)
 

@@ -14,8 +14,8 @@ import pytest
 import gradcheck
 from gradcheck import ErrorModel, NumpyFunction, Status
 from gradcheck.backends.guarded import AdapterFailure, FailureKind, GuardedBackend
-from gradcheck.backends.numpy_backend import NumpyBackend
 from gradcheck.backends.wire import ProtocolTimeout
+from gradcheck.engines.numpy.backend import NumpyBackend
 
 ROOT = Path(__file__).resolve().parents[1] / "gradcheck"
 PIPELINE = sorted((ROOT / "checks" / "numeric").glob("*.py")) + [

@@ -319,8 +319,8 @@ def test_reproducer_of_a_script_function_loads_the_script(tmp_path):
 
 
 def test_html_detail_shows_the_strings_of_the_assert_message(failure):
+    from gradcheck.core.results import shown
     from gradcheck.report import model
-    from gradcheck.results import shown
 
     r = failure.report.failures[0]
     data = model.table_data(failure.report.results)
@@ -346,7 +346,7 @@ def test_html_detail_shows_the_strings_of_the_assert_message(failure):
 
 
 def test_close_values_print_differently_and_the_difference_is_printed():
-    from gradcheck.results import CheckResult, distinct, shown
+    from gradcheck.core.results import CheckResult, distinct, shown
 
     assert distinct(1.0000001, 1.0000002) == ("1.0000001", "1.0000002")
     assert distinct(1.0 + 2 ** -52, 1.0) == ("1.0000000000000002", "1")
@@ -360,7 +360,7 @@ def test_close_values_print_differently_and_the_difference_is_printed():
 
 
 def test_messages_are_cut_at_a_boundary_never_inside_a_bracket():
-    from gradcheck.results import shorten
+    from gradcheck.core.results import shorten
 
     text = "ValueError: shapes (3, 4) and (5, 6) differ for [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]"
     assert shorten(text, 200) == text

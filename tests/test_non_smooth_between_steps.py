@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import NumpyFunction, fd
+from gradcheck import NumpyFunction
+from gradcheck.oracle import fd
 
 P = 2.5
 X = np.array([7.262, 1.398, -4.332, 2.807, 1.926])

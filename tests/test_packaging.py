@@ -49,7 +49,7 @@ def test_the_wheel_ships_reference_and_suites_inside_the_package(wheel):
     assert tops == {"gradcheck", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}"
                     ".dist-info"}
     for expected in ("gradcheck/reference/numpy/__init__.py",
-                     "gradcheck/backends/jax_ops/unary.py", "gradcheck/suites/test_numeric.py",
+                     "gradcheck/engines/jax/ops/unary.py", "gradcheck/suites/test_numeric.py",
                      "gradcheck/suites/test_semantics.py", "gradcheck/report/assets/report.js",
                      "gradcheck/py.typed"):
         assert expected in names, expected

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import fd
 from gradcheck.backends._cache import FunctionCache, missing
-from gradcheck.backends.numpy_backend import NumpyFunction
-from gradcheck.checks import _scaled_estimate
+from gradcheck.engines.numpy.backend import NumpyFunction
+from gradcheck.numeric import scaled_estimate as _scaled_estimate
+from gradcheck.oracle import fd
 
 
 class _Counted:

@@ -50,7 +50,7 @@ def test_seed(gradcheck_seed):
 MUTANT = '''
 import numpy as np
 from gradcheck import NumpyFunction
-from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.engines.numpy.backend import NumpyBackend
 from gradcheck.reference.numpy import get_op
 
 class Mutant(NumpyBackend):
@@ -199,4 +199,4 @@ def test_the_report_hooks_module_is_registered_when_present(suite):
     result = suite.runpytest("--collect-only", "-q", "-k", "nothing", "--trace-config",
                              "--gradcheck-backend", "numpy")
     out = result.stdout.str()
-    assert ("gradcheck-report" in out or "gradcheck._pytest_report" in out) is present
+    assert ("gradcheck-report" in out or "gradcheck.plugin.session_report" in out) is present

@@ -12,7 +12,7 @@ import pytest
 import gradcheck
 from gradcheck import Backend, InvalidArgument
 from gradcheck.backends import registry
-from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.engines.numpy.backend import NumpyBackend
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def test_module_attr_path_to_a_class_and_to_an_instance(monkeypatch):
     monkeypatch.setitem(sys.modules, "my_adapters", module)
     assert gradcheck.get_backend("my_adapters:MyNumpy").name == "mine"
     assert gradcheck.get_backend("my_adapters:instance") is module.instance
-    path = "gradcheck.backends.numpy_backend:NumpyBackend"
+    path = "gradcheck.engines.numpy.backend:NumpyBackend"
     assert isinstance(gradcheck.get_backend(path), NumpyBackend)
 
 
@@ -81,8 +81,8 @@ def test_unknown_name_lists_the_choices():
 
 @pytest.mark.parametrize("spec,piece", [
     ("no_such_module_xyz:Thing", "cannot be imported"),
-    ("gradcheck.backends.numpy_backend:Nope", "has no attribute 'Nope'"),
-    ("gradcheck.backends.numpy_backend:NumpyFunction", "not a gradcheck.Backend"),
+    ("gradcheck.engines.numpy.backend:Nope", "has no attribute 'Nope'"),
+    ("gradcheck.engines.numpy.backend:NumpyFunction", "not a gradcheck.Backend"),
     (3.5, "must be a name"),
 ])
 def test_bad_specs(spec, piece):

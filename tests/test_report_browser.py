@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from gradcheck.core.results import Status
 from gradcheck.report import write_report
-from gradcheck.results import Status
 from gradcheck.stream import StreamData
 from tests._report_data import HOSTILE, hostile_results, numpy_results
 from tests.chromium import Browser, find_chromium

@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 
 import pytest
 
+from gradcheck.core.results import CheckResult, Status
 from gradcheck.report import html as report_html
 from gradcheck.report import junit, model, write_report
-from gradcheck.results import CheckResult, Status
 from gradcheck.stream import StreamData, TestOutcome
 from tests._report_data import HOSTILE, hostile_results, numpy_results
 

@@ -128,7 +128,7 @@ def test_kind_is_a_check_kind_that_compares_and_prints_as_its_string():
 
 
 def test_every_kind_has_its_info_and_the_suite_lists_come_from_it():
-    from gradcheck import taxonomy
+    from gradcheck.core import taxonomy
     from gradcheck.harness import plan
 
     assert set(taxonomy.INFO) == set(gradcheck.CheckKind)

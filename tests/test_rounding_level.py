@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import tolerance
+from gradcheck.oracle import error_model as tolerance
 from gradcheck.report.model import table_data
 
 torch = pytest.importorskip("torch")

@@ -1,4 +1,4 @@
-"""The oracle's scaled estimate (``gradcheck/checks/_scaled_estimate.py``): where elements span
+"""The oracle's scaled estimate (``gradcheck/numeric/scaled_estimate.py``): where elements span
 many decades, ``gradcheck.check`` judges with directions scaled per element instead of
 failing a correct rule, and still fails wrong ones."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.checks import _scaled_estimate
-from gradcheck.results import CheckKind, Status
+from gradcheck.core.results import CheckKind, Status
+from gradcheck.numeric import scaled_estimate as _scaled_estimate
 
 torch = pytest.importorskip("torch")
 

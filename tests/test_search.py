@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 from gradcheck import NumpyFunction
-from gradcheck.backends.numpy_backend import NumpyBackend
+from gradcheck.engines.numpy.backend import NumpyBackend
 from gradcheck.harness.plan import Planned
 from gradcheck.harness.runner import Case
 from gradcheck.plugin.search import domain_box, search_case, strategy

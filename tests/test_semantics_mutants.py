@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gradcheck.backends.base import Accumulation, Semantics
-from gradcheck.checks.semantics import check_semantics
-from gradcheck.results import Status
+from gradcheck.core.results import Status
+from gradcheck.semantics.check import check_semantics
 from tests._semantic_mutants import (
     DoublingNumpy,
     ElementwiseClip,
@@ -57,8 +57,8 @@ def test_doubling_on_second_backward_is_caught():
 
 def test_accumulating_engine_declared_functional_is_caught():
     pytest.importorskip("torch")
-    from gradcheck.backends._training_torch import TorchTraining
-    from gradcheck.backends.torch_backend import TorchBackend
+    from gradcheck.engines.torch.backend import TorchBackend
+    from gradcheck.engines.torch.training import TorchTraining
 
     lying = backend_with(TorchBackend, TorchTraining,
                          Semantics(Accumulation.FUNCTIONAL, "detach", False))
@@ -69,7 +69,7 @@ def test_accumulating_engine_declared_functional_is_caught():
 
 def test_reset_that_does_not_reset_is_caught():
     pytest.importorskip("torch")
-    from gradcheck.backends.torch_backend import TorchBackend
+    from gradcheck.engines.torch.backend import TorchBackend
 
     rep = check_semantics(backend_with(TorchBackend, torch_mutants()["no_reset"]),
                           probes=("accumulation",))
@@ -116,7 +116,7 @@ def test_reversing_threshold_message_says_reversed():
 
 def test_low_precision_norm_in_float16_is_caught():
     pytest.importorskip("jax")
-    from gradcheck.backends.jax_backend import JaxBackend
+    from gradcheck.engines.jax.backend import JaxBackend
 
     rep = check_semantics(backend_with(JaxBackend, jax_mutants()["naive_norm"]),
                           probes=("clip",))
@@ -129,7 +129,7 @@ def test_low_precision_norm_in_float16_is_caught():
 
 def test_set_instead_of_add_is_caught():
     pytest.importorskip("torch")
-    from gradcheck.backends.torch_backend import TorchBackend
+    from gradcheck.engines.torch.backend import TorchBackend
 
     rep = check_semantics(backend_with(TorchBackend, torch_mutants()["set_not_add"]),
                           probes=("fanout",), examples=10)
@@ -143,7 +143,7 @@ def test_set_instead_of_add_is_caught():
 
 def test_stale_cache_on_rebinding_is_caught():
     pytest.importorskip("jax")
-    from gradcheck.backends.jax_backend import JaxBackend
+    from gradcheck.engines.jax.backend import JaxBackend
 
     rep = check_semantics(backend_with(JaxBackend, jax_mutants()["stale_jit"]),
                           probes=("fanout",), examples=3)
@@ -155,7 +155,7 @@ def test_stale_cache_on_rebinding_is_caught():
 
 def test_stop_gradient_that_leaks_is_caught():
     pytest.importorskip("torch")
-    from gradcheck.backends.torch_backend import TorchBackend
+    from gradcheck.engines.torch.backend import TorchBackend
 
     rep = check_semantics(backend_with(TorchBackend, torch_mutants()["leaky_stop"]),
                           probes=("detach",))
@@ -171,7 +171,7 @@ def test_numpy_declares_no_stop_gradient_and_is_skipped():
 
 
 def test_invalid_arguments_are_rejected():
-    from gradcheck.errors import InvalidArgument
+    from gradcheck.core.errors import InvalidArgument
 
     with pytest.raises(InvalidArgument, match="probes"):
         check_semantics("numpy", probes=("nope",))
@@ -182,8 +182,8 @@ def test_invalid_arguments_are_rejected():
 
 
 def test_results_serialise_and_tabulate(numpy_clip_ok):
-    from gradcheck.checks.semantics import semantics_table
-    from gradcheck.results import CheckResult
+    from gradcheck.core.results import CheckResult
+    from gradcheck.semantics.check import semantics_table
 
     for r in numpy_clip_ok.results:
         back = CheckResult.from_json(r.to_json())

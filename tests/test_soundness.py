@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import gradcheck
-import gradcheck.checks._limits
+import gradcheck.backends.limits
 from gradcheck import NumpyFunction
-from gradcheck.errors import NothingDecided
-from gradcheck.results import Status
+from gradcheck.core.errors import NothingDecided
+from gradcheck.core.results import Status
 
 X = np.random.default_rng(0).normal(size=(3, 4))
 
@@ -48,7 +48,7 @@ def test_an_unresolvable_estimate_never_passes(noise, sign):
     for r in rule:
         if r.status is Status.INCONCLUSIVE:
             assert "not resolved" in r.message and "not passed" in r.message
-            assert r.details["resolution"] > gradcheck.tolerance.RESOLUTION
+            assert r.details["resolution"] > gradcheck.oracle.error_model.RESOLUTION
     with pytest.raises(gradcheck.GradientMismatch):
         gradcheck.assert_gradients(_cube(noise, sign), X, backend="numpy", modes=("rev",))
 
@@ -73,9 +73,10 @@ def test_an_unused_input_still_passes_on_exact_zeros():
 
 
 def test_resolution_threshold():
-    assert gradcheck.tolerance.resolved(1e-3, 1.0) and not gradcheck.tolerance.resolved(0.1, 1.0)
-    assert gradcheck.tolerance.resolved(1e-13, 0.0)  # both sides exactly zero
-    assert not gradcheck.tolerance.resolved(float("nan"), 1.0)
+    resolved = gradcheck.oracle.error_model.resolved
+    assert resolved(1e-3, 1.0) and not resolved(0.1, 1.0)
+    assert resolved(1e-13, 0.0)  # both sides exactly zero
+    assert not resolved(float("nan"), 1.0)
 
 
 # -- 2. determinism ------------------------------------------------------------------------
@@ -184,7 +185,7 @@ def test_keyboard_interrupt_still_stops():
 # -- 4. time limits ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not gradcheck.checks._limits.enforceable(), reason="needs SIGALRM")
+@pytest.mark.skipif(not gradcheck.backends.limits.enforceable(), reason="needs SIGALRM")
 def test_a_hanging_function_is_an_error_after_the_timeout():
     calls = []
 
@@ -213,6 +214,6 @@ def test_a_hanging_function_is_an_error_after_the_timeout():
 
 
 def test_the_rounding_floor_survives_huge_steps():
-    floor = gradcheck.tolerance.fd_rounding_floor(np.ones(2), np.full(2, 1e200), np.ones(2),
-                                                  np.ones(2), 1e200, 1e198)
+    floor = gradcheck.oracle.error_model.fd_rounding_floor(
+        np.ones(2), np.full(2, 1e200), np.ones(2), np.ones(2), 1e200, 1e198)
     assert floor == 0.0 or np.isfinite(floor)

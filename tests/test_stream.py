@@ -16,10 +16,10 @@ import pytest
 
 import gradcheck
 from gradcheck import stream
-from gradcheck._pytest_report import summary_lines
 from gradcheck.cli import main as cli_main
+from gradcheck.core.results import CheckResult
+from gradcheck.plugin.session_report import summary_lines
 from gradcheck.report import write_report
-from gradcheck.results import CheckResult
 from tests._report_data import FUNCTIONS, numpy_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +91,7 @@ def test_env_var_streams_a_users_own_script(tmp_path):
 _KILLED_WRITER = """
 import sys, time
 from gradcheck import stream
-from gradcheck.results import CheckResult
+from gradcheck.core.results import CheckResult
 results = [CheckResult.from_json(line) for line in open(sys.argv[2])]
 stream.activate(sys.argv[1])
 i = 0

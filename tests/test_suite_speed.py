@@ -22,7 +22,7 @@ def _counted(counter: list[int]):
 
 @pytest.fixture
 def be():
-    from gradcheck.backends.jax_backend import JaxBackend
+    from gradcheck.engines.jax.backend import JaxBackend
 
     return JaxBackend()
 

@@ -365,7 +365,7 @@ def test_an_interrupted_sweep_writes_the_report_of_what_finished(tmp_path, capsy
 
     from gradcheck import stream
     from gradcheck.cli import _sweep_interrupted
-    from gradcheck.results import CheckResult, Status
+    from gradcheck.core.results import CheckResult, Status
 
     with stream.using(tmp_path / "results.sweep0.jsonl"):
         stream.record(CheckResult(kind="vjp", status=Status.PASSED, backend="jax",
@@ -380,8 +380,8 @@ def test_a_second_sweep_into_a_folder_in_use_is_refused_and_touches_nothing(tmp_
     """The sweep holds the report directory's lock (as `gradcheck run` does): a second sweep (or
     run) into it is a usage error naming the holder, and the first one's files stay as they
     were; once released, the same command runs."""
-    from gradcheck._pytest_report import ReportDirLock
     from gradcheck.cli import main
+    from gradcheck.plugin.session_report import ReportDirLock
 
     out = tmp_path / "out"
     out.mkdir()

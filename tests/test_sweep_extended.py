@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from gradcheck.results import CheckResult, Status
+from gradcheck.core.results import CheckResult, Status
 from gradcheck.sweep import Op
 from gradcheck.sweep.evidence import mpmath_evidence
 from gradcheck.sweep.extended import RULES, derivative, value

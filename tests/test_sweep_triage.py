@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gradcheck.results import CheckResult, Status
+from gradcheck.core.results import CheckResult, Status
 from gradcheck.sweep.triage import classify
 
 #: projected FD evidence: AD and FD agree to 1e-12 on a value of about 1e-16

@@ -1,4 +1,4 @@
-"""The error model (gradcheck.tolerance) and what explicit atol/rtol mean in a check."""
+"""The error model (gradcheck.oracle.error_model) and what explicit atol/rtol mean in a check."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import NumpyFunction, tolerance
+from gradcheck import NumpyFunction
+from gradcheck.oracle import error_model as tolerance
 
 EPS64 = float(np.finfo(np.float64).eps)
 EPS32 = float(np.finfo(np.float32).eps)

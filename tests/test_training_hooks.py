@@ -105,7 +105,7 @@ def test_jax_clip_rejects_invalid_thresholds_and_keeps_float16_norms_finite():
 
 
 def test_importing_the_semantic_modules_imports_no_engine():
-    code = ("import sys, gradcheck.checks.semantics, gradcheck.checks.audit, "
+    code = ("import sys, gradcheck.semantics.check, gradcheck.model_audit.flow, "
             "gradcheck.backends.training; "
             "bad = [m for m in ('torch', 'jax') if m in sys.modules]; "
             "assert not bad, bad")
@@ -114,8 +114,7 @@ def test_importing_the_semantic_modules_imports_no_engine():
 
 def test_op_protocol_hooks_are_bridged():
     pytest.importorskip("autograd")
-    from gradcheck.backends._training_ops import OpLoss, OpProtocolHooks
-    from gradcheck.backends.training import as_training_hooks
+    from gradcheck.backends.op_training import OpLoss, OpProtocolHooks, as_training_hooks
 
     hooks = as_training_hooks(get_backend("autograd"), "cpu", "float64")
     assert isinstance(hooks, OpProtocolHooks) and not hooks.python_losses

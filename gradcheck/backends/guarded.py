@@ -16,12 +16,12 @@ calls the adapter once and gives back either what the adapter returned (as NumPy
   arrays.
 
 ``BaseException``\\ s that are not ``Exception``\\ s pass through on purpose: the check's
-deadline (:class:`gradcheck.checks._limits.Timeout`), ``KeyboardInterrupt`` and ``SystemExit``
-end the check as a whole (one ``error`` result, :func:`gradcheck.checks._limits.contained`),
+deadline (:class:`gradcheck.backends.limits.Timeout`), ``KeyboardInterrupt`` and ``SystemExit``
+end the check as a whole (one ``error`` result, :func:`gradcheck.backends.limits.contained`),
 not one comparison.
 
 :class:`AdapterFailed` carries a failure through code that can only raise: the batched
-function the finite-difference engine evaluates (:mod:`gradcheck.fd` counts a row that raises
+function the finite-difference engine evaluates (:mod:`gradcheck.oracle.fd` counts a row that raises
 as outside the domain).
 
 :func:`attempt` is the boundary for code the harness runs but does not own and that is not a
@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gradcheck.backends.base import Backend
-from gradcheck.results import shorten
+from gradcheck.core.results import shorten
 
 T = TypeVar("T")
 
@@ -106,7 +106,7 @@ class AdapterFailed(Exception):
 
 def describe(exc: BaseException, limit: int = 500) -> str:
     """``"Type: first line of the message"``, at most ``limit`` characters (cut at a word
-    boundary, :func:`gradcheck.results.shorten`)."""
+    boundary, :func:`gradcheck.core.results.shorten`)."""
     text = str(exc).strip().splitlines()
     return shorten(f"{type(exc).__name__}: {text[0] if text else ''}", limit)
 

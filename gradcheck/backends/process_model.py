@@ -11,7 +11,8 @@ two-layer model in the engine and answers one request in three forms:
 * ``{..., order, points}``: ``losses``, the loss at each row of ``points`` (the values laid out
   as the names in ``order``), for the central finite differences.
 
-:func:`gradcheck.checks.model_flow.check_named_model` compares the extracted gradients with FD by
+:func:`gradcheck.model_audit.model_flow.check_named_model` compares the extracted gradients with FD
+by
 name, checks the reported global norm and turns the cut log into flow findings that name the
 stage (this module is the engine half: what the requests are called and where a cut can go).
 """

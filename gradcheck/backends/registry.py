@@ -12,28 +12,28 @@ import importlib.util
 from typing import Any
 
 from gradcheck.backends.base import Backend
-from gradcheck.errors import InvalidArgument
+from gradcheck.core.errors import InvalidArgument
 
 ENTRY_POINT_GROUP = "gradcheck.backends"
 
 BUILTIN: dict[str, str] = {
-    "numpy": "gradcheck.backends.numpy_backend:NumpyBackend",
-    "torch": "gradcheck.backends.torch_backend:TorchBackend",
-    "jax": "gradcheck.backends.jax_backend:JaxBackend",
-    "autograd": "gradcheck.backends.autograd_backend:AutogradBackend",
-    "tfjs": "gradcheck.backends.tfjs_backend:TfjsBackend",
-    "gorgonia": "gradcheck.backends.gorgonia_backend:GorgoniaBackend",
-    "tensorflow": "gradcheck.backends.tensorflow_backend:TensorflowBackend",
-    "mlx": "gradcheck.backends.mlx_backend:MlxBackend",
-    "tinygrad": "gradcheck.backends.tinygrad_backend:TinygradBackend",
-    "candle": "gradcheck.backends.candle_backend:CandleBackend",
+    "numpy": "gradcheck.engines.numpy.backend:NumpyBackend",
+    "torch": "gradcheck.engines.torch.backend:TorchBackend",
+    "jax": "gradcheck.engines.jax.backend:JaxBackend",
+    "autograd": "gradcheck.engines.autograd.backend:AutogradBackend",
+    "tfjs": "gradcheck.engines.tfjs:TfjsBackend",
+    "gorgonia": "gradcheck.engines.gorgonia:GorgoniaBackend",
+    "tensorflow": "gradcheck.engines.tensorflow.backend:TensorflowBackend",
+    "mlx": "gradcheck.engines.mlx.backend:MlxBackend",
+    "tinygrad": "gradcheck.engines.tinygrad.backend:TinygradBackend",
+    "candle": "gradcheck.engines.candle:CandleBackend",
 }
 _REQUIRES = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "autograd",
              "tensorflow": "tensorflow", "mlx": "mlx", "tinygrad": "tinygrad"}
 # engines that are not Python modules: a cheap ``() -> reason | None`` says whether they run here
-_AVAILABILITY = {"tfjs": "gradcheck.backends.tfjs_backend:unavailable_reason",
-                 "gorgonia": "gradcheck.backends.gorgonia_backend:unavailable_reason",
-                 "candle": "gradcheck.backends.candle_backend:unavailable_reason"}
+_AVAILABILITY = {"tfjs": "gradcheck.engines.tfjs:unavailable_reason",
+                 "gorgonia": "gradcheck.engines.gorgonia:unavailable_reason",
+                 "candle": "gradcheck.engines.candle:unavailable_reason"}
 _CACHE: dict[str, Backend] = {}
 
 

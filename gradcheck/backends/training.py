@@ -2,7 +2,7 @@
 
 Numeric checks see a function; training sees *state*: named parameters, gradients stored between
 calls, a reset, a clip, an optimizer step.  :class:`TrainingHooks` is the small vocabulary the
-semantic probes (:mod:`gradcheck.checks.semantics`) and :func:`gradcheck.audit` speak to every
+semantic probes (:mod:`gradcheck.semantics.check`) and :func:`gradcheck.audit` speak to every
 engine, with NumPy arrays at the boundary:
 
 * parameters: :meth:`~TrainingHooks.create_parameters` (from NumPy, for probes) or
@@ -306,36 +306,3 @@ def _numpy_dtype(dtype: str) -> Any:
 
         return ml_dtypes.bfloat16
     return np.dtype(dtype)
-
-
-def as_training_hooks(backend: Backend, device: str, dtype: str) -> TrainingHooks:
-    """``backend.training(device, dtype)`` as :class:`TrainingHooks`: hooks with the op-protocol
-    method set (process backends and the adapters sharing it) are bridged; anything else is a
-    ``TypeError``.  ``NotImplementedError`` from the backend passes through."""
-    hooks = backend.training(device, dtype)
-    if isinstance(hooks, TrainingHooks):
-        return hooks
-    from gradcheck.backends._training_ops import OpProtocolHooks, speaks_op_protocol
-
-    if speaks_op_protocol(hooks):
-        return OpProtocolHooks(backend, device, dtype, hooks)
-    raise TypeError(f"backend {backend.name!r}: training() returned {type(hooks).__name__}, "
-                    "neither TrainingHooks nor the op-protocol method set")
-
-
-def __getattr__(name: str) -> Any:
-    """The implementations live in their own modules (torch and JAX import their engine only
-when asked for)."""
-    if name == "NumpyTraining":
-        from gradcheck.backends._training_numpy import NumpyTraining
-
-        return NumpyTraining
-    if name == "TorchTraining":
-        from gradcheck.backends._training_torch import TorchTraining
-
-        return TorchTraining
-    if name == "JaxTraining":
-        from gradcheck.backends._training_jax import JaxTraining
-
-        return JaxTraining
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

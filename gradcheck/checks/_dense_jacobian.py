@@ -1,7 +1,8 @@
 """The FD Jacobian of a localization where the pattern is dense: one 5-point stencil per column.
 
 :mod:`gradcheck.checks._sparse_jacobian` compresses sparse Jacobians; a dense one needs one FD
-direction per column, ``e_c``.  The Richardson table of :func:`gradcheck.fd.directional_derivatives`
+direction per column, ``e_c``.  The Richardson table of
+:func:`gradcheck.oracle.fd.directional_derivatives`
 spends 6 noise points and ``2 x 5`` table points on each; here each column costs 5 points and the
 noise is measured once for the whole Jacobian.
 
@@ -21,7 +22,8 @@ With ``h`` a power of two (``2^-6 max(1, rms(x))``), ``f`` is evaluated at ``x +
   ``p5`` is one order more accurate (its error is ``O(h^5)``): ``|p5 - p4|`` bounds ``p5``'s
   truncation error with a factor ``~1/h`` to spare when ``f`` is smooth on the scale ``h``.
 * Rounding: every value of ``f`` is within ``a_i = max(eps |f_i|, 3 noise)`` of the exact one
-  (``noise`` measured per output element by :func:`gradcheck.fd.noise_level` along a few dense
+  (``noise`` measured per output element by :func:`gradcheck.oracle.fd.noise_level` along a few
+  dense
   random directions, which move every input, so that every rounding of ``f`` shows);
   ``p5`` and ``p5 - p4`` are within ``sum |w_i| a_i / h`` of their exact values (their own
   weights ``w``).  The error estimate is ``|p5 - p4| + round(p5 - p4) + round(p5)``.
@@ -32,7 +34,8 @@ guards keep its estimate honest:
 * A rounded point (``|x_c| < h``: ``x_c + s h`` loses low bits of ``x_c``) moves ``f`` by
   ``J_c e`` with ``|e| <= eps h``: the exact rounding ``e`` (two-sum) is added to the estimate,
   ``(|p5| + |p5 - p4|) sum |w_i| |e_i| / h``.
-* A column is recomputed with the Richardson table (:func:`gradcheck.fd.directional_derivatives`,
+* A column is recomputed with the Richardson table
+(:func:`gradcheck.oracle.fd.directional_derivatives`,
   with its retries at smaller steps) where its estimate is non-finite (a step left the domain:
   ``log`` near 0), where its points round by more than ``1e-12`` relative (``|x_c| >> h``), or
   where its truncation estimate (the part of ``|p5 - p4|`` that rounding does not explain) is
@@ -59,7 +62,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck import fd, tolerance
+from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import fd
 
 _H_FACTOR = 2.0**-6
 _NODES = np.array([-1.0, -0.5, 0.5, 1.0, 2.0])  # in units of h; f(x) is the sixth node, s = 0

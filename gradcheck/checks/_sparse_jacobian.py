@@ -1,6 +1,6 @@
 """The FD Jacobian of a localization, compressed by column colouring where the Jacobian is sparse.
 
-Localization (:func:`gradcheck.checks.numeric.localize.localize`) needs every element of a block
+Localization (:func:`gradcheck.numeric.localize.localize`) needs every element of a block
 ``J`` (m x n).  One FD direction per column costs ``16 n`` evaluations of ``f``; most of them
 are wasted on a sparse ``J`` (an elementwise op has one nonzero per row).
 
@@ -43,8 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck import fd, tolerance
 from gradcheck.checks import _dense_jacobian
+from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import fd
 
 _COMPRESS_BELOW = 3  # compress only when the colours number at most n / this
 _DIRECTIONS_PER_CALL = 128  # FD directions per batched call (bounds memory, as fd.jacobian)
@@ -123,7 +124,7 @@ def _fd_along(f_batch: Callable, x: np.ndarray, D: np.ndarray, h0: float, f0: np
 def _allowed(err: np.ndarray, a: np.ndarray, b: np.ndarray | float,
              model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> np.ndarray:
     """The localization's allowance for comparing ``a`` and ``b`` (FD error ``err``, the terms
-    ``|a| + |b|``): :meth:`gradcheck.tolerance.ErrorModel.allowed`."""
+    ``|a| + |b|``): :meth:`gradcheck.oracle.error_model.ErrorModel.allowed`."""
     return model.allowed(err, np.abs(a) + np.abs(b))
 
 

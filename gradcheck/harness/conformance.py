@@ -33,14 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import tolerance
 from gradcheck.api import check
 from gradcheck.backends.base import Accumulation, Backend, Semantics
 from gradcheck.backends.guarded import AdapterFailure, GuardedBackend, attempt
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
 from gradcheck.backends.registry import get_backend
-from gradcheck.results import CheckResult, Report, Status
-from gradcheck.taxonomy import CheckKind
+from gradcheck.core.results import CheckResult, Report, Status
+from gradcheck.core.taxonomy import CheckKind
+from gradcheck.oracle import error_model as tolerance
 
 KIND = CheckKind.CONFORMANCE
 DEFAULT_PROBE_OPS = ("sin", "mul", "sum", "matmul")

@@ -23,20 +23,20 @@ from functools import cache
 
 import numpy as np
 
-from gradcheck import taxonomy
 from gradcheck.backends.base import Backend
 from gradcheck.backends.registry import get_backend, installed_backends
+from gradcheck.core import taxonomy
+from gradcheck.core.rules import NumpyFunction
+from gradcheck.core.taxonomy import INFO, CheckKind, DtypeRule
 from gradcheck.harness.runner import RANDOM, Case, case_inputs
 from gradcheck.ops import catalog
 from gradcheck.ops.spec import OpSpec
-from gradcheck.rules import NumpyFunction
-from gradcheck.taxonomy import INFO, CheckKind, DtypeRule
 
 PROFILES = ("quick", "ci", "thorough")
 DTYPES = ("float64", "float32")
 GPU_NAMES = {"torch": "cuda", "jax": "gpu"}  # device each built-in backend calls its GPU
 
-#: the kinds the suites plan (:mod:`gradcheck.taxonomy` says what each one is)
+#: the kinds the suites plan (:mod:`gradcheck.core.taxonomy` says what each one is)
 FIRST_ORDER = taxonomy.FIRST_ORDER
 ORDER2 = taxonomy.SECOND_ORDER_KINDS
 AGREEMENT = taxonomy.AGREEMENT

@@ -20,12 +20,12 @@ import numpy as np
 
 from gradcheck.api import format_failure
 from gradcheck.backends.registry import get_backend
-from gradcheck.checks.agreement import Side, compare_vjps
-from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
-from gradcheck.errors import InvalidArgument
+from gradcheck.core.errors import InvalidArgument
+from gradcheck.core.results import CheckResult, Report
+from gradcheck.core.taxonomy import CheckKind
+from gradcheck.numeric import CheckConfig, run_numeric_checks
+from gradcheck.numeric.agreement import Side, compare_vjps
 from gradcheck.ops import catalog
-from gradcheck.results import CheckResult, Report
-from gradcheck.taxonomy import CheckKind
 
 RANDOM = "random"
 PROBES = 3
@@ -167,8 +167,8 @@ def reproducer(case: Case, kind: str, order: int = 1) -> str:
         f"# reproduces {kind} for case {case.id} (seed {case.seed})",
         "import numpy as np",
         "import gradcheck",
-        "from gradcheck.checks.numeric import CheckConfig, run_numeric_checks",
-        "from gradcheck.results import Report",
+        "from gradcheck.numeric import CheckConfig, run_numeric_checks",
+        "from gradcheck.core.results import Report",
         f"inputs = (\n    {arrays},\n)",
         f"backend = gradcheck.get_backend({case.backend.partition('+')[0]!r})",
         f"fn = backend.op({case.op!r})",

@@ -5,8 +5,8 @@ live in per-family modules of three packages, each exporting ``OPS: dict[str, Ca
 
 * ``gradcheck.reference.numpy.<family>``: :class:`gradcheck.NumpyFunction` (forward +
   hand-derived VJP/JVP),
-* ``gradcheck.backends.jax_ops.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
-* ``gradcheck.backends.torch_ops.<family>``: the op written for PyTorch (likewise
+* ``gradcheck.engines.jax.ops.<family>``: the op written with ``jax.numpy`` / ``jax.lax``,
+* ``gradcheck.engines.torch.ops.<family>``: the op written for PyTorch (likewise
   ``mlx_ops`` and ``tinygrad_ops`` for MLX and tinygrad).
 
 A family module may also export ``MISSING: dict[str, str]``: ops it deliberately lacks and why
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import Any
 
-from gradcheck.errors import InvalidArgument
+from gradcheck.core.errors import InvalidArgument
 from gradcheck.ops.engine_known import attach
 from gradcheck.ops.spec import OpSpec
 
@@ -29,10 +29,10 @@ FAMILIES: tuple[str, ...] = ("unary", "binary", "reduction", "special", "linalg"
 # Backend name -> package holding its per-family op modules.
 IMPLEMENTATIONS: dict[str, str] = {
     "numpy": "gradcheck.reference.numpy",
-    "jax": "gradcheck.backends.jax_ops",
-    "torch": "gradcheck.backends.torch_ops",
-    "mlx": "gradcheck.backends.mlx_ops",
-    "tinygrad": "gradcheck.backends.tinygrad_ops",
+    "jax": "gradcheck.engines.jax.ops",
+    "torch": "gradcheck.engines.torch.ops",
+    "mlx": "gradcheck.engines.mlx.ops",
+    "tinygrad": "gradcheck.engines.tinygrad.ops",
 }
 
 

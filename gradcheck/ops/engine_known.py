@@ -11,7 +11,7 @@ Each table is a tuple of :class:`Row` records, one per (op, point, dtype) and ca
 (:class:`~gradcheck.CheckKind`) known to fail there and the cause, a key of :data:`REASONS`
 (evidence and minimal reproducers: docs/known-discrepancies.md, sections "MLX", "tinygrad",
 "Gorgonia" and "Candle").  :func:`known_for_op` turns them into
-:class:`~gradcheck.known.KnownDiscrepancy` records, one per check.
+:class:`~gradcheck.core.known.KnownDiscrepancy` records, one per check.
 The rows are what the full first-order survey of each engine measured (every mapped op, random
 samples in float64 and float32, special points in float64), plus the ``ci`` profile's order-2
 and search tests; nothing is listed that passed.
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gradcheck.known import KnownDiscrepancy
+from gradcheck.core.known import KnownDiscrepancy
+from gradcheck.core.taxonomy import CheckKind
 from gradcheck.ops.spec import OpSpec
-from gradcheck.taxonomy import CheckKind
 
 _DOC = "docs/known-discrepancies.md"
 

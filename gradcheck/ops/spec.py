@@ -8,7 +8,7 @@ apply, and which discrepancies of real backends are known (``known``), as data.
 Implementations live elsewhere, keyed by ``name``:
 * ``reference/numpy``: forward + hand-derived VJP/JVP (a :class:`gradcheck.NumpyFunction`),
 * ``gradcheck/backends/jax_ops``: the op written for JAX (also what the ``jax`` backend runs),
-* ``gradcheck/backends/torch_ops/``: the op written for PyTorch.
+* ``gradcheck/engines/torch/ops/``: the op written for PyTorch.
 A backend that lacks an op is skipped for it with a reason.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcheck.known import KnownDiscrepancy
+from gradcheck.core.known import KnownDiscrepancy
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
 

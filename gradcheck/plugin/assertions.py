@@ -16,10 +16,10 @@ import pytest
 
 from gradcheck import stream
 from gradcheck.api import format_failure
+from gradcheck.core.results import CheckKind, CheckResult, Report, Status
+from gradcheck.core.taxonomy import INFO
 from gradcheck.harness import runner
 from gradcheck.harness.plan import Planned
-from gradcheck.results import CheckKind, CheckResult, Report, Status
-from gradcheck.taxonomy import INFO
 
 
 def results_for(planned: Planned) -> list[CheckResult]:

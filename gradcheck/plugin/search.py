@@ -33,12 +33,12 @@ from hypothesis.extra import numpy as hnp
 from gradcheck import stream
 from gradcheck.api import format_failure
 from gradcheck.backends.registry import get_backend
+from gradcheck.core.results import CheckResult, Report, Status
+from gradcheck.core.rules import NumpyFunction
+from gradcheck.core.taxonomy import CheckKind
 from gradcheck.harness.plan import Planned, in_rounding_range
 from gradcheck.harness.runner import Case, case_inputs, numeric_report
 from gradcheck.ops import catalog
-from gradcheck.results import CheckResult, Report, Status
-from gradcheck.rules import NumpyFunction
-from gradcheck.taxonomy import CheckKind
 
 _BOX_SAMPLES = 32
 _TARGETED = (CheckKind.VJP, CheckKind.JVP)

@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 
-from gradcheck.results import number
+from gradcheck.core.results import number
 from gradcheck.stream import StreamData
 from gradcheck.sweep.triage import findings
 

@@ -19,8 +19,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
+from gradcheck.core.results import Status, shorten
 from gradcheck.report import findings, model
-from gradcheck.results import Status, shorten
 from gradcheck.stream import StreamData
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

@@ -13,8 +13,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
+from gradcheck.core.results import CheckResult, Status, number, shorten, shown, shown_element
 from gradcheck.report import model
-from gradcheck.results import CheckResult, Status, number, shorten, shown, shown_element
 from gradcheck.stream import StreamData, TestOutcome
 
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

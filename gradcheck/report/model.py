@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcheck.results import CheckResult, Status, shown, shown_element
+from gradcheck.core.results import CheckResult, Status, shown, shown_element
+from gradcheck.core.taxonomy import CheckGroup, kinds
 from gradcheck.stream import StreamData
-from gradcheck.taxonomy import CheckGroup, kinds
 
 #: order of severity, worst first (also the sort order of the table); ``known`` is a failed check
 #: whose failure is a recorded known discrepancy (catalog data or a documented backend behaviour)

@@ -12,7 +12,8 @@ de-duplicated findings.  Confirmed ones can be recorded as data (:mod:`.known`).
 
 from __future__ import annotations
 
-from gradcheck.sweep.inventory import Inventory, LeftOut, Op, inventory
+from gradcheck.sweep.inventory.discover import inventory
+from gradcheck.sweep.inventory.records import Inventory, LeftOut, Op
 from gradcheck.sweep.runner import PROFILES, SweepConfig, SweepOutcome, sweep
 from gradcheck.sweep.triage import Finding, findings
 

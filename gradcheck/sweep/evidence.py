@@ -1,7 +1,7 @@
 """Independent evidence for triage, computed at the point of a finding:
 
 * ``fd``: the directional derivative ``<v, J u>`` by central differences in float64 with the
-  direction scaled per element (``u_i |x_i|``, :func:`gradcheck.fd.element_scales`, so 1e-300
+  direction scaled per element (``u_i |x_i|``, :func:`gradcheck.oracle.fd.element_scales`, so 1e-300
   and 1e300 inputs are resolved), at two step families (``2^-k`` and ``3^-k``,
   Richardson-extrapolated), against the backend's own float64 reverse mode ``<J^T v, u>``
   along the same direction;
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.oracle.error_model import ROUNDING_GAMMA
 from gradcheck.sweep import extended
-from gradcheck.sweep.inventory import ELEMENTWISE, Op
+from gradcheck.sweep.inventory.records import ELEMENTWISE, Op
 from gradcheck.sweep.resolution import TINY64, elementwise_derivatives, forward_matches
-from gradcheck.tolerance import ROUNDING_GAMMA
 
 Fn = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 #: relative agreement that counts as "the same derivative" in the triage (far above float64
@@ -45,10 +45,10 @@ def relative(a: float, b: float) -> float:
 
 
 def _direction(arrays: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
-    """A random direction scaled per element (:func:`gradcheck.fd.element_scales`: ``|x_i|``,
+    """A random direction scaled per element (:func:`gradcheck.oracle.fd.element_scales`: ``|x_i|``,
     zeros by the smallest nonzero ``|x|``), so no step crosses a pole or a sign change next to
     a tiny element (a floor of 2^-20 put steps of 1e-12 across ``1/x`` at 1e-15)."""
-    from gradcheck.fd import element_scales
+    from gradcheck.oracle.fd import element_scales
 
     rng = np.random.default_rng(seed)
     scales = element_scales([np.asarray(a, dtype=np.float64) for a in arrays])

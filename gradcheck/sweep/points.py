@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.sweep.inventory import ELEMENTWISE, LINALG, Op
+from gradcheck.sweep.inventory.records import ELEMENTWISE, LINALG, Op
 
 Forward = Callable[[Sequence[np.ndarray], str], list[np.ndarray]]
 Evaluate = Callable[[Sequence[np.ndarray]], list[np.ndarray]]

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gradcheck.results import CheckResult
-from gradcheck.sweep.inventory import Op
+from gradcheck.core.results import CheckResult
+from gradcheck.sweep.inventory.records import Op
 from gradcheck.sweep.points import Point
 
 
@@ -82,7 +82,7 @@ _SWEEP = """\
 # rebuilds the op as the sweep built it (an OpInfo sample with fixed arguments: {call})
 import numpy as np
 import gradcheck
-from gradcheck.sweep.inventory import inventory
+from gradcheck.sweep.inventory.discover import inventory
 op = next(o for o in inventory({backend!r}, [{name!r}]).ops if o.name == {name!r})
 {inputs}
 report = gradcheck.check(op.fn, {names}, backend={backend!r}, dtype={dtype!r},

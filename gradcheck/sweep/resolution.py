@@ -5,7 +5,8 @@
 checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
 
 * ``scaled``: central differences along a direction scaled per element
-  (:func:`gradcheck.fd.element_scales`, :func:`gradcheck.fd.scaled_central`) give ``(J u)_k``
+  (:func:`gradcheck.oracle.fd.element_scales`, :func:`gradcheck.oracle.fd.scaled_central`) give
+  ``(J u)_k``
   for every output component ``k``; the backend's reverse mode gives the same components from
   rows ``J^T e_k`` (one VJP of ones for a one-input elementwise op), its forward mode from
   ``J u``.  Each component is compared *relative to its own terms*: ``|AD_k - FD_k|`` against
@@ -16,7 +17,7 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
   nonzero subnormal entries of a row) (``vjp``/``jvp`` at order 1,
   ``vjp_of_vjp``/``jvp_of_vjp`` at order 2, on ``g(x) = J(x)^T w``), and forward against
   reverse component by component with the rounding term alone (``fwd_rev``).  A component
-  whose FD error is above :data:`gradcheck.tolerance.RESOLUTION` of its size abstains.
+  whose FD error is above :data:`gradcheck.oracle.error_model.RESOLUTION` of its size abstains.
   float64 only (the FD is float64; a float32 rule is judged by the next check).
 * ``ulp`` (dtypes below float64, elementwise ops, orders 1 and 2, reverse and forward): each
   derivative element in the dtype against the backend's float64 derivative rounded to the
@@ -42,12 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import fd
-from gradcheck.results import CheckResult, Status
+from gradcheck.core.results import CheckResult, Status
+from gradcheck.core.taxonomy import CheckKind
+from gradcheck.oracle import fd
+from gradcheck.oracle.error_model import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
 from gradcheck.sweep import extended
-from gradcheck.sweep.inventory import ELEMENTWISE, LINALG, Op
-from gradcheck.taxonomy import CheckKind
-from gradcheck.tolerance import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
+from gradcheck.sweep.inventory.records import ELEMENTWISE, LINALG, Op
 
 #: output components whose rows the scaled check compares (a seeded sample above this)
 ROW_LIMIT = 32
@@ -378,7 +379,7 @@ def ulp_units(op: Op, xs: Sequence[np.ndarray], order: int, seed: int, dtype: st
     of the output (``ulp(y)``, as the input change that moves ``y`` that much) moves it: a
     backward-stable rule computed in the dtype from its own ``x`` and ``y`` (``tanh``'s
     ``1 - y^2``) is off by a few units, not by a few ulps of ``d`` (at saturation
-    ``1 - y^2`` rounds to 0).  ``dd/dx_k`` by :func:`gradcheck.fd.scaled_central` of the
+    ``1 - y^2`` rounds to 0).  ``dd/dx_k`` by :func:`gradcheck.oracle.fd.scaled_central` of the
     float64 derivative along input ``k`` (its estimate plus its error), at order 1 of a
     one-input op at least the float64 second derivative by AD."""
     tgt = _target(op, xs, order, seed)

@@ -24,11 +24,12 @@ from typing import Any
 import numpy as np
 
 from gradcheck import stream
-from gradcheck.checks import _limits
-from gradcheck.results import CheckResult, Status
+from gradcheck.backends import limits as _limits
+from gradcheck.core.results import CheckResult, Status
+from gradcheck.core.taxonomy import CheckKind
 from gradcheck.sweep import known, points, resolution, triage
-from gradcheck.sweep.inventory import Inventory, Op, inventory
-from gradcheck.taxonomy import CheckKind
+from gradcheck.sweep.inventory.discover import inventory
+from gradcheck.sweep.inventory.records import Inventory, Op
 
 PROFILES = ("quick", "default", "thorough")
 STREAM = "results.jsonl"

@@ -30,10 +30,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gradcheck.results import CheckResult, Status
+from gradcheck.core.results import CheckResult, Status
 from gradcheck.sweep import evidence, known, reproducer
 from gradcheck.sweep.evidence import AGREE, FORWARD_KEYS, relative
-from gradcheck.sweep.inventory import Op
+from gradcheck.sweep.inventory.records import Op
 from gradcheck.sweep.points import Point, seed_of
 
 CLASSES = ("confirmed", "crash", "low_precision", "rounding_level", "unresolved",

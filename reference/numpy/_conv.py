@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from gradcheck.rules import NumpyFunction
+from gradcheck.core.rules import NumpyFunction
 
 
 def _patches(x: np.ndarray, kh: int, kw: int, stride: int, pad: tuple[int, int]) -> np.ndarray:

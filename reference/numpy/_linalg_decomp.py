@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
-from gradcheck.rules import NumpyFunction
+from gradcheck.core.rules import NumpyFunction
 
 from ._linalg_util import first_row_signs, mT, off_diag_inverse_gaps, sym
 

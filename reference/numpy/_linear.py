@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.rules import NumpyFunction
+from gradcheck.core.rules import NumpyFunction
 
 Arrays = Sequence[np.ndarray]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck.rules import NumpyFunction
+from gradcheck.core.rules import NumpyFunction
 
 _LN_EPS, _BN_EPS, _RMS_EPS = 1e-5, 1e-5, 1e-6
 

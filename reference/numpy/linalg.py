@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
-from gradcheck.rules import NumpyFunction
+from gradcheck.core.rules import NumpyFunction
 
 from ._linalg_decomp import DECOMPOSITIONS
 from ._linalg_util import adjugate, mT, sym

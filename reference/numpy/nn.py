@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from gradcheck.rules import NumpyFunction
+from gradcheck.core.rules import NumpyFunction
 
 from ._conv import avg_pool2d_op, conv_op, max_pool_op
 from ._nn_blocks import BLOCKS

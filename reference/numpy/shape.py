@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcheck.rules import NumpyFunction
+from gradcheck.core.rules import NumpyFunction
 
 from ._linear import linear_op
 

@@ -11,9 +11,9 @@ from adapter_checks import assert_training_probes
 
 import gradcheck
 from gradcheck import Status
-from gradcheck.backends.candle_backend import CandleBackend, unavailable_reason
 from gradcheck.backends.process_training import ParamRef
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
+from gradcheck.engines.candle import CandleBackend, unavailable_reason
 from gradcheck.testing import format_conformance, run_conformance
 
 _REASON = unavailable_reason()
@@ -64,7 +64,7 @@ def test_ops_pass_the_numeric_checks(candle, name, dtype):
 
 
 def test_a_missing_binary_says_how_to_build_it(monkeypatch, tmp_path):
-    from gradcheck.backends import candle_backend
+    from gradcheck.engines import candle as candle_backend
 
     monkeypatch.setattr(candle_backend, "_DEFAULT_BIN", tmp_path / "gradcheck-candle")
     monkeypatch.delenv("GRADCHECK_CANDLE_BIN", raising=False)
@@ -151,8 +151,8 @@ def _by_name(report):
 
 
 def test_varmap_gradients_extracted_by_name_match_fd(candle):
-    from gradcheck.backends.candle_backend import VARMAP_NAMES
-    from gradcheck.checks.model_flow import check_varmap_model
+    from gradcheck.engines.candle import VARMAP_NAMES
+    from gradcheck.model_audit.model_flow import check_varmap_model
 
     report = check_varmap_model(candle)
     assert report.passed, [r.message for r in report.failures]
@@ -177,7 +177,7 @@ def test_varmap_gradients_extracted_by_name_match_fd(candle):
     ("norm_proxy", {"grad_norm"}, "loss-proxy gradient norm"),
 ])
 def test_varmap_and_norm_mutants_are_caught(mutant, failing, bug):
-    from gradcheck.checks.model_flow import check_varmap_model
+    from gradcheck.model_audit.model_flow import check_varmap_model
 
     be = CandleBackend(env={"GRADCHECK_CANDLE_MUTANT": mutant})
     try:
@@ -192,7 +192,7 @@ def test_varmap_and_norm_mutants_are_caught(mutant, failing, bug):
 
 @pytest.mark.parametrize("via", ["to_vec1", "to_vec2", "to_scalar"])
 def test_host_round_trip_is_a_blocked_flow_finding_that_says_where(candle, via):
-    from gradcheck.checks.model_flow import check_varmap_model
+    from gradcheck.model_audit.model_flow import check_varmap_model
 
     report = check_varmap_model(candle, roundtrip=("hidden", via))
     assert {r.name for r in report.failures} == {"flow.fc1.weight", "flow.fc1.bias"}
@@ -210,7 +210,7 @@ def test_host_round_trip_is_a_blocked_flow_finding_that_says_where(candle, via):
 
 
 def test_detach_declared_passes_undeclared_is_flagged(candle):
-    from gradcheck.checks.model_flow import check_varmap_model
+    from gradcheck.model_audit.model_flow import check_varmap_model
 
     flagged = check_varmap_model(candle, detach="hidden")
     assert {r.name for r in flagged.failures} == {"flow.fc1.weight", "flow.fc1.bias"}

@@ -246,7 +246,7 @@ def test_numpy_order2_probe_runs_and_its_mutant_fails():
 
 
 def test_order2_declared_for_a_function_without_rules_fails():
-    from gradcheck.backends.numpy_backend import NumpyBackend
+    from gradcheck.engines.numpy.backend import NumpyBackend
 
     liar = type("Order2Liar", (NumpyBackend,), {"supports_order2_for": lambda self, fn: True})()
     bad = _problems(run_conformance(liar, numeric=False), "order2")

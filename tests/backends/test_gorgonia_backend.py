@@ -17,9 +17,9 @@ from adapter_checks import assert_training_probes
 
 import gradcheck
 from gradcheck import Status
-from gradcheck.backends.gorgonia_backend import GorgoniaBackend, unavailable_reason
 from gradcheck.backends.process_training import ParamRef
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
+from gradcheck.engines.gorgonia import GorgoniaBackend, unavailable_reason
 from gradcheck.testing import format_conformance, run_conformance
 
 _ADAPTER = Path(__file__).resolve().parents[2] / "adapters" / "gorgonia"
@@ -135,8 +135,8 @@ def test_go_measurements_and_reproducers():
 
 # ---- the flow map on a model written in Gorgonia (gorgonia_backend.check_model_flow) ----------
 def test_model_gradients_by_learnable_name_match_fd(gorgonia):
-    from gradcheck.backends.gorgonia_backend import MODEL_NAMES
-    from gradcheck.checks.model_flow import check_model_flow
+    from gradcheck.engines.gorgonia import MODEL_NAMES
+    from gradcheck.model_audit.model_flow import check_model_flow
 
     report = check_model_flow(gorgonia)
     assert report.passed, [r.message for r in report.failures]
@@ -154,7 +154,7 @@ def test_model_gradients_by_learnable_name_match_fd(gorgonia):
     ("model_norm_proxy", {"grad_norm"}, None),
 ])
 def test_model_mutants_are_caught(mutant, failing, bug):
-    from gradcheck.checks.model_flow import check_model_flow
+    from gradcheck.model_audit.model_flow import check_model_flow
 
     with _child({"GRADCHECK_GORGONIA_MUTANT": mutant}) as be:
         failures = check_model_flow(be).failures
@@ -176,7 +176,7 @@ def _child(env):
 
 @pytest.mark.parametrize("via", ["constant", "input"])
 def test_model_host_round_trip_is_a_blocked_flow_finding_naming_the_stage(gorgonia, via):
-    from gradcheck.checks.model_flow import check_model_flow
+    from gradcheck.model_audit.model_flow import check_model_flow
 
     report = check_model_flow(gorgonia, roundtrip=("hidden", via))
     assert {r.name for r in report.failures} == {"flow.fc1.weight", "flow.fc1.bias"}

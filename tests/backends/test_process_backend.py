@@ -19,7 +19,7 @@ import gradcheck
 from gradcheck import Accumulation, Semantics, Status
 from gradcheck.backends.process import ProcessBackend, ProtocolError, RemoteOp
 from gradcheck.backends.wire import decode_array, decode_scalar, encode_array, encode_scalar
-from gradcheck.checks.semantics import check_semantics
+from gradcheck.semantics.check import check_semantics
 from gradcheck.testing import format_conformance, run_conformance
 
 CHILD = str(Path(__file__).with_name("numpy_child.py"))

@@ -16,7 +16,7 @@ import gradcheck
 from gradcheck import Status
 from gradcheck.backends import process as process_module
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
-from gradcheck.backends.tfjs_backend import TfjsBackend, unavailable_reason
+from gradcheck.engines.tfjs import TfjsBackend, unavailable_reason
 from gradcheck.testing import format_conformance, run_conformance
 
 _REASON = unavailable_reason()

@@ -19,7 +19,7 @@ tinygrad = pytest.importorskip("tinygrad",
 from tinygrad import Tensor  # noqa: E402
 from tinygrad.helpers import Context  # noqa: E402
 
-from gradcheck.backends.tinygrad_backend import engine_device  # noqa: E402
+from gradcheck.engines.tinygrad.backend import engine_device  # noqa: E402
 
 KINDS = {"vjp", "vjp_of_vjp", "eager_func"}
 

@@ -200,7 +200,7 @@
     var dl = el("dl");
     field(dl, "compared", str(row, "subject") + " (" + str(row, "kind") + ")");
     var labels = SIDES[str(row, "kind")] || ["AD (backend)", "oracle (expected)"];
-    // x.shown: the strings the assert message prints (gradcheck.results.shown)
+    // x.shown: the strings the assert message prints (gradcheck.core.results.shown)
     var sh = x.shown || {actual: exact(row[C.actual]), expected: exact(row[C.expected]),
       difference: fmt(row[C.discrepancy]), relative: fmt(x.relative),
       allowed: fmt(row[C.allowed]), ratio: fmt(row[C.ratio])};

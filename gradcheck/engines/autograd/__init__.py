@@ -1,0 +1,1 @@
+"""The autograd engine's adapter (backend.py) and what it needs."""

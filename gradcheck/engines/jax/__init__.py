@@ -1,0 +1,1 @@
+"""The jax engine's adapter (backend.py) and what it needs."""

@@ -1,0 +1,46 @@
+"""Elementwise unary catalog ops written for JAX."""
+
+from __future__ import annotations
+
+from gradcheck.engines.jax.ops._common import jax, jnp, jsp
+
+OPS = {
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "tan": jnp.tan,
+    "tanh": jnp.tanh,
+    "sinh": jnp.sinh,
+    "cosh": jnp.cosh,
+    "arcsin": jnp.arcsin,
+    "arccos": jnp.arccos,
+    "arctan": jnp.arctan,
+    "arcsinh": jnp.arcsinh,
+    "arccosh": jnp.arccosh,
+    "arctanh": jnp.arctanh,
+    "exp": jnp.exp,
+    "exp2": jnp.exp2,
+    "expm1": jnp.expm1,
+    "log": jnp.log,
+    "log2": jnp.log2,
+    "log10": jnp.log10,
+    "log1p": jnp.log1p,
+    "sqrt": jnp.sqrt,
+    "rsqrt": jax.lax.rsqrt,
+    "sigmoid": jax.nn.sigmoid,
+    "logsigmoid": jax.nn.log_sigmoid,
+    "softplus": jax.nn.softplus,
+    "silu": jax.nn.silu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "elu": jax.nn.elu,
+    "erf": jsp.erf,
+    "erfc": jsp.erfc,
+    "erfinv": jsp.erfinv,
+    "lgamma": jsp.gammaln,
+    "digamma": jsp.digamma,
+    "sinc": jnp.sinc,
+    "i0": jsp.i0,
+    "abs": jnp.abs,
+    "square": jnp.square,
+    "reciprocal": jnp.reciprocal,
+    "relu": jax.nn.relu,
+}

@@ -1,0 +1,1 @@
+"""The mlx engine's adapter (backend.py) and what it needs."""

@@ -1,0 +1,1 @@
+"""The numpy engine's adapter (backend.py) and what it needs."""

@@ -1,0 +1,1 @@
+"""The tensorflow engine's adapter (backend.py) and what it needs."""

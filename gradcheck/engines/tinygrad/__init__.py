@@ -1,0 +1,1 @@
+"""The tinygrad engine's adapter (backend.py) and what it needs."""

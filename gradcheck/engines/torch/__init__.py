@@ -1,0 +1,1 @@
+"""The torch engine's adapter (backend.py) and what it needs."""

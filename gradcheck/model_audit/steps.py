@@ -1,0 +1,431 @@
+"""Audit probes on the user's own code: the gradient-norm monitor and the training step.
+
+*Monitor.*  ``grad_norm_monitor(model, batch) -> float`` (runs its own backward) or
+``AfterBackward(fn)`` (reads what a training loop's backward left: torch ``fn(model)`` with
+``.grad`` filled, JAX/NumPy ``fn(grads)`` with the gradient pytree) must report the global L2
+norm of all parameter gradients.  It is compared with that norm recomputed in float64 from the
+AD gradients; a mismatch is diagnosed against the usual impostors (``sqrt(|loss|)``, ``|loss|``,
+``loss^2``: loss-magnitude proxies; the sum of per-parameter norms; one parameter's norm; twice
+the norm); a non-finite report never passes.
+
+*Train step.*  The optimizer, LR scheduler and gradient scaler the step uses are found
+(:mod:`._state`) and their state is snapshot and restored around every probe.  *Repeatability*:
+the step run twice from the same parameters and optimizer state (stored gradients left as the
+first run left them): the two updates must agree, or gradients were not reset between steps.
+*Effective step*, over ``TrainStep(steps=k)`` consecutive steps: before each step the true
+gradient at the current parameters is computed, the declared optimizer (:mod:`._optimizers`:
+``lr=`` alone is plain SGD; a ``torch.optim`` optimizer found in the step is read as the
+declaration) predicts the step from the gradient clipped to ``max_norm`` and the state it keeps
+itself, with declared :class:`Tie` and :class:`TargetUpdate` rules (:mod:`._step_model`); the
+user's step must agree, parameter by parameter.  Parameters declared stopped (and without a
+declared target update) must not move.  A mismatch is named by its factor
+(:mod:`._step_diagnosis`) with the per-parameter breakdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gradcheck.backends.guarded import AdapterFailure, attempt
+from gradcheck.core.results import CheckKind, Status
+from gradcheck.model_audit import state as _state
+from gradcheck.model_audit.optimizers import SGD, Adam, from_torch
+from gradcheck.model_audit.step_diagnosis import breakdown, diagnose, per_parameter
+from gradcheck.model_audit.step_model import Prediction, TargetUpdate, Tie, predict
+from gradcheck.oracle.error_model import ErrorModel
+from gradcheck.semantics.context import (
+    QUOTE,
+    BugClass,
+    ProbeContext,
+    assess,
+    filled,
+    global_norm,
+    matches,
+)
+
+_NO_STATE = object()
+
+
+@dataclass(frozen=True)
+class TrainStep:
+    """A user's training step with what it intends.
+
+    ``fn(model, batch)`` mutates the model (torch) or returns the new parameters (JAX); with
+    ``state=`` (functional optimizers) it is called ``fn(model, state, batch) -> (params,
+    state)`` and the state is threaded from step to step.  ``lr`` (plain SGD) or ``optimizer``
+    (:class:`~gradcheck.SGD`, :class:`~gradcheck.Adam`, :func:`~gradcheck.AdamW`, or the
+    ``torch.optim`` object the step uses; one found in ``fn`` is used when none is declared)
+    says what one step should do; ``max_norm``: clip to this global norm first (None: no clip).
+    ``scheduler`` / ``scaler``: objects whose state the audit restores (found in ``fn`` too).
+    ``steps``: consecutive steps compared; ``ties`` (:class:`Tie`) and ``target_updates``
+    (:class:`TargetUpdate`) declare parameters the step syncs by copy or Polyak averaging."""
+
+    fn: Callable[..., Any]
+    lr: float | None = None
+    max_norm: float | None = None
+    optimizer: Any = None
+    scheduler: Any = None
+    scaler: Any = None
+    steps: int = 1
+    state: Any = _NO_STATE
+    ties: Sequence[Tie] = ()
+    target_updates: Sequence[TargetUpdate] = ()
+
+    def __call__(self, model: Any, batch: Any) -> Any:
+        return self.fn(model, batch)
+
+
+@dataclass(frozen=True)
+class AfterBackward:
+    """A monitor written for a training loop: called after the loop's backward, it reads the
+    stored gradients (torch: ``fn(model)`` with ``.grad`` set; JAX/NumPy: ``fn(grads)``, the
+    gradients in the model's structure) and returns the norm it logs."""
+
+    fn: Callable[[Any], float]
+
+
+# -- monitor ------------------------------------------------------------------------------
+
+def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
+                  grads: Mapping[str, np.ndarray], monitor: Any, loss: float | None) -> float:
+    """Compare the user's monitor with the global L2 norm; return that norm."""
+    norm = global_norm(grads)
+    kind = CheckKind.GRAD_NORM.value
+    if monitor is None:
+        ctx.emit("grad_norm", Status.SKIPPED, f"no grad_norm_monitor given; the global L2 "
+                 f"gradient norm is {norm:.6g}", kind=kind, details={"grad_norm": norm})
+        return norm
+    snap = hooks.snapshot()
+    hooks.zero_grad()
+    try:
+        got = attempt("grad_norm_monitor", _monitored, hooks, loss_fn, batch, monitor)
+    finally:
+        hooks.restore(snap)
+    if isinstance(got, AdapterFailure):
+        ctx.emit("grad_norm", Status.ERROR, f"grad_norm_monitor raised {got.quoted(QUOTE)}",
+                 kind=kind)
+        return norm
+    reported, how = got
+    if not np.isfinite(reported):
+        ctx.emit("grad_norm", Status.FAILED, f"{how} reports {reported} but the global L2 norm "
+                 f"of the gradients is {norm:.6g} (finite): a non-finite norm never passes; "
+                 "is a gradient read before it was computed, or divided by zero?",
+                 bug=BugClass.NORM_NOT_GLOBAL_L2, kind=kind,
+                 details={"grad_norm": norm, "monitor": reported}, expected=norm,
+                 actual=reported)
+        return norm
+    a = ctx.assess(reported, norm, norm + abs(reported), hooks.dtype)
+    bug, hint = BugClass.NORM_NOT_GLOBAL_L2, ""
+    if not a.ok:
+        bug, hint = _diagnose(reported, norm, grads, loss, hooks.dtype, ctx.error_model)
+    ctx.record("grad_norm", a, kind=kind, bug=bug,
+               what=f"{how} ({reported:.6g}) vs the global L2 norm of all parameter "
+                    f"gradients recomputed in float64 ({norm:.6g}){hint}",
+               details={"grad_norm": norm, "monitor": reported})
+    return norm
+
+
+def _monitored(hooks: Any, loss_fn: Any, batch: Any, monitor: Any) -> tuple[float, str]:
+    """What the user's monitor reports, and how it was called."""
+    if isinstance(monitor, AfterBackward):
+        hooks.backward(loss_fn, batch)
+        with hooks.seeded():
+            reported = float(monitor.fn(hooks.monitor_argument()))
+        return reported, "AfterBackward monitor, called after the audit's backward"
+    with hooks.seeded():
+        return float(monitor(hooks.model, batch)), "grad_norm_monitor"
+
+
+def _diagnose(reported: float, norm: float, grads: Mapping[str, np.ndarray],
+                      loss: float | None, dtype: str, model: ErrorModel
+              ) -> tuple[BugClass, str]:
+    if loss is not None:
+        for label, value in (("sqrt(|loss|)", abs(loss) ** 0.5), ("|loss|", abs(loss)),
+                             ("loss^2", loss * loss)):
+            if matches(reported, value, abs(value) + abs(reported), dtype, model=model):
+                return BugClass.LOSS_PROXY_NORM, (
+                    f"; the monitor reports {label} = {value:.6g} (loss {loss:.6g}): a "
+                    "loss-magnitude proxy, not a gradient norm")
+    per = {k: float(np.linalg.norm(g)) for k, g in grads.items()}
+    others = [("the sum of per-parameter norms", sum(per.values())),
+              ("twice the norm (gradients accumulated twice)", 2.0 * norm),
+              ("the squared norm", norm * norm)]
+    others += [(f"the norm of {k!r} alone", v) for k, v in per.items()]
+    for label, value in others:
+        if value and matches(reported, value, abs(value) + abs(reported), dtype, model=model):
+            return BugClass.NORM_NOT_GLOBAL_L2, f"; the monitor reports {label} ({value:.6g})"
+    return BugClass.NORM_NOT_GLOBAL_L2, ""
+
+
+# -- train step ---------------------------------------------------------------------------
+
+class _Caller:
+    """Calls the user's step, threading a functional optimizer state when one is declared."""
+
+    def __init__(self, spec: TrainStep) -> None:
+        self.spec = spec
+        self.threads = spec.state is not _NO_STATE
+        self.state = spec.state
+
+    def __call__(self, model: Any, batch: Any) -> Any:
+        if not self.threads:
+            return self.spec.fn(model, batch)
+        out = self.spec.fn(model, self.state, batch)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError("a TrainStep with state= must return (params, state)")
+        self.state = out[1]
+        return out[0]
+
+
+def _is_torch_optimizer(obj: Any) -> bool:
+    return bool(_state.optimizers([obj]))
+
+
+def _model(spec: TrainStep, found: list[Any], params: Mapping[str, Any]) -> tuple[Any, str]:
+    if isinstance(spec.optimizer, (SGD, Adam)):
+        return spec.optimizer, "declared"
+    if spec.optimizer is not None and _is_torch_optimizer(spec.optimizer):
+        return from_torch(spec.optimizer, params), "declared"
+    if spec.lr is not None:
+        return SGD(spec.lr), "declared"
+    opts = _state.optimizers(found)
+    if len(opts) == 1:
+        return from_torch(opts[0], params), "found in train_step"
+    return None, ("no optimizer declared" if not opts else
+                  f"{len(opts)} optimizers found in train_step; declare which with optimizer=")
+
+
+def check_train_step(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any, train_step: Any,
+                     stopped: set[str]) -> None:
+    """Repeatability and the effective step of the user's step (see module doc)."""
+    spec = train_step if isinstance(train_step, TrainStep) else TrainStep(train_step)
+    found = _state.discover(spec.fn, (spec.optimizer if _is_torch_optimizer(spec.optimizer)
+                                      else None, spec.scheduler, spec.scaler))
+    objs = _state.snapshot(found)
+    start = hooks.snapshot()
+    try:
+        _repeatable(ctx, hooks, batch, spec, objs, found)
+        _state.restore(objs)
+        hooks.restore(start)
+        _steps(ctx, hooks, loss_fn, batch, spec, stopped, found)
+    finally:
+        _state.restore(objs)
+        hooks.restore(start)
+
+
+def _repeatable(ctx, hooks, batch, spec: TrainStep, objs, found) -> None:
+    values = hooks.parameter_values()
+
+    def twice() -> tuple[dict, dict]:
+        hooks.zero_grad()
+        hooks.run_user_step(_Caller(spec), batch)
+        first = hooks.parameter_values()
+        hooks.assign(values)  # stored gradients stay as the step left them
+        _state.restore(objs)
+        hooks.run_user_step(_Caller(spec), batch)
+        return first, hooks.parameter_values()
+
+    ran = attempt("train_step", twice)
+    if isinstance(ran, AdapterFailure):
+        ctx.emit("train_step", Status.ERROR, f"train_step raised {ran.quoted(QUOTE)}")
+        return
+    first, second = ran
+    d1 = {k: first[k] - values[k] for k in values}
+    d2 = {k: second[k] - values[k] for k in values}
+    mag = {k: np.abs(values[k]) + np.abs(first[k]) + np.abs(second[k]) for k in values}
+    ctx.compare("train_step.repeatable", d2, d1, mag, dtype=hooks.dtype,
+                bug=BugClass.RESET_NOT_RESETTING,
+                what="update of a second train_step run from the same parameters and optimizer "
+                     f"state (restored: {_state.describe(found)}) vs the first (gradients left "
+                     "by a step must be reset before the next)")
+
+
+def _steps(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, found) -> None:
+    names = hooks.parameter_names()
+    try:
+        model, origin = _model(spec, found, getattr(hooks, "_params", {}))
+    except NotImplementedError as exc:
+        ctx.emit("train_step.effective_step", Status.SKIPPED, f"{exc}; the effective step is "
+                 "not measured")
+        return
+    if model is None:
+        ctx.emit("train_step.effective_step", Status.SKIPPED, f"{origin}: declare lr (and "
+                 "max_norm) or optimizer= with gradcheck.TrainStep to measure the effective step")
+        return
+    seed0 = hooks.rng_seed
+    try:
+        # the user's step, loss and declarations, with the harness's predictions between
+        # them, through the boundary as one: whatever raises fails this check, not the audit
+        ran = attempt("train_step", _step_by_step, ctx, hooks, loss_fn, batch, spec, stopped,
+                      model, origin, names)
+    finally:
+        hooks.rng_seed = seed0
+    if isinstance(ran, AdapterFailure):
+        ctx.emit("train_step.effective_step", Status.ERROR,
+                 f"train_step raised {ran.quoted(QUOTE)}")
+
+
+def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, origin,
+                  names) -> None:
+    """``spec.steps`` steps of the user's, each compared with the declared optimizer's."""
+    targets_named = {tk for tu in spec.target_updates for tk, _ in tu.pairs(names)}
+    state = model.initial_state(names)
+    caller = _Caller(spec)
+    seed0 = hooks.rng_seed
+    first_grads = None
+    hooks.zero_grad()
+    for t in range(max(1, int(spec.steps))):
+        hooks.rng_seed = None if seed0 is None else seed0 + 7919 * t
+        before = hooks.parameter_values()
+        left = hooks.snapshot()
+        hooks.zero_grad()
+        hooks.backward(loss_fn, batch)
+        raw = hooks.gradients()
+        hooks.restore(left)  # stored gradients as the previous step left them
+        grads = filled(raw, before)
+        first_grads = grads if first_grads is None else first_grads
+        moving = [k for k in names if k not in stopped and raw[k] is not None]
+        preds = _preds(model, before, grads, moving, state, t, spec, hooks)
+        hooks.run_user_step(caller, batch)
+        after = hooks.parameter_values()
+        pred = _pick(preds, after, hooks.dtype, ctx.error_model)
+        _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving,
+                      state, pred, first_grads, targets_named, stopped)
+        state = pred.state
+
+
+def _preds(model, before, grads, moving, state, t, spec, hooks, **kw) -> list[Prediction]:
+    """One prediction per clip epsilon the engine may use (0 and the documented one)."""
+    eps_all = sorted({0.0, hooks.clip_semantics.epsilon}) if spec.max_norm is not None else [0.0]
+    return [predict(model, before, grads, moving, state, t, max_norm=spec.max_norm, eps=e,
+                    ties=spec.ties, targets=spec.target_updates, **kw) for e in eps_all]
+
+
+def _pick(preds: list[Prediction], after: Mapping[str, np.ndarray], dtype: str,
+          error_model: ErrorModel) -> Prediction:
+    return min(preds, key=lambda p: assess(after, p.values, p.magnitude, dtype,
+                                           model=error_model).ratio)
+
+
+def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving, state,
+                  pred, first_grads, targets_named, stopped) -> None:
+    name = "train_step.effective_step" + ("" if t == 0 else f"[step {t + 1}]")
+    a = ctx.assess(after, pred.values, pred.magnitude, hooks.dtype)
+    factors = per_parameter(after, pred.values, before, list(before))
+    bug, hint = BugClass.STEP_MISMATCH, ""
+    if not a.ok:
+        bug, hint = _explain(hooks, model, spec, t, before, after, grads, moving, state, pred,
+                             first_grads, stopped, targets_named, factors, ctx.error_model)
+    flat_a = np.concatenate([np.ravel(after[k] - before[k]) for k in before])
+    flat_e = np.concatenate([np.ravel(pred.values[k] - before[k]) for k in before])
+    ee = float(flat_e @ flat_e)
+    factor = float(flat_a @ flat_e) / ee if ee > 0 else None
+    shown = "n/a" if factor is None else f"{factor:.6g}"
+    clip = ("no clip" if spec.max_norm is None else
+            f"clip to max_norm={spec.max_norm} (gradient norm {pred.norm:.6g}, s={pred.s:.6g})")
+    extra = "".join([f", {len(spec.ties)} tie(s)" if spec.ties else "",
+                     f", {len(spec.target_updates)} target update(s)"
+                     if spec.target_updates else ""])
+    per = "" if a.ok else f"; per parameter (update / intended): {breakdown(factors)}"
+    ctx.record(name, a, bug=bug, dtype=hooks.dtype,
+               what=f"step {t + 1}: parameters after train_step vs {model.describe()} ({origin}) "
+                    f"applied to the true gradient, {clip}{extra}; effective step = {shown} x "
+                    f"intended{hint}{per}",
+               details={"effective_factor": factor, "clip_factor": pred.s, "step": t + 1,
+                        "per_parameter": factors, "optimizer": model.describe()})
+
+
+def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, first_grads,
+             stopped, targets_named, factors, error_model: ErrorModel) -> tuple[BugClass, str]:
+    dt = hooks.dtype
+
+    def same(actual: Any, expected: Any, magnitude: Any) -> bool:
+        return matches(actual, expected, magnitude, dt, model=error_model)
+
+    for tie in spec.ties:
+        d = after[tie.b] - tie.of(after[tie.a])
+        # a tie holds where the two agree to float32 rounding of the tied value
+        if np.any(np.abs(d) > error_model.rounding(np.abs(after[tie.b]) + 1e-30, "float32")):
+            return BugClass.TIE_BROKEN, (f": declared Tie({tie.a!r}, {tie.b!r}) not kept: after "
+                                         f"the step they differ by up to {np.max(np.abs(d)):.3g}")
+    for tu in spec.target_updates:
+        pairs = tu.pairs(list(before))
+        if any(not same(after[tk], pred.values[tk], pred.magnitude[tk])
+               for tk, _ in pairs):
+            tau = _fit_tau(before, after, pairs)
+            return BugClass.TARGET_UPDATE_MISMATCH, (
+                f": the target {tu.target!r} moved as a Polyak update with tau = {tau:.6g}, "
+                f"declared tau = {tu.tau:g}")
+    moved = [k for k in stopped if k not in targets_named and
+             not same(after[k], before[k], 2 * np.abs(before[k]))]
+    if moved:
+        hint = ""
+        for tu_src in _guess_sources(moved, list(before)):
+            tau = _fit_tau(before, after, tu_src)
+            hint = (f"; it matches a Polyak update from {tu_src[0][1]!r} with tau = {tau:.6g}: "
+                    "declare TargetUpdate(target, source, tau)")
+            break
+        return BugClass.TARGET_UPDATE_MISMATCH, (
+            f": parameters declared stopped were changed by the step ({', '.join(moved[:4])})"
+            f" and no target update was declared{hint}")
+    for k in moving:
+        for a_name in before:
+            if a_name != k and before[a_name].shape == after[k].shape and \
+                    same(after[k], after[a_name], np.abs(after[a_name]) * 2) and \
+                    not same(before[k], before[a_name], np.abs(before[a_name]) * 2):
+                return BugClass.TIE_BROKEN, (f": {k!r} was set to {a_name!r} by the step (a sync "
+                                             f"by copy): declare Tie({a_name!r}, {k!r})")
+
+    def alt(grads_=None, **kw: Any) -> Prediction:
+        g = grads if grads_ is None else grads_
+        return _pick(_preds(model, before, g, moving, state, t, spec, hooks, **kw), after, dt,
+                     error_model)
+
+    def variant(**kw: Any) -> Prediction:
+        g = kw.pop("grads", None)
+        return alt(g, **kw)
+
+    flat_a = np.concatenate([np.ravel(after[k] - before[k]) for k in moving]) if moving else \
+        np.zeros(0)
+    flat_e = np.concatenate([np.ravel(pred.values[k] - before[k]) for k in moving]) if moving \
+        else np.zeros(0)
+    ee = float(flat_e @ flat_e)
+    factor = float(flat_a @ flat_e) / ee if ee > 0 else None
+    hypers = [model.hyper(k, t) for k in moving]
+    linear = all(h is None or h["kind"] == "sgd" for h in hypers)
+    bug, hint = diagnose(after, pred.magnitude, dt, variant, s=pred.s, norm=pred.norm,
+                         max_norm=spec.max_norm, step=t, factor=factor, linear=linear,
+                         first_grads=first_grads, model=error_model)
+    if bug is BugClass.STEP_MISMATCH and not hint:
+        off = [k for k in moving if factors.get(k, 1.0) == 0.0]
+        if off:
+            hint = (f": {', '.join(off[:4])} did not move although it has a gradient (frozen, "
+                    "or missing from the optimizer's parameter list)")
+    return bug, hint
+
+
+def _fit_tau(before, after, pairs) -> float:
+    num = den = 0.0
+    for tk, sk in pairs:
+        d = np.ravel(after[tk] - before[tk])
+        r = np.ravel(after[sk] - before[tk])
+        num += float(d @ r)
+        den += float(r @ r)
+    return num / den if den else float("nan")
+
+
+def _guess_sources(moved: list[str], names: list[str]) -> list[list[tuple[str, str]]]:
+    out = []
+    prefix = moved[0].split(".")[0]
+    for n in names:
+        other = n.split(".")[0]
+        if other != prefix:
+            pairs = [(m, other + m[len(prefix):]) for m in moved if m.startswith(prefix + ".")]
+            if pairs and all(s in names for _, s in pairs):
+                out.append(pairs)
+                break
+    return out

@@ -1,0 +1,175 @@
+"""What the stages of one numeric run share: the options (:class:`CheckConfig`), the record
+of results (:class:`Recorder`) and the state after preparation (:class:`Prepared`, frozen),
+or the run's end before any comparison (:class:`Finished`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from gradcheck.backends.base import is_floating
+from gradcheck.backends.guarded import GuardedBackend
+from gradcheck.core.results import CheckKind, CheckResult, Status
+from gradcheck.oracle import error_model as tolerance
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """Options of one numeric check run (see :func:`gradcheck.check`)."""
+
+    modes: tuple[str, ...] = ("rev", "fwd")
+    order: int = 1
+    seed: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    probes: int = 3
+    localize: bool = True
+    name: str = ""
+    reproducer: str = ""
+    test_id: str = ""
+    only_inputs: tuple[int, ...] | None = None
+    fast: bool = False  # screen first (:mod:`.._screen`); the full check only where it cannot pass
+    timeout: float | None = None  # seconds for the whole check (:mod:`.._limits`)
+    order_level: int = 0  # 1 inside the order-2 sub-run (the outer deadline covers it)
+    error_model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # check(error_model=...)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The fields every result of one run carries."""
+
+    backend: str
+    device: str
+    dtype: str
+    name: str
+    seed: int
+    shapes: tuple[tuple[int, ...], ...]
+    reproducer: str
+    test_id: str
+
+
+@dataclass(frozen=True)
+class Relabel:
+    """How a run's results are reported under another run (order 2: the VJP of the VJP-as-a-
+    function is reported as ``vjp_of_vjp``): the kinds it keeps (``kinds``: kind -> reported
+    kind; ``keep``: kinds reported as they are; any other kind is dropped) and the details
+    every result gets."""
+
+    kinds: Mapping[CheckKind, CheckKind]
+    keep: frozenset[CheckKind]
+    details: Mapping[str, Any]
+
+
+Message = str | Callable[[CheckResult], str]
+
+
+class Recorder:
+    """The append-only record of one run's results, in the order they are decided.
+
+    A result is created once, complete: its message is a string or a function of the
+    record's other fields (the verdict's wording needs the formatted values).  Results a
+    :class:`Relabel` drops are returned but not recorded."""
+
+    def __init__(self, identity: Identity, results: list[CheckResult] | None = None,
+                 details: Mapping[str, Any] | None = None,
+                 relabel: Relabel | None = None) -> None:
+        self.identity = identity
+        self.results: list[CheckResult] = [] if results is None else results
+        self.details = dict(details or {})
+        self.relabel = relabel
+
+    def with_details(self, extra: Mapping[str, Any]) -> Recorder:
+        """The same record, every further result carrying ``extra`` in its details."""
+        return Recorder(self.identity, self.results, {**self.details, **extra}, self.relabel)
+
+    def record(self, kind: CheckKind, status: Status, *, message: Message = "",
+               paths: tuple[str, ...] | None = None, **kw: Any) -> CheckResult:
+        i = kw.get("output_index")
+        details = dict(kw.pop("details", {}))
+        if paths is not None and i is not None and i < len(paths):
+            details["output_path"] = paths[i]
+        details.update(self.details)
+        ident, keep = self.identity, True
+        if self.relabel is not None:
+            mapped = self.relabel.kinds.get(kind)
+            keep = mapped is not None or kind in self.relabel.keep
+            kind = mapped or kind
+            details.update(self.relabel.details)
+        r = CheckResult(
+            kind=kind, status=status, backend=ident.backend, device=ident.device,
+            dtype=ident.dtype, name=ident.name, seed=ident.seed, shapes=ident.shapes,
+            reproducer=ident.reproducer, test_id=ident.test_id, details=details,
+            message=message if isinstance(message, str) else "", **kw,
+        )
+        if not isinstance(message, str):
+            r = replace(r, message=message(r))
+        if keep:
+            self.results.append(r)
+        return r
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Preparation ended the run: its results (already recorded) say why."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything the comparisons of one run share, fixed after preparation."""
+
+    backend: GuardedBackend
+    fn: Callable
+    device: str
+    dtype: str
+    cfg: CheckConfig
+    recorder: Recorder
+    args64: list[np.ndarray]
+    args_d: list[np.ndarray]
+    diff: list[int]
+    outs64: list[Any]
+    float_outs: list[int]
+    # engines without float64 (Backend.oracle_forward): FD runs on this NumPy forward and the
+    # rule is checked with a rounding bound in ``rule_dtype``, the engine's widest dtype
+    oracle: Callable | None = None
+    rule_dtype: str = "float64"
+    outs_d: list[np.ndarray] = field(default_factory=list)  # outputs in the dtype under test
+    # each output's path in the function's output structure (a dict, a pytree), where the
+    # adapter names them (Outputs.paths); results carry it as details["output_path"]
+    output_paths: tuple[str, ...] | None = None
+
+    def result(self, kind: CheckKind, status: Status, *, message: Message = "", **kw: Any
+               ) -> CheckResult:
+        return self.recorder.record(kind, status, message=message, paths=self.output_paths,
+                                    **kw)
+
+    def with_recorder(self, recorder: Recorder) -> Prepared:
+        return replace(self, recorder=recorder)
+
+    def output(self, i: int) -> str:
+        """``output 1``, or ``output ['a']`` where the adapter names outputs by path."""
+        return output_name(self.output_paths, i)
+
+
+def output_name(paths: tuple[str, ...] | None, i: int) -> str:
+    return f"output {paths[i]}" if paths is not None and i < len(paths) else f"output {i}"
+
+
+def is_float(a: np.ndarray) -> bool:
+    return is_floating(a.dtype)  # ml_dtypes' bfloat16 included
+
+
+def np_dtype(dtype: str) -> Any:
+    if dtype == "bfloat16":
+        import ml_dtypes  # shipped with jax; bfloat16 inputs need it
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
+
+
+def outputs(out: Any) -> tuple[Any, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)

@@ -1,0 +1,61 @@
+"""The first-order checks: the screen where it applies (:mod:`gradcheck.numeric.screen`),
+the full comparisons where it cannot pass."""
+
+from __future__ import annotations
+
+from gradcheck.numeric import screen as _screen
+from gradcheck.numeric.compare import Samples, compare_pair
+from gradcheck.numeric.context import Prepared
+from gradcheck.numeric.probes import draw, out_slices
+from gradcheck.numeric.second_estimate import SecondEstimates
+from gradcheck.numeric.stages import (
+    ForwardSamples,
+    alternatives,
+    estimates,
+    forward,
+    no_forward_mode,
+    reverse,
+    rounding_samples,
+)
+
+
+def first_order_or_screen(prep: Prepared) -> None:
+    """The screen first where it applies (with ``fast`` it is all that runs when it passes,
+    in the default the comparisons of two AD values run beside it), the full checks where it
+    cannot pass (their results then say why they ran, in ``details["screen"]``,
+    ``details["fast_screen"]`` under ``fast``)."""
+    if _screen.applies(prep):
+        reason = _screen.screen(prep)
+        if reason is None:
+            return
+    elif not prep.cfg.fast:
+        first_order(prep)
+        return
+    else:
+        reason = f"the screen covers float64 rule checks only (dtype {prep.dtype})"
+    key = _screen.label(prep)[0]
+    first_order(prep.with_recorder(prep.recorder.with_details({key: f"escalated: {reason}"})))
+
+
+def first_order(prep: Prepared) -> None:
+    """The full first-order comparisons of every (output, input) pair."""
+    pr = draw(prep)
+    slices = out_slices(prep)
+    fds, pr = estimates(prep, pr)
+    modes = prep.cfg.modes
+    rev = reverse(prep, pr) if "rev" in modes else {}
+    fwd: ForwardSamples = {}
+    if "fwd" in modes:
+        if prep.backend.supports_jvp:
+            fwd = forward(prep, pr)
+        else:
+            no_forward_mode(prep)
+    alt = alternatives(prep, pr) if "rev" in modes else {}
+    low = rounding_samples(prep, pr) if prep.dtype != "float64" and "rev" in modes else None
+    samples = Samples(pr, fds, rev, fwd, alt, low, SecondEstimates(reverse=rev))
+    for i in prep.float_outs:
+        for j in prep.diff:
+            compare_pair(prep, samples, i, j, slices[i])
+
+
+

@@ -1,0 +1,76 @@
+"""The entry point: :func:`run_numeric_checks` runs the pipeline once and contains what it
+cannot decide (the check's time limit, an exit or a bug below the boundary) as one result."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gradcheck.backends import limits as _limits
+from gradcheck.backends.base import Backend
+from gradcheck.backends.guarded import GuardedBackend, describe
+from gradcheck.core.results import CheckKind, CheckResult, Status
+from gradcheck.numeric.context import CheckConfig, Finished, Identity, Recorder
+from gradcheck.numeric.first_order import first_order_or_screen
+from gradcheck.numeric.order2 import second_order
+from gradcheck.numeric.prepare import prepare
+
+
+def run_numeric_checks(
+    backend: Backend,
+    fn: Callable,
+    inputs: Sequence[np.ndarray],
+    *,
+    device: str,
+    dtype: str,
+    config: CheckConfig,
+) -> list[CheckResult]:
+    """Run every numeric check of ``config`` for ``fn`` at ``inputs``; never raises (but for
+    ``KeyboardInterrupt``): an exception, a ``SystemExit`` or the time limit reached in ``fn``
+    or the adapter is an ``error`` result (:mod:`.._limits`)."""
+    start = time.perf_counter()
+    recorder = Recorder(identity(backend.name, device, dtype, config, inputs))
+    _pipeline(GuardedBackend(backend), device)(fn, inputs, dtype, config, recorder)
+    results = recorder.results
+    elapsed = time.perf_counter() - start
+    return [replace(r, duration_s=elapsed / max(len(results), 1)) for r in results]
+
+
+def identity(backend: str, device: str, dtype: str, config: CheckConfig,
+             inputs: Sequence[Any]) -> Identity:
+    return Identity(backend, device, dtype, config.name, config.seed,
+                    tuple(tuple(np.shape(a)) for a in inputs), config.reproducer,
+                    config.test_id)
+
+
+def _pipeline(backend: GuardedBackend, device: str
+              ) -> Callable[[Callable, Sequence[Any], str, CheckConfig, Recorder], None]:
+    """One run of the pipeline on ``backend`` at ``device``, recording into a recorder."""
+
+    def run(fn: Callable, inputs: Sequence[Any], dtype: str, config: CheckConfig,
+            recorder: Recorder) -> None:
+        try:
+            with _limits.deadline(config.timeout if config.order_level == 0 else None):
+                prep = prepare(backend, fn, inputs, device=device, dtype=dtype, config=config,
+                               recorder=recorder)
+                if isinstance(prep, Finished):
+                    return
+                first_order_or_screen(prep)
+                if config.order >= 2:
+                    second_order(prep, run)
+        except _limits.Timeout:
+            recorder.record(CheckKind.CALL, Status.ERROR,
+                            message=f"the check did not finish within timeout={config.timeout:g}"
+                                    " s (the function or the adapter hung or is too slow); the "
+                                    "checks not reported above did not run")
+        except BaseException as exc:  # a sys.exit in fn, a bug below the boundary: not the end
+            if not _limits.contained(exc):
+                raise
+            recorder.record(CheckKind.CALL, Status.ERROR,
+                            message=f"unexpected failure while checking: {describe(exc)}")
+
+    return run

@@ -1,0 +1,273 @@
+"""The fast screen (``gradcheck.check(..., fast=True)``): a cheap projected check that either
+passes with a small allowance or hands the run to the full check.
+
+What it compares is what the full check compares, ``<J^T v, u>`` (reverse mode) and
+``<v, J u>`` (forward mode) against finite differences, for the same seeded probes; what it
+saves is the oracle's robustness machinery:
+
+* the probes share one tangent: probe ``p`` is ``(v_p, u)`` with ``P`` seeded cotangents and
+  one seeded tangent ``u`` per input, so one finite-difference directional derivative ``J u``
+  serves every cotangent (``<J^T v_p, u>`` and ``<v_p, J u>`` against ``v_p . (J u)_FD``) and
+  one JVP ``J u`` serves every forward comparison (``docs/error-model.md`` 2b: what that
+  costs in detection, and what it does not);
+* the central differences are projected on every ``v_p`` before extrapolating
+  (:func:`gradcheck.oracle.fd.projected_derivatives`): one Richardson table per compared scalar, 8
+  evaluations in all instead of 20 per probe, no noise measurement, no retries, and one
+  cheap kink test instead of two one-sided tables per output element;
+* only the backend's primary reverse path runs (no eager-vs-functional comparison), and no
+  forward-vs-reverse comparison.
+
+It only passes.  Anything it cannot vouch for goes to the full check, whose results are then
+the answer (with ``details["fast_screen"]`` saying why it ran):
+
+* any disagreement beyond the error model's allowance (a wrong gradient, or an estimate the
+  screen got wrong: the full oracle decides which);
+* an FD error estimate above ``SCREEN_FLOOR`` times the comparison's absolute terms
+  ``sum |v||J||u|``: the screen's estimate did not converge well enough to see small errors;
+* a suspected kink, a non-finite estimate, an adapter error.
+
+The floor is what the screen can guarantee: when it passes, a relative error in
+``<v, J u>`` larger than about ``10 * SCREEN_FLOOR * terms / |<v, J u>|`` would have failed it.
+The full check's own FD error is typically another 10-100 times smaller, and it draws ``P``
+independent tangents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
+from gradcheck.core.results import CheckKind, CheckResult, Status
+from gradcheck.numeric.compare import compare_alternatives, emit_fwd_rev, model_of
+from gradcheck.numeric.context import Prepared
+from gradcheck.numeric.judge import Comparison, agreement_message, probe_ratios
+from gradcheck.numeric.probes import Probes, batch_fn, draw, f0, out_slices, rows, stacked
+from gradcheck.numeric.scalars import AdScalars, ad_scalars, terms
+from gradcheck.numeric.stages import (
+    AlternativeSamples,
+    ForwardSamples,
+    ReverseSamples,
+    alternatives,
+    forward,
+    no_forward_mode,
+    reverse,
+)
+from gradcheck.oracle import fd
+
+SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
+# probes of the screen's eager-vs-functional comparison: two AD paths judged at rounding level,
+# where one Gaussian probe misses a difference between them only with a probability of the
+# order of its allowance over the difference (docs/error-model.md 2b)
+ALTERNATIVE_PROBES = 1
+
+
+def applies(prep: Prepared) -> bool:
+    """The screen covers float64 rule checks of engines with float64 (the rounding check of a
+    lower dtype and the rule check of float32-only engines always run in full)."""
+    return prep.dtype == "float64" and prep.rule_dtype == "float64" and prep.oracle is None
+
+
+def label(prep: Prepared) -> tuple[str, str]:
+    """The details key and the message label of the screen's results: ``fast_screen`` /
+    "fast screen" under ``fast=True``, ``screen`` / "projected screen" in the default check."""
+    return ("fast_screen", "fast screen") if prep.cfg.fast else ("screen", "projected screen")
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """One comparison the screen passed, to be recorded once the whole screen passed."""
+
+    kind: CheckKind
+    i: int
+    j: int
+    fields: dict[str, Any]
+    message: str = ""  # a skipped comparison's reason; a pass's message is its verdict's
+
+
+@dataclass(frozen=True)
+class _Pair:
+    i: int
+    j: int
+    r: int
+    ad: AdScalars
+    terms: np.ndarray  # the comparison's absolute terms per probe, as the full check counts them
+    judged: list[_Staged]
+
+
+def screen(prep: Prepared) -> str | None:
+    """Run the screen; if every comparison passes, record the results and return ``None``,
+    else record nothing and return why the full check must run.
+
+    In the default check (not ``fast``) the comparisons of two AD values run as well, with
+    no finite differences: forward vs reverse and eager vs functional (their verdict, a pass
+    or a failure, is recorded as in the full check; only the comparisons with the oracle
+    decide whether the screen hands over)."""
+    pr = draw(prep, tangents=1)  # P cotangents, one tangent per input (module docstring)
+    slices = out_slices(prep)
+    f_0 = f0(prep)
+    P = prep.cfg.probes
+    R = len(prep.float_outs)
+    # the projections: probe p's cotangent on output i's slice, zeros elsewhere (every input),
+    # all P R of them on the one direction
+    if R == 1:  # the cotangents themselves (one array, no copy)
+        W = stacked([v.ravel() for v in pr.v[prep.float_outs[0]]]).reshape(1, P, f_0.size)
+    else:
+        W = np.zeros((1, P * R, f_0.size))
+        for r, i in enumerate(prep.float_outs):
+            for p in range(P):
+                W[0, p * R + r, slices[i]] = pr.v[i][p].ravel()
+    est: dict[int, fd.ProjectedEstimate] = {}
+    for j in prep.diff:
+        try:
+            one = fd.projected_derivatives(
+                batch_fn(prep, j), prep.args64[j].ravel(),
+                stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0)
+        except AdapterFailed as exc:
+            shown = exc.failure.exception or exc.failure.text
+            return f"evaluating the function for finite differences raised: {shown!r:.200}"
+        est[j] = _per_probe(one, P, R)
+        pr = pr.with_tangents(j, rows(one.directions.reshape((1,) + prep.args64[j].shape)))
+    # each AD result is reduced to its compared scalars as soon as it arrives, and dropped: the
+    # check never holds more than one reverse path's P gradients
+    scalars: dict[CheckKind, _Reduced] = {}
+    if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
+        # one JVP per input (J u), projected on every cotangent
+        fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else t * P)
+                               for j, t in forward(prep, pr).items()}
+        scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr)
+        del fwd
+    # probe p is (v_p, u): the same array P times
+    pr = Probes(pr.v, {j: pr.u[j] * P for j in prep.diff})
+    if "rev" in prep.cfg.modes:
+        scalars = {CheckKind.VJP: _reduced(prep, CheckKind.VJP, reverse(prep, pr), {}, pr),
+                   **scalars}
+    cross = not prep.cfg.fast
+    # the eager-vs-functional comparison (two AD paths, no FD) on the first probe
+    # (ALTERNATIVE_PROBES, docs/error-model.md 2b)
+    first = Probes({i: v[:ALTERNATIVE_PROBES] for i, v in pr.v.items()},
+                   {j: u[:ALTERNATIVE_PROBES] for j, u in pr.u.items()})
+    alt: AlternativeSamples = (alternatives(prep, first)
+                               if cross and CheckKind.VJP in scalars else {})
+    staged: list[_Pair] = []
+    for r, i in enumerate(prep.float_outs):
+        for j in prep.diff:
+            e = est[j]
+            if not np.all(e.finite[:, r]):
+                return f"output {i} / input {j}: the FD estimate is not finite"
+            if np.any(e.kink[:, r]):
+                return f"output {i} / input {j}: one-sided derivatives differ (possible kink)"
+            ad: AdScalars = {}
+            skipped: list[_Staged] = []
+            for kind, table in scalars.items():
+                vals = table[(i, j)]
+                if isinstance(vals, AdapterFailure):
+                    if not vals.unsupported:
+                        return f"the backend's {kind.value.upper()} raised"
+                    skipped.append(_Staged(kind, i, j, {"status": Status.SKIPPED},
+                                           vals.reason))  # skipped, as in the full check
+                else:
+                    ad[kind] = vals
+            if not ad:
+                return f"output {i} / input {j}: no derivative to compare"
+            t = terms(e.magnitude[:, r], ad)  # as the full check counts them
+            judged = []
+            for kind, (s_ad, _) in ad.items():
+                verdict = _judge(prep, kind, i, j, r, e, s_ad, t)
+                if isinstance(verdict, str):
+                    return verdict
+                judged.append(verdict)
+            staged.append(_Pair(i, j, r, ad, t, skipped + judged))
+    text = label(prep)[1]
+    if "fwd" in prep.cfg.modes and not prep.backend.supports_jvp:
+        no_forward_mode(prep)
+    for pair in staged:
+        for c in pair.judged:
+            _record(prep, c, text)
+        if not cross:
+            continue
+        where = {"output_index": pair.i, "input_index": pair.j}
+        if CheckKind.VJP in pair.ad and CheckKind.JVP in pair.ad:
+            emit_fwd_rev(prep, where, pr, pair.ad[CheckKind.JVP][0], pair.ad[CheckKind.VJP][0],
+                         pair.terms)
+        if CheckKind.VJP in pair.ad:
+            compare_alternatives(prep, where, alt, first, pair.i, pair.j,
+                                 pair.ad[CheckKind.VJP][0][:ALTERNATIVE_PROBES],
+                                 est[pair.j].magnitude[:ALTERNATIVE_PROBES, pair.r])
+    return None
+
+
+# (output i, input j) -> the compared scalars and magnitudes, or the call's failure
+_Reduced = dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | AdapterFailure]
+
+
+def _reduced(prep: Prepared, kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples,
+             pr: Probes) -> _Reduced:
+    """Every pair's compared scalars of ``kind``'s AD results (or the adapter's failure)."""
+    return {(i, j): ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j))
+            for i in prep.float_outs for j in prep.diff}
+
+
+def _record(prep: Prepared, c: _Staged, text: str) -> CheckResult:
+    fields = dict(c.fields)
+    status = fields.pop("status", Status.PASSED)
+    where = {"output_index": c.i, "input_index": c.j}
+    if status is Status.SKIPPED:
+        return prep.result(c.kind, status, **where, message=c.message)
+    return prep.result(c.kind, status, **where, **fields,
+                       message=lambda r: agreement_message(r, text))
+
+
+def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimate:
+    """The estimate along one direction projected on ``P R`` cotangents, as ``P`` probes
+    (``(P, R)`` scalars, ``(P, K, R)`` table) that share the direction."""
+    K = one.steps.shape[1]
+
+    def pr(a: np.ndarray) -> np.ndarray:
+        return a.reshape(P, R)
+
+    return replace(one, value=pr(one.value), error=pr(one.error), magnitude=pr(one.magnitude),
+                   jump=pr(one.jump), jump_bound=pr(one.jump_bound),
+                   steps=np.broadcast_to(one.steps, (P, K)),
+                   table=one.table.reshape(K, P, R).transpose(1, 0, 2),
+                   directions=np.broadcast_to(one.directions, (P,) + one.directions.shape[1:]))
+
+
+def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,
+           s_ad: np.ndarray, t: np.ndarray) -> _Staged | str:
+    """The result of one (kind, output, input) comparison, or why the screen cannot pass it."""
+    s_fd, e_fd = e.value[:, r], e.error[:, r]
+    what = f"{kind.value.upper()} of output {i} w.r.t. input {j}"
+    for p in range(len(s_ad)):
+        if not e_fd[p] <= SCREEN_FLOOR * t[p]:
+            return (f"{what}, probe {p}: the screen's FD error estimate {e_fd[p]:.3g} is above "
+                    f"{SCREEN_FLOOR:g} x terms {t[p]:.3g}")
+    model = model_of(prep)
+    ratios, allows = probe_ratios(Comparison(kind, s_ad, s_fd, e_fd, t, "float64"), model)
+    # resolution before verdict, as the full check judges it (the floor above implies it)
+    models = [model.modelled(float(e_fd[p]), float(t[p]), "float64") for p in range(len(s_ad))]
+    for p in range(len(s_ad)):
+        if not model.resolved(models[p], float(t[p])):
+            return (f"{what}, probe {p}: allowed error {models[p]:.3g} not resolved against "
+                    f"terms {t[p]:.3g}")
+    resolution = max(m / float(x) if x > 0 else 0.0 for m, x in zip(models, t, strict=True))
+    for p, ratio in enumerate(ratios):
+        if not (ratio <= 1.0 and np.isfinite(s_ad[p])):
+            return (f"{what}, probe {p}: {float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, "
+                    f"ratio {ratio:.3g}")
+    p = int(np.argmax(ratios))
+    key, text = label(prep)
+    disc = abs(float(s_ad[p]) - float(s_fd[p]))
+    rel = disc / abs(float(s_fd[p])) if s_fd[p] != 0 else (0.0 if disc == 0 else np.inf)
+    return _Staged(kind, i, j, {
+        "expected": float(s_fd[p]), "actual": float(s_ad[p]), "discrepancy": disc,
+        "relative_discrepancy": float(rel), "allowed": allows[p].allowed,
+        "allowed_source": f"{allows[p].source} ({text})",
+        "discrepancy_ratio": float(ratios[p]),
+        "convergence": tuple((float(h), float(c))
+                             for h, c in zip(e.steps[p], e.table[p, :, r], strict=True)),
+        "details": {"probe": p, "probes": len(s_ad), key: "passed", "resolution": resolution,
+                    "fd_evaluations": e.evaluations},
+    })

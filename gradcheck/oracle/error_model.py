@@ -1,0 +1,497 @@
+"""The error model: how much disagreement between an AD result and an oracle is allowed.
+
+All of it is one frozen :class:`ErrorModel`: its constants (``fd_safety``, ``rounding_gamma``,
+``noise_factor``, ``resolution``, ``conditioning_cap``; each justified where it is defined),
+:meth:`ErrorModel.allowed` (vectorised over arrays of compared scalars) and
+:meth:`ErrorModel.explain` (the derivation failure messages show).  Every check computes its
+allowance through it; ``DEFAULT_MODEL = ErrorModel()`` unless the user passes a profile
+(``gradcheck.check(..., error_model=ErrorModel(fd_safety=3.0))``).  The upper-case names below
+(``FD_SAFETY``, ``ROUNDING_GAMMA``, ...) are the default model's constants.
+
+Rule checks (VJP, JVP, forward-vs-reverse, eager-vs-functional; always in float64)::
+
+    allowed = FD_SAFETY * fd_error + ROUNDING_GAMMA * eps(float64) * terms
+
+* ``fd_error`` is the oracle's own error estimate (Richardson tableau, rounding of the
+  differences from the measured noise of ``f``; see :mod:`gradcheck.oracle.fd`), projected with the
+  probe vectors as ``sum_i |v_i| err_i``, inflated by ``FD_SAFETY`` (10): adaptive estimates
+  undercover now and then (the oracle benchmark measures how often).
+* ``terms`` estimates the sum of absolute terms of ``<v, J u>``: ``sum_i |v_i| |(J u)_i|`` (the
+  forward side) plus ``sum_j |(J^T v)_j| |u_j|`` (the reverse side); rounding of a dot product
+  scales with it, not with the (possibly cancelled) result.  ``ROUNDING_GAMMA`` (16) absorbs the
+  few roundings per term of a rule and the growth of longer sums.
+
+Low-precision rounding check (:mod:`gradcheck.numeric.rounding`; norm-wise over the whole VJP,
+the dtype's VJP against the same backend's float64 VJP at the same point)::
+
+    allowed = ROUNDING_GAMMA * eps(dtype) * (||g_64|| + conditioning) + NOISE_FACTOR * noise
+
+* ``conditioning``: backward rules reuse rounded forward values ``y`` (``tanh'`` computed as
+  ``1 - y^2`` near saturation); the rounding of ``y`` is amplified by ``|f''| / |f'|``, estimated
+  from the oracle's curvature (:func:`conditioning_norm`), applied to the forward error measured
+  as the difference of the dtype's and float64 outputs (:func:`forward_error`).
+* ``noise``: the rounding noise of ``g_d - g_64`` *measured* at a few points some units in the
+  last place away (a standard deviation; ``NOISE_FACTOR`` turns it into a bound).
+
+Exact comparisons (reference, cross-backend, cross-device: :mod:`gradcheck.numeric.agreement`)
+use the rule-check bound without FD error; where it is exceeded:
+
+* cross-backend and cross-device (two engines, neither an oracle) add the **argument
+  conditioning** of the rule to the terms (:func:`argument_conditioning_elements`)::
+
+      allowed = gamma * eps * (terms + 2 sum_j |u_j| min_s |D_d (J_s^T v)_j|)
+
+  A rule evaluated backward-stably returns its derivative at an argument perturbed by a few
+  ulps, ``x (1 + delta)``; that moves element ``j`` of ``J^T v`` by ``sum_k |d(J^T v)_j / dx_k|
+  |x_k| eps`` (elementwise: ``|v_j| |f''(x_j)| |x_j| eps``), which the final terms miss where the
+  rule is ill-conditioned (``acosh'(x) = 1 / sqrt(x^2 - 1)`` at 1.001: 500x).  Each engine may
+  be off by that much, hence 2x; the smaller of the two engines' measured sensitivities counts
+  (a side cannot widen its own allowance).  ``D_d`` is a central difference of the VJP along
+  the relative perturbation ``d = x * s`` (random signs ``s``), at the largest of
+  :data:`ARGUMENT_STEPS` that converges (:func:`argument_sensitivity`).  The reference
+  comparison does not get it: the reference is the oracle, and a backend that loses accuracy
+  an accurate formula keeps is reported there.
+* then the judging side's *measured* rounding bound (``NOISE_FACTOR`` x its noise between
+  inputs a few ulps apart, projected element-wise) replaces that side's modelled share where
+  larger (``measured``), so cancelled intermediates of the oracle side (``digamma(b) -
+  digamma(a + b)``) are accounted for without excusing the side under test.
+
+An explicit ``atol``/``rtol`` replaces the model entirely and means exactly
+``allowed = atol + rtol * |expected|`` (a missing one of the two is 0; no scaling by size); the
+model's ``resolution`` still decides whether a comparison can pass at all.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from gradcheck.core.errors import InvalidArgument
+
+# the relative steps of argument_sensitivity, tried in turn for the elements where the previous
+# one did not converge (left the domain, crossed a pole or a kink, or its truncation shows);
+# each with its quarter.  The first suffices 1e-5 (relative) or more away from a singularity;
+# the smaller ones reach points closer to a domain edge (arcsin at 1 - 1e-8).  Whatever the
+# function, an element's credit is at most 2 ROUNDING_GAMMA eps / (2 step) times the change
+# of its VJP over the stencil; an element needs a step ``h`` only where the rule's conditioning
+# is ~1 / h or more, so that bound is of the size of the allowance itself there.  The VJPs'
+# own rounding (a few ulps of g over 2 h) adds at most ~1e-3 of |g| to a sensitivity.
+ARGUMENT_STEPS = (2.0**-20, 2.0**-28, 2.0**-36, 2.0**-44)
+
+_EPS = {
+    "float64": float(np.finfo(np.float64).eps),
+    "float32": float(np.finfo(np.float32).eps),
+    "float16": float(np.finfo(np.float16).eps),
+    "bfloat16": 2.0**-7,
+    "complex128": float(np.finfo(np.float64).eps),
+    "complex64": float(np.finfo(np.float32).eps),
+}
+
+
+def eps(dtype: str) -> float:
+    """Machine epsilon of a dtype given by name (``float64``, ``float32``, ``float16``, ...)."""
+    try:
+        return _EPS[str(dtype)]
+    except KeyError:
+        return float(np.finfo(np.dtype(dtype)).eps)
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """An allowed error and a human-readable account of where it came from."""
+
+    allowed: float
+    source: str
+
+
+@dataclass(frozen=True, repr=False)
+class ErrorModel:
+    """The error model's constants and every allowance computed from them (module doc).
+
+    ``ErrorModel()`` is the model every check uses by default; a profile is another instance,
+    e.g. ``ErrorModel(fd_safety=3.0)`` (stricter: a smaller margin over the oracle's error
+    estimate) or ``ErrorModel(rounding_gamma=64.0)`` (looser about rounding), passed as
+    ``gradcheck.check(..., error_model=...)``.  Every constant is a finite number above 0
+    (``resolution`` at most 1); a wider model lets more wrong rules pass, a narrower one flags
+    correct rules whose oracle undercovers (``docs/error-model.md`` section 6 measures how
+    often the defaults do).
+
+    :meth:`allowed` is vectorised (arrays of compared scalars broadcast) and reproduces the
+    formula bit for bit at every site; :meth:`explain` is the sentence failure messages carry.
+    """
+
+    fd_safety: float = 10.0
+    """Multiplies the oracle's own error estimate: adaptive estimates undercover now and then
+    (5-11% of cases in the literature; the oracle benchmark measures it here), and the largest
+    VJP/JVP ratio over the random programs of ``docs/error-model.md`` section 6 is 0.0999 of an
+    allowance: the worst observed error equals the raw estimate, the 10x is the margin."""
+
+    rounding_gamma: float = 16.0
+    """Units of ``eps(dtype)`` per unit of the compared scalar's sum of absolute terms: the few
+    roundings per term of a rule and the growth of longer sums (the largest forward-vs-reverse
+    ratio over 2000 random programs is 0.10 of it)."""
+
+    noise_factor: float = 4.0
+    """Turns a measured rounding noise (a standard deviation over nearby points) into a bound:
+    4 sigma of a Gaussian scatter is exceeded with probability ~6e-5."""
+
+    resolution: float = 1e-2
+    """A comparison may pass only where the allowance is at most this fraction of its terms
+    (``docs/error-model.md`` section 3b): a pass says the rule is right to 1% of its terms;
+    above it the oracle cannot tell a sign flip, a factor 2 or a dropped term from the right
+    rule and the check is inconclusive instead."""
+
+    conditioning_cap: float = 10.0
+    """``|f''| / |f'|`` is capped at this multiple of its median over the output elements: a
+    rule that reuses a rounded y reconstructs f' = g(y) and |f''|/|f'| = |g'(y)| is as tame as
+    g; near a critical point of f (f' -> 0, f'' != 0) no rule can reconstruct f' from y and the
+    ratio measures nothing (measured: uncapped, x sin(x) on 4096 elements got a conditioning
+    term 150x its gradient's norm)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            top = 1.0 if f.name == "resolution" else math.inf
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                    or not (0.0 < float(value) <= top) or not math.isfinite(float(value))):
+                limit = "at most 1" if f.name == "resolution" else "finite"
+                raise ValueError(f"ErrorModel({f.name}={value!r}): must be a number above 0 "
+                                 f"and {limit} (the default is {f.default!r})")
+            object.__setattr__(self, f.name, float(value))
+
+    def __repr__(self) -> str:
+        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                   if getattr(self, f.name) != f.default]
+        return f"ErrorModel({', '.join(changed)})"
+
+    # -- the parts of an allowance -------------------------------------------------------------
+
+    def fd_bound(self, fd_error: Any) -> Any:
+        """``fd_safety x fd_error``: what the oracle's error estimate allows (vectorised); also
+        the size below which an FD value cannot be told from 0."""
+        return self.fd_safety * fd_error
+
+    def rounding(self, terms: Any, dtype: str = "float64") -> Any:
+        """``rounding_gamma x eps(dtype) x terms``: the rounding bound of a quantity whose sum
+        of absolute terms is ``terms`` (vectorised)."""
+        return self.rounding_gamma * eps(dtype) * terms
+
+    def noise_bound(self, sigma: Any) -> Any:
+        """``noise_factor x sigma``: a bound from a measured rounding noise (vectorised)."""
+        return self.noise_factor * sigma
+
+    # -- rule checks and exact comparisons -------------------------------------------------------
+
+    def allowed(self, fd_error: Any, terms: Any, dtype: str = "float64", *,
+                conditioning: Any = 0.0, measured: Any = 0.0) -> Any:
+        """``fd_safety x fd_error + rounding_gamma x eps(dtype) x (terms + conditioning) +
+        measured``, elementwise over arrays of compared scalars (NumPy broadcasting; floats in,
+        a float out).  ``fd_error``: the oracle's error estimate (0 for an exact comparison);
+        ``terms``: the compared scalar's sum of absolute terms; ``conditioning``: the argument
+        or forward-rounding conditioning in the same units; ``measured``: the judging side's
+        measured rounding bound beyond its modelled share (:mod:`gradcheck.numeric.agreement`).
+        """
+        rounding = self.rounding_gamma * eps(dtype) * (terms + conditioning)
+        return self.fd_safety * fd_error + rounding + measured
+
+    def explain(self, fd_error: float, terms: float, dtype: str = "float64", *,
+                conditioning: float = 0.0, measured: float = 0.0) -> str:
+        """The derivation of :meth:`allowed` for one compared scalar, as failure messages and
+        ``CheckResult.allowed_source`` show it, e.g. ``10 x FD error 1.92e-14 + 16 x
+        eps(float64) x (sum of |terms| 8.45) = 2.22e-13``."""
+        allowed = self.allowed(fd_error, terms, dtype, conditioning=conditioning,
+                               measured=measured)
+        parts = []
+        if fd_error:
+            parts.append(f"{self.fd_safety:g} x FD error {fd_error:.3g}")
+        cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
+        parts.append(f"{self.rounding_gamma:g} x eps({dtype}) x (sum of |terms| {terms:.3g}"
+                     f"{cond})")
+        if measured:
+            parts.append(f"measured rounding of the judging side beyond its share "
+                         f"{measured:.3g}")
+        return " + ".join(parts) + f" = {allowed:.3g}"
+
+    def allowance(self, fd_error: float, terms: float, dtype: str = "float64", *,
+                  conditioning: float = 0.0, measured: float = 0.0) -> Allowance:
+        """:meth:`allowed` and :meth:`explain` of one compared scalar."""
+        allowed = self.allowed(fd_error, terms, dtype, conditioning=conditioning,
+                               measured=measured)
+        return Allowance(float(allowed), self.explain(fd_error, terms, dtype,
+                                                      conditioning=conditioning,
+                                                      measured=measured))
+
+    def estimates_agree(self, v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
+                        terms: np.ndarray) -> np.ndarray:
+        """Whether two finite-difference estimates of the same quantities (values ``v``, error
+        estimates ``e``) agree: within ``fd_safety`` times their summed error estimates plus
+        the float64 rounding of ``terms``.  Where they do not, at least one error model
+        fails."""
+        with np.errstate(invalid="ignore"):
+            return np.abs(v1 - v2) <= self.allowed(e1 + e2, terms)
+
+    # -- the low-precision rounding check (norm-wise) ------------------------------------------
+
+    def norm_allowed(self, norm: Any, conditioning: Any, noise: Any, dtype: str) -> Any:
+        """Allowed ``||g_d - g_64||`` of the rounding check: ``rounding_gamma x eps(dtype) x
+        (||g_64|| + conditioning) + noise_factor x noise`` (vectorised)."""
+        return self.rounding_gamma * eps(dtype) * (norm + conditioning) + self.noise_factor * noise
+
+    def norm_allowance(self, norm: float, conditioning: float, noise: float, dtype: str
+                       ) -> Allowance:
+        """:meth:`norm_allowed` of one comparison and its derivation."""
+        allowed = float(self.norm_allowed(norm, conditioning, noise, dtype))
+        cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
+        src = f"{self.rounding_gamma:g} x eps({dtype}) x (||VJP|| {norm:.3g}{cond})"
+        if noise:
+            src += f" + {self.noise_factor:g} x measured rounding noise {noise:.3g}"
+        return Allowance(allowed, f"{src} = {allowed:.3g}")
+
+    # -- what a verdict needs besides the allowance ---------------------------------------------
+
+    def resolved(self, model_allowed: float, terms: float, *, fd_error: float = 0.0,
+                 rounding_floor: float = 0.0) -> bool:
+        """Whether a comparison can pass (``docs/error-model.md`` section 3b): the model's
+        allowance (the oracle's error and the rounding of the terms, never an explicit
+        tolerance) is at most ``resolution`` of the compared terms (``sum |v| |J u| + sum
+        |J^T v| |u|``), or the oracle's raw error ``fd_error`` is within ``rounding_floor``
+        (:meth:`fd_rounding_floor`: a derivative far below ``f``'s own scale, ``tanh`` at 20, is
+        resolved as well as float64 can, in absolute terms).  Terms of 0 are resolved: both
+        sides are then exactly zero (an unused input), an exact agreement.  A non-finite
+        allowance is not resolved."""
+        if not np.isfinite(model_allowed):
+            return False
+        return bool(terms == 0 or model_allowed <= self.resolution * terms
+                    or 0 < fd_error <= rounding_floor)
+
+    @property
+    def rounding_level_factor(self) -> float:
+        """``rounding_gamma / resolution`` (1600 by default): a failed comparison within this
+        many eps of its scale is at the rounding level (labelled so in reports, never excused):
+        what the rounding bound would allow for terms ``1 / resolution`` times the scale, the
+        cancellation inside a rule that the final-terms model does not see
+        (``docs/error-model.md`` section 5b); a wrong rule differs by far more (the checks are
+        built to catch 1e-9 relative, 2e4 times this level)."""
+        return self.rounding_gamma / self.resolution
+
+    def rounding_level(self, discrepancy: float, terms: float, unit: float, dtype: str
+                       ) -> float | None:
+        """The rounding level ``rounding_level_factor x eps(dtype) x max(terms, unit)`` of a
+        comparison if its ``discrepancy`` is within it, else ``None``.  ``terms``: the compared
+        scalar's absolute terms; ``unit``: ``||v|| ||u||``, the size ``v^T J u`` has for a
+        Jacobian of norm 1 (the scale where the exact derivative is 0 and the terms vanish:
+        ``native_layer_norm`` of one element)."""
+        level = self.rounding_level_factor * eps(dtype) * max(float(terms), float(unit))
+        return level if np.isfinite(level) and 0 < discrepancy <= level else None
+
+    def fd_rounding_floor(self, v: np.ndarray, f: np.ndarray, value: np.ndarray,
+                          curvature: np.ndarray, h_max: float, h_min: float) -> float:
+        """``rounding_gamma eps sum_i |v_i| s_i / h_min`` with ``s_i = |f_i| + h_max |(J u)_i| +
+        h_max^2 |curv_i| / 2`` the size of output element ``i`` over the table's stencil: the
+        error of a central difference at step ``h_min`` from ``rounding_gamma`` roundings of
+        each value of a deterministic ``f`` (never the measured noise: a noisy ``f`` must not
+        widen it)."""
+        h_max, h_min = np.float64(h_max), np.float64(h_min)  # NumPy overflows to inf, not raises
+        with np.errstate(all="ignore"):
+            s = np.abs(f) + h_max * np.abs(value) + 0.5 * h_max * h_max * np.abs(curvature)
+            floor = self.rounding_gamma * eps("float64") * float(
+                np.sum(np.abs(v) * np.where(np.isfinite(s), s, 0.0)) / h_min)
+        return floor if np.isfinite(floor) else 0.0
+
+    def amplification(self, curvature: np.ndarray, ju: np.ndarray) -> np.ndarray:
+        """``|f''| / |f'|`` per element, non-finite as 0, capped at ``conditioning_cap`` x its
+        median."""
+        with np.errstate(all="ignore"):
+            r = np.abs(curvature) / np.abs(ju)
+        r = np.where(np.isfinite(r), r, 0.0)
+        if r.size:
+            r = np.minimum(r, self.conditioning_cap * float(np.median(r)))
+        return r
+
+
+#: the model every check uses unless a profile is passed (``check(..., error_model=...)``)
+DEFAULT_MODEL = ErrorModel()
+
+# the default model's constants under their own names, for the code that reads them directly
+FD_SAFETY = DEFAULT_MODEL.fd_safety
+ROUNDING_GAMMA = DEFAULT_MODEL.rounding_gamma
+NOISE_FACTOR = DEFAULT_MODEL.noise_factor
+RESOLUTION = DEFAULT_MODEL.resolution
+ROUNDING_LEVEL = DEFAULT_MODEL.rounding_level_factor
+
+
+def model_allowance(fd_error: float, magnitude: float, dtype: str, *, conditioning: float = 0.0,
+                    measured: float = 0.0, model: ErrorModel = DEFAULT_MODEL) -> Allowance:
+    """``model.allowance(...)`` (:meth:`ErrorModel.allowance`): ``fd_safety * fd_error +
+    rounding_gamma * eps(dtype) * (magnitude + conditioning) + measured``."""
+    return model.allowance(fd_error, magnitude, dtype, conditioning=conditioning,
+                           measured=measured)
+
+
+def explicit_allowance(expected: float, atol: float | None, rtol: float | None) -> Allowance:
+    """The user's explicit ``atol + rtol * |expected|``, exactly."""
+    a = float(atol or 0.0)
+    r = float(rtol or 0.0)
+    allowed = a + r * abs(expected)
+    return Allowance(allowed, f"explicit atol={a:g} + rtol={r:g} x |expected| = {allowed:.3g}")
+
+
+def allowance(
+    expected: float,
+    fd_error: float,
+    magnitude: float,
+    dtype: str,
+    *,
+    conditioning: float = 0.0,
+    measured: float = 0.0,
+    atol: float | None = None,
+    rtol: float | None = None,
+    model: ErrorModel = DEFAULT_MODEL,
+) -> Allowance:
+    """The explicit tolerance if one was given, else ``model``'s (``measured``: see
+    :meth:`ErrorModel.allowed`)."""
+    if atol is not None or rtol is not None:
+        return explicit_allowance(expected, atol, rtol)
+    return model.allowance(fd_error, magnitude, dtype, conditioning=conditioning,
+                           measured=measured)
+
+
+def forward_error(y64: np.ndarray, y_low: np.ndarray, noise64: np.ndarray, dtype: str
+                  ) -> np.ndarray:
+    """The rounding error of the forward values in ``dtype``, in units of ``eps(dtype)``.
+
+    At least ``|y|`` (one rounding of the output); more where it is measured: the difference
+    between the ``dtype`` and float64 outputs at the same point, and the float64 rounding noise
+    the oracle measured (:func:`gradcheck.oracle.fd.noise_level`) scaled to ``dtype``.  Both exceed
+    ``eps |y|`` when rounding upstream is amplified (``cos`` of an ``exp`` of size 400).
+    """
+    e = eps(dtype)
+    with np.errstate(all="ignore"):
+        measured = np.where(np.isfinite(y_low), np.abs(y_low - y64), 0.0) / e
+    return np.maximum.reduce([np.abs(y64), measured, noise64 / eps("float64")])
+
+
+def conditioning_norm(
+    v: np.ndarray, fwd_error: np.ndarray, curvature: np.ndarray, ju: np.ndarray, *,
+    model: ErrorModel = DEFAULT_MODEL,
+) -> float:
+    """``|| |v_i| fwd_error_i |curv_i| / |(J u)_i| ||_2`` with the ratio capped (module doc).
+
+    ``fwd_error`` is the forward rounding error in units of eps (:func:`forward_error`);
+    ``curvature`` and ``ju`` are sizes of the second and first directional derivatives per output
+    element.  For an elementwise ``y = f(x)`` the ratio is ``|f''| / |f'|`` and each term is the
+    error a rounded ``y`` causes in ``v_i f'(x_i)``.
+    """
+    return float(np.linalg.norm(np.abs(v) * np.abs(fwd_error)
+                                * model.amplification(curvature, ju)))
+
+
+def conditioning_term(
+    v: np.ndarray, y: np.ndarray, curvature: np.ndarray, ju: np.ndarray, *,
+    model: ErrorModel = DEFAULT_MODEL,
+) -> float:
+    """Sum-wise sibling of :func:`conditioning_norm` for a projected rule check whose widest
+    dtype is below float64 (``Backend.oracle_forward``): ``sum_i |v_i| |y_i| |curv_i|/|(J u)_i|``,
+    with one rounding of each output (``|y_i|`` units of eps) and the same capped ratio."""
+    return float(np.sum(np.abs(v) * np.abs(y) * model.amplification(curvature, ju)))
+
+
+def rounding_allowance(
+    norm: float,
+    conditioning: float,
+    noise: float,
+    dtype: str,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    model: ErrorModel = DEFAULT_MODEL,
+) -> Allowance:
+    """Allowed ``||g_d - g_64||`` of the low-precision rounding check (norm-wise):
+    :meth:`ErrorModel.norm_allowance`; an explicit ``atol``/``rtol`` means ``atol + rtol *
+    ||g_64||`` exactly."""
+    if atol is not None or rtol is not None:
+        return explicit_allowance(norm, atol, rtol)
+    return model.norm_allowance(norm, conditioning, noise, dtype)
+
+
+def estimates_agree(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
+                    terms: np.ndarray, *, model: ErrorModel = DEFAULT_MODEL) -> np.ndarray:
+    """:meth:`ErrorModel.estimates_agree` of ``model``."""
+    return model.estimates_agree(v1, e1, v2, e2, terms)
+
+
+def argument_sensitivity(g_at: np.ndarray, step: float) -> np.ndarray:
+    """The size of the directional derivative of a VJP ``g`` along a relative perturbation
+    ``d`` of its arguments (``d_k = +-x_k``), element by element, from ``g_at``: the VJPs at
+    ``x + h d``, ``x - h d``, ``x + h d / 4``, ``x - h d / 4`` (leading axis 4), ``h = step``.
+
+    The two central differences ``D_h`` and ``D_h/4`` must agree within half their size (plus
+    the rounding of the VJPs over the smaller step): their truncation errors differ 16-fold, so
+    where they do not the larger step is too coarse (a singularity within a few steps, a pole
+    or kink inside the stencil); there, and where a value is not finite (a point off the
+    domain), the element is ``nan``: try a smaller step.  Elsewhere the smaller of the two
+    counts (near a singularity the larger step overestimates)."""
+    g = np.asarray(g_at, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        d1 = np.abs(g[0] - g[1]) / (2.0 * step)
+        d2 = np.abs(g[2] - g[3]) / (step / 2.0)
+        floor = ROUNDING_GAMMA * _EPS["float64"] * np.max(np.abs(g), axis=0) / (step / 2.0)
+        ok = np.all(np.isfinite(g), axis=0) & (np.abs(d1 - d2) <= 0.5 * np.maximum(d1, d2)
+                                                + floor)
+        return np.where(ok, np.minimum(d1, d2), np.nan)
+
+
+def argument_conditioning_elements(sens_a: np.ndarray, sens_b: np.ndarray) -> np.ndarray:
+    """The argument-rounding conditioning of a symmetric exact comparison, per VJP element, in
+    units of eps (projected with ``|u|`` and added to the terms of :func:`model_allowance`).
+
+    ``2 min(sens_a, sens_b)``: a backward-stable rule is exact for an argument perturbed by a
+    few ulps, ``x_k (1 + delta_k)``, which moves element ``j`` of ``J^T v`` by up to
+    ``sum_k |d(J^T v)_j / dx_k| |x_k| eps`` (the sensitivity, :func:`argument_sensitivity`, in
+    units of eps); for ``y = f(x)`` elementwise that is ``|v_j f''(x_j) x_j| eps``, the
+    condition number ``|x f'' / f'|`` of the rule times its value.  Two engines may each be
+    off by it (``2x``); the smaller measured sensitivity counts, so neither engine widens the
+    allowance by a derivative of its own that the other does not share.  ``ROUNDING_GAMMA``
+    then covers the few ulps of ``delta`` as it does for the terms."""
+    return 2.0 * np.minimum(np.abs(sens_a), np.abs(sens_b))
+
+
+def rounding_level(discrepancy: float, terms: float, unit: float, dtype: str, *,
+                   model: ErrorModel = DEFAULT_MODEL) -> float | None:
+    """:meth:`ErrorModel.rounding_level` of ``model``."""
+    return model.rounding_level(discrepancy, terms, unit, dtype)
+
+
+def resolved(model_allowed: float, terms: float, *, fd_error: float = 0.0,
+             rounding_floor: float = 0.0, model: ErrorModel = DEFAULT_MODEL) -> bool:
+    """:meth:`ErrorModel.resolved` of ``model``."""
+    return model.resolved(model_allowed, terms, fd_error=fd_error, rounding_floor=rounding_floor)
+
+
+def fd_rounding_floor(v: np.ndarray, f: np.ndarray, value: np.ndarray, curvature: np.ndarray,
+                      h_max: float, h_min: float, *, model: ErrorModel = DEFAULT_MODEL) -> float:
+    """:meth:`ErrorModel.fd_rounding_floor` of ``model``."""
+    return model.fd_rounding_floor(v, f, value, curvature, h_max, h_min)
+
+
+def ratio(discrepancy: float, allowed: float) -> float:
+    """``discrepancy / allowed``; 0/0 is 0 and x/0 is inf."""
+    if allowed > 0:
+        return discrepancy / allowed
+    return 0.0 if discrepancy == 0 else float("inf")
+
+
+def validated_model(value: Any) -> ErrorModel:
+    """The ``error_model=`` argument of the public entry points: ``None`` (the default model) or
+    an :class:`ErrorModel` instance; anything else is an :class:`InvalidArgument`."""
+    if value is None:
+        return DEFAULT_MODEL
+    if not isinstance(value, ErrorModel):
+        raise InvalidArgument(f"error_model={value!r} must be None or a gradcheck.ErrorModel, "
+                              "e.g. error_model=gradcheck.ErrorModel(fd_safety=3.0) (got "
+                              f"{type(value).__name__})")
+    return value

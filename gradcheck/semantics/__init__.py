@@ -1,0 +1,1 @@
+"""check_semantics() and the user-utility checks: accumulation, clipping, fan-out, stop points."""
