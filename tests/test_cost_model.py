@@ -14,7 +14,7 @@ import pytest
 
 import gradcheck
 from gradcheck import fd
-from gradcheck.checks import _screen
+from gradcheck.tolerance import DEFAULT_MODEL
 
 torch = pytest.importorskip("torch")
 
@@ -80,10 +80,10 @@ def _expected(probes: int, *, cross: bool) -> dict[str, int]:
     """docs/cost-model.md, one input and one output: 2 evaluations at the point (the second
     measures determinism), 2 x SCREEN_LEVELS for the screen's table along the one tangent the
     probes share; one VJP per probe (cotangent), one JVP; in the default the other reverse path
-    (eager vs functional) on the first ``ALTERNATIVE_PROBES`` probes."""
+    (eager vs functional) on the first ``ErrorModel.alternative_probes`` probes."""
     out = {"f": 2 + 2 * fd.SCREEN_LEVELS + _VMAP_CHECK, "vjp": probes, "jvp": 1}
     if cross:
-        out["alt"] = min(probes, _screen.ALTERNATIVE_PROBES)
+        out["alt"] = min(probes, DEFAULT_MODEL.alternative_probes)
     return out
 
 

@@ -44,8 +44,6 @@ from gradcheck.checks.numeric.probes import Probes, batch_fn, f0
 from gradcheck.checks.numeric.scalars import AdScalars, FdSide, fd_side
 from gradcheck.checks.numeric.stages import ReverseSamples
 
-_SHRINK = 2.0**-8
-
 
 @dataclass(frozen=True)
 class Judged:
@@ -243,7 +241,8 @@ class SecondEstimates:
             try:
                 est = fd.directional_derivatives_split(
                     batch_fn(prep, j), prep.args64[j].ravel(), fde.directions,
-                    h0=fde.steps[:, 0] * _SHRINK, retries=0, f0=f0(prep), noise=fde.noise)
+                    h0=fde.steps[:, 0] * prep.cfg.error_model.second_shrink, retries=0,
+                    f0=f0(prep), noise=fde.noise)
                 if np.array_equal(est.directions, fde.directions):
                     small = est
             except AdapterFailed:  # the first estimate stands; its own verdict is reported
