@@ -143,8 +143,8 @@ class Prepared:
 
     Every field is fixed (tuples, frozen records) but :attr:`recorder`, the run's append-only
     record of results (:class:`Recorder`): the stages add to it, never replace it
-    (:meth:`with_recorder` gives another view of the same record).  The arrays themselves are
-    NumPy arrays, which nothing writes into after preparation."""
+    (:meth:`with_recorder` gives another view of the same record).  The NumPy arrays in the
+    tuples are shared, not copied: the stages treat them as read-only."""
 
     backend: GuardedBackend
     fn: Callable
