@@ -12,8 +12,9 @@ exact directional derivatives):
   ``benchmarks/oracle_accuracy.py``);
 * the screen's estimate, ``fd.projected_derivatives(..., levels=K)`` for K = 3..6 (the default
   is ``fd.SCREEN_LEVELS``), projected on a random ``w``: how many cases it vouches for (its
-  error estimate at most ``SCREEN_FLOOR = 1e-11`` of ``sum |w| |J u|``, the screen's condition
-  to pass) and the largest true error of a vouched estimate, relative to ``sum |w| |J u|``.
+  error estimate at most ``ErrorModel.screen_floor = 1e-11`` of ``sum |w| |J u|``, the
+  screen's condition to pass) and the largest true error of a vouched estimate, relative to
+  ``sum |w| |J u|``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchmarks.oracle_accuracy as oracle_accuracy  # noqa: E402
 from benchmarks.smooth_cases import Case, catalog  # noqa: E402
-from gradcheck.numeric.screen import SCREEN_FLOOR  # noqa: E402
 from gradcheck.oracle import fd  # noqa: E402
+from gradcheck.oracle.error_model import DEFAULT_MODEL  # noqa: E402
 
 ORACLE_LEVELS = (5, 6, 7, 8)
 SCREEN_LEVELS = (3, 4, 5, 6)
@@ -53,7 +54,7 @@ def _screen(cases: list[Case], levels: int, seed: int = 0) -> tuple[int, float]:
             ju = np.asarray(case.jvp(est.directions[0]), dtype=np.float64).ravel()
         terms = float(np.abs(w) @ np.abs(ju))
         err = float(est.error[0, 0])
-        if np.isfinite(err) and err <= SCREEN_FLOOR * terms:
+        if np.isfinite(err) and err <= DEFAULT_MODEL.screen_floor * terms:
             vouched += 1
             worst = max(worst, abs(float(est.value[0, 0]) - float(w @ ju)) / terms)
     return vouched, worst
@@ -68,7 +69,7 @@ def main() -> int:
         print(f"  {name:18s} median {r['median']:.1e}  p99 {r['p99']:.1e}  max {r['max']:.1e}  "
               f"covered (x10) {100 * r['cov10']:5.1f}%  evaluations {r['evals']:.0f}")
     print(f"\nscreen (default levels = {fd.SCREEN_LEVELS}; vouched: error estimate <= "
-          f"{SCREEN_FLOOR:g} of sum |w||Ju|)")
+          f"{DEFAULT_MODEL.screen_floor:g} of sum |w||Ju|)")
     for k in SCREEN_LEVELS:
         vouched, worst = _screen(cases, k)
         print(f"  screen levels={k}  vouched {vouched:3d}/{len(cases)}  worst true error of a "

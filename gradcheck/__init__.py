@@ -49,7 +49,7 @@ from gradcheck.semantics.utilities import (
     check_grad_norm_function,
 )
 
-_moved.install()  # the pre-0.2 module paths (gradcheck.results, ...) still import
+_moved.install()  # the pre-0.2 module paths (gradcheck.core.results, ...) still import
 
 __all__ = [
     "Accumulation",

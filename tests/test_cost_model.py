@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck.numeric import screen as _screen
 from gradcheck.oracle import fd
+from gradcheck.oracle.error_model import DEFAULT_MODEL
 
 torch = pytest.importorskip("torch")
 
@@ -80,10 +80,10 @@ def _expected(probes: int, *, cross: bool) -> dict[str, int]:
     """docs/cost-model.md, one input and one output: 2 evaluations at the point (the second
     measures determinism), 2 x SCREEN_LEVELS for the screen's table along the one tangent the
     probes share; one VJP per probe (cotangent), one JVP; in the default the other reverse path
-    (eager vs functional) on the first ``ALTERNATIVE_PROBES`` probes."""
+    (eager vs functional) on the first ``ErrorModel.alternative_probes`` probes."""
     out = {"f": 2 + 2 * fd.SCREEN_LEVELS + _VMAP_CHECK, "vjp": probes, "jvp": 1}
     if cross:
-        out["alt"] = min(probes, _screen.ALTERNATIVE_PROBES)
+        out["alt"] = min(probes, DEFAULT_MODEL.alternative_probes)
     return out
 
 

@@ -270,3 +270,22 @@ def test_the_sites_that_retyped_the_formula_get_the_same_bits_from_the_model():
     same(m.rounding(np.abs(a) + 1e-30, "float32"), 16 * np.finfo(np.float32).eps
          * (np.abs(a) + 1e-30))
     assert m.rounding(1.0, "float32") == 16 * e32
+
+
+def test_the_oracle_tuning_fields_keep_the_module_constants_values_and_counts_stay_ints():
+    from gradcheck.checks import _dense_jacobian, _sparse_jacobian
+    from gradcheck.numeric import scaled_estimate as _scaled_estimate
+    from gradcheck.oracle import fd
+
+    m = ErrorModel()
+    assert (fd.DEFAULT_LEVELS, fd.CONVERGED_RTOL, fd.SCREEN_LEVELS, fd.SCALED_KINK) == (
+        m.fd_levels, m.fd_converged_rtol, m.screen_levels, m.scaled_kink) == (7, 1e-8, 4, 1e-3)
+    assert (_scaled_estimate.SHARP, _scaled_estimate.POINTS, _dense_jacobian._H_FACTOR,
+            _sparse_jacobian._LEAF) == (1e-5, 3072, 2.0**-6, 4)
+    assert (m.screen_floor, m.second_shrink, m.alternative_probes) == (1e-11, 2.0**-8, 1)
+    assert isinstance(m.fd_levels, int) and isinstance(m.localize_max_columns, int)
+    assert ErrorModel(rounding_samples=5).rounding_samples == 5
+    assert repr(ErrorModel(sharp=1e-4)) == "ErrorModel(sharp=0.0001)"
+    for bad in (0, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="ErrorModel\\(rounding_samples="):
+            ErrorModel(rounding_samples=bad)

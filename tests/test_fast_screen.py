@@ -13,8 +13,8 @@ import pytest
 
 import gradcheck
 from gradcheck import NumpyFunction
-from gradcheck.numeric import screen as _screen
 from gradcheck.oracle import fd
+from gradcheck.oracle.error_model import DEFAULT_MODEL
 
 N = 400
 X = np.random.default_rng(7).standard_normal(N)
@@ -174,7 +174,7 @@ def test_projected_estimate_is_accurate_and_its_error_covers_the_truth() -> None
     exact = np.array([v[p, 0] @ (f.jvp([X], [est.directions[p]])[0]) for p in range(3)])
     err = np.abs(est.value[:, 0] - exact)
     assert np.all(err <= 10 * est.error[:, 0]), (err, est.error[:, 0])
-    assert np.all(est.error[:, 0] <= _screen.SCREEN_FLOOR * est.magnitude[:, 0])
+    assert np.all(est.error[:, 0] <= DEFAULT_MODEL.screen_floor * est.magnitude[:, 0])
 
 
 def test_projected_estimate_flags_a_kink_and_not_a_smooth_point() -> None:

@@ -65,19 +65,19 @@ import numpy as np
 from gradcheck.oracle import error_model as tolerance
 from gradcheck.oracle import fd
 
-_H_FACTOR = 2.0**-6
+_H_FACTOR = tolerance.DEFAULT_MODEL.dense_h_factor
 _NODES = np.array([-1.0, -0.5, 0.5, 1.0, 2.0])  # in units of h; f(x) is the sixth node, s = 0
 # derivative weights at s = 0 (in units of 1/h) on _NODES; the weight of f(x) is separate
 _W4 = np.array([1.0 / 6, -4.0 / 3, 4.0 / 3, -1.0 / 6, 0.0])  # degree 4 (s = 0 weight: 0)
 _W5 = np.array([1.0 / 9, -16.0 / 15, 16.0 / 9, -1.0 / 3, 1.0 / 90])
 _W5_0 = -0.5  # degree 5, the weight of f(x)
-_NOISE_DIRECTIONS = 3
-_NOISE_SHRINK = 2.0**-20  # noise points at h * this: the smooth part of a 4th difference vanishes
-_RTOL = 1e-8  # a column with a truncation estimate above this (relative) is recomputed
-_FLOOR = 1e-3  # ... relative to max(|value|, this fraction of the column's largest element)
-_SPOT_COLUMNS = 8
-_SPOT_SHRINK = 0.25  # the spot check's stencil: the same nodes at a quarter of the step
-_ARG_RTOL = 1e-12  # a column whose rounded points change the stencil more (relative) is redone
+_NOISE_DIRECTIONS = tolerance.DEFAULT_MODEL.dense_noise_directions
+_NOISE_SHRINK = tolerance.DEFAULT_MODEL.dense_noise_shrink
+_RTOL = tolerance.DEFAULT_MODEL.dense_rtol
+_FLOOR = tolerance.DEFAULT_MODEL.dense_floor
+_SPOT_COLUMNS = tolerance.DEFAULT_MODEL.dense_spot_columns
+_SPOT_SHRINK = tolerance.DEFAULT_MODEL.dense_spot_shrink
+_ARG_RTOL = tolerance.DEFAULT_MODEL.dense_arg_rtol
 _POINTS_PER_CALL = 6_000_000  # floats per batched call (5 points x columns x n): ~48 MB
 
 

@@ -47,10 +47,10 @@ from gradcheck.checks import _dense_jacobian
 from gradcheck.oracle import error_model as tolerance
 from gradcheck.oracle import fd
 
-_COMPRESS_BELOW = 3  # compress only when the colours number at most n / this
+_COMPRESS_BELOW = tolerance.DEFAULT_MODEL.sparse_compress_below
 _DIRECTIONS_PER_CALL = 128  # FD directions per batched call (bounds memory, as fd.jacobian)
-_MIN_WEIGHT = 0.25  # a (rounded) weight below this cannot attribute safely: refine its group
-_LEAF = 4  # an unattributable set this small is refined column by column, a larger one halved
+_MIN_WEIGHT = tolerance.DEFAULT_MODEL.sparse_min_weight
+_LEAF = tolerance.DEFAULT_MODEL.sparse_leaf
 
 
 @dataclass(frozen=True)

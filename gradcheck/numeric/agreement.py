@@ -57,7 +57,6 @@ from gradcheck.oracle import error_model as tolerance
 from gradcheck.oracle import fd
 
 _WORST = 5
-_NOISE_ULPS = (-2, -1, 1, 2)  # each input element moves by t times one of these ulps, |t| <= 3
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,8 @@ def compare_vjps(kind: str, actual: Side, expected: Side, inputs: Sequence[np.nd
     if isinstance(sampled, str):
         return [CheckResult(status=Status.ERROR, message=f"{kind}: {sampled}", **base)]
     vs, us, ga, gb, out_mag = sampled
-    noise = _LazyNoise(kind, actual, expected, args, diff, vs, us, seed)
+    noise = _LazyNoise(kind, actual, expected, args, diff, vs, us, seed,
+                       error_model.noise_ulps)
     cond = _LazyConditioning(kind, actual, expected, args, diff, vs, us, seed)
     results = []
     for pos, j in enumerate(diff):
@@ -234,17 +234,18 @@ def _ratios(sa: np.ndarray, sb: np.ndarray, allows: list[tolerance.Allowance]) -
 class _LazyNoise:
     """The judging side's rounding noise per (probe, input), measured on first use only."""
 
-    def __init__(self, kind: str, actual: Side, expected: Side, args, diff, vs, us, seed: int
-                 ) -> None:
+    def __init__(self, kind: str, actual: Side, expected: Side, args, diff, vs, us, seed: int,
+                 ulps: int) -> None:
         self._sides = (expected,) if kind == "reference" else (actual, expected)
         self._call = (args, diff, vs, us, seed)
+        self._ulps = ulps
         self._noise: np.ndarray | None = None
 
     def of(self, pos: int) -> np.ndarray:
         if self._noise is None:
             args, diff, vs, us, seed = self._call
             try:
-                sigma = np.minimum.reduce([_element_noise(side, args, diff, vs, seed)
+                sigma = np.minimum.reduce([_element_noise(side, args, diff, vs, seed, self._ulps)
                                            for side in self._sides])
             except AdapterFailed:  # a side misbehaves off the point: no credit
                 sigma = np.zeros((len(vs), sum(args[k].size for k in diff)))
@@ -345,26 +346,28 @@ def _argument_sensitivity(side: Side, args, diff, vs, seed: int) -> np.ndarray:
     return np.where(np.isnan(sens), 0.0, sens).reshape(len(vs), x.size)
 
 
-def _element_noise(side: Side, args, diff, vs, seed: int) -> np.ndarray:
+def _element_noise(side: Side, args, diff, vs, seed: int,
+                   ulps: int = tolerance.DEFAULT_MODEL.noise_ulps) -> np.ndarray:
     """Rounding noise ``sigma`` of every element of ``J^T v_p``, ``(P, n)`` (``n`` the
     differentiable elements, inputs concatenated in ``diff`` order).
 
     The VJPs are recomputed along a line ``x + t d``, ``t = -3..3``, where ``d`` moves every
-    non-zero finite input element by 1 or 2 units in its last place (exact: the points are
-    floats); :func:`gradcheck.oracle.fd.noise_level`'s 4th and 6th differences remove the smooth
-    change
-    of the derivative along the line and leave the rounding noise ``sigma_k`` of every element
-    of ``J^T v_p``.  Zeros and non-finite elements stay put (a special case at 0 is not a
-    rounding regime).  Non-finite differences count as no noise; a side that fails there
-    (:class:`AdapterFailed`, caught by the caller) measures none either: no allowance is
-    added.
+    non-zero finite input element by 1 to ``ulps`` (2 by default) units in its last place,
+    either sign (exact: the points are floats); :func:`gradcheck.oracle.fd.noise_level`'s 4th and
+    6th
+    differences remove the smooth change of the derivative along the line and leave the rounding
+    noise ``sigma_k`` of every element of ``J^T v_p``.  Zeros and non-finite elements stay put
+    (a special case at 0 is not a rounding regime).  Non-finite differences count as no noise;
+    a side that fails there (:class:`AdapterFailed`, caught by the caller) measures none either:
+    no allowance is added.
     """
     P = len(vs)
     x = np.concatenate([args[k].ravel() for k in diff])
     rng = np.random.default_rng([seed, 11])
+    moves = [t for t in range(-ulps, ulps + 1) if t]  # (-2, -1, 1, 2) by default
     with np.errstate(all="ignore"):
         d = np.where(np.isfinite(x) & (x != 0),
-                     rng.choice(_NOISE_ULPS, size=x.size) * np.spacing(np.abs(x)), 0.0)
+                     rng.choice(moves, size=x.size) * np.spacing(np.abs(x)), 0.0)
     grads = _vjps_along(side, args, diff, vs)
     return fd.noise_level(grads, x, d[None, :], np.ones(1),
                           grads(x[None, :])[0])[0].reshape(P, x.size)

@@ -4,8 +4,8 @@ or the run's end before any comparison (:class:`Finished`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -71,19 +71,38 @@ class Recorder:
 
     A result is created once, complete: its message is a string or a function of the
     record's other fields (the verdict's wording needs the formatted values).  Results a
-    :class:`Relabel` drops are returned but not recorded."""
+    :class:`Relabel` drops are returned but not recorded.
 
-    def __init__(self, identity: Identity, results: list[CheckResult] | None = None,
-                 details: Mapping[str, Any] | None = None,
+    The record is the one mutable thing a run shares (deliberately: every stage adds to it).
+    It only grows, and only through :meth:`record` (a new result) and :meth:`absorb` (the
+    finished results of a sub-run); :attr:`results` is a read-only snapshot.  Its identity,
+    details and relabelling are fixed: :meth:`with_details` is another view of the same
+    record."""
+
+    def __init__(self, identity: Identity, details: Mapping[str, Any] | None = None,
                  relabel: Relabel | None = None) -> None:
         self.identity = identity
-        self.results: list[CheckResult] = [] if results is None else results
-        self.details = dict(details or {})
+        self.details: Mapping[str, Any] = dict(details or {})
         self.relabel = relabel
+        self._results: list[CheckResult] = []
+
+    @property
+    def results(self) -> tuple[CheckResult, ...]:
+        """The results recorded so far, in order (a snapshot: it does not grow)."""
+        return tuple(self._results)
 
     def with_details(self, extra: Mapping[str, Any]) -> Recorder:
-        """The same record, every further result carrying ``extra`` in its details."""
-        return Recorder(self.identity, self.results, {**self.details, **extra}, self.relabel)
+        """The same record (results recorded through either go to both), every further result
+        recorded through the returned one carrying ``extra`` in its details."""
+        view = Recorder(self.identity, {**self.details, **extra}, self.relabel)
+        view._results = self._results
+        return view
+
+    def absorb(self, results: Iterable[CheckResult]) -> None:
+        """Append results decided elsewhere (a sub-run's, already complete and relabelled by
+        its own record) as they are: neither this record's details nor its relabelling
+        apply."""
+        self._results.extend(results)
 
     def record(self, kind: CheckKind, status: Status, *, message: Message = "",
                paths: tuple[str, ...] | None = None, **kw: Any) -> CheckResult:
@@ -107,7 +126,7 @@ class Recorder:
         if not isinstance(message, str):
             r = replace(r, message=message(r))
         if keep:
-            self.results.append(r)
+            self._results.append(r)
         return r
 
 
@@ -120,7 +139,12 @@ class Finished:
 
 @dataclass(frozen=True)
 class Prepared:
-    """Everything the comparisons of one run share, fixed after preparation."""
+    """Everything the comparisons of one run share, fixed after preparation.
+
+    Every field is fixed (tuples, frozen records) but :attr:`recorder`, the run's append-only
+    record of results (:class:`Recorder`): the stages add to it, never replace it
+    (:meth:`with_recorder` gives another view of the same record).  The NumPy arrays in the
+    tuples are shared, not copied: the stages treat them as read-only."""
 
     backend: GuardedBackend
     fn: Callable
@@ -128,16 +152,16 @@ class Prepared:
     dtype: str
     cfg: CheckConfig
     recorder: Recorder
-    args64: list[np.ndarray]
-    args_d: list[np.ndarray]
-    diff: list[int]
-    outs64: list[Any]
-    float_outs: list[int]
+    args64: tuple[np.ndarray, ...]
+    args_d: tuple[np.ndarray, ...]
+    diff: tuple[int, ...]
+    outs64: tuple[Any, ...]
+    float_outs: tuple[int, ...]
     # engines without float64 (Backend.oracle_forward): FD runs on this NumPy forward and the
     # rule is checked with a rounding bound in ``rule_dtype``, the engine's widest dtype
     oracle: Callable | None = None
     rule_dtype: str = "float64"
-    outs_d: list[np.ndarray] = field(default_factory=list)  # outputs in the dtype under test
+    outs_d: tuple[np.ndarray, ...] = ()  # outputs in the dtype under test
     # each output's path in the function's output structure (a dict, a pytree), where the
     # adapter names them (Outputs.paths); results carry it as details["output_path"]
     output_paths: tuple[str, ...] | None = None

@@ -17,8 +17,6 @@ from gradcheck.core.results import CheckKind, WorstElement
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.probes import batch_fn, f0, out_slices
 
-MAX_ELEMENTS = 2048 * 2048
-MAX_COLUMNS = 2048  # a dense FD Jacobian costs 5 evaluations of f per column (or 16+)
 ROWS = 256  # unit cotangents / tangents per batched AD call (bounds memory)
 WORST = 5
 
@@ -42,7 +40,8 @@ def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:
     pattern is sparse: :mod:`gradcheck.checks._sparse_jacobian`); the worst elements."""
     n = prep.args64[j].size
     m = int(np.size(prep.outs64[i]))
-    if m * n > MAX_ELEMENTS or n > MAX_COLUMNS:
+    model = prep.cfg.error_model  # a dense FD Jacobian: 5 evaluations of f per column (or 16+)
+    if m * n > model.localize_max_elements or n > model.localize_max_columns:
         return Localization(f"skipped: block {m}x{n} too large to localize")
     J_ad = ad_jacobian(prep, kind, i, j, m, n)
     if isinstance(J_ad, AdapterFailure):

@@ -78,6 +78,6 @@ def second_order(prep: Prepared, run: SubRun) -> None:
         ident = Identity(outer.backend, prep.device, outer.dtype, outer.name, cfg.seed,
                          tuple(tuple(np.shape(a)) for a in inputs), cfg.reproducer,
                          cfg.test_id)
-        sub = Recorder(ident, [], None, relabel(first))
+        sub = Recorder(ident, relabel=relabel(first))
         run(g, inputs, "float64", cfg, sub)
-        prep.recorder.results.extend(sub.results)
+        prep.recorder.absorb(sub.results)

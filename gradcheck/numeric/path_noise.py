@@ -4,12 +4,12 @@ The tape and the functional VJP of one engine (torch's ``autograd.grad`` and ``t
 MLX's ``vjp`` and ``compile(vjp)``) compute the same rule in different orders.  Where the result
 is what is left after intermediates cancel (a group norm over one element, a softmax minus its
 target), the two orders round differently by far more than ``eps`` times the final terms.  When
-that final-terms bound is exceeded, both paths are recomputed at inputs moved by 1-2 ulps (the
-measurement of :func:`gradcheck.numeric.agreement._element_noise`, docs/error-model.md section
-5b); the *steadier* path's noise, element by element, bounds what rounding alone explains, and
-replaces its modelled share where larger.  A path with no noise (the rule is exact there) gives
-no credit, so a real difference between the paths (a custom rule the functional path does not
-use, a batching bug) is still reported at the final-terms resolution.
+that final-terms bound is exceeded, both paths are recomputed at inputs moved by 1-2 ulps
+(``ErrorModel.noise_ulps``; the measurement of :func:`gradcheck.numeric.agreement._element_noise`,
+docs/error-model.md section 5b); the *steadier* path's noise, element by element, bounds what
+rounding alone explains, and replaces its modelled share where larger.  A path with no noise (the
+rule is exact there) gives no credit, so a real difference between the paths (a custom rule the
+functional path does not use, a batching bug) is still reported at the final-terms resolution.
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def measured_extra(backend: Any, fn: Callable, path: str, args: Sequence[np.ndar
     that fails off the point (:class:`AdapterFailed`) gives no credit (zeros)."""
     try:
         sigma = np.minimum(
-            _element_noise(Side(backend, fn, device), args, diff, cotangents, seed),
+            _element_noise(Side(backend, fn, device), args, diff, cotangents, seed,
+                           model.noise_ulps),
             # duck-typed: _element_noise uses only the side's name and vjp_batch
             _element_noise(Side(cast(Backend, _AlternativePath(backend, path)), fn, device),
-                           args, diff,
-                           cotangents, seed))
+                           args, diff, cotangents, seed, model.noise_ulps))
     except AdapterFailed:
         return [0.0] * len(tangents)
     bounds = np.cumsum([0] + [np.size(args[k]) for k in diff])

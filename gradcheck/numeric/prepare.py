@@ -8,6 +8,7 @@ results it recorded end the run."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -109,16 +110,15 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
         _empty_outputs(backend, fn, device, rec, args64, diff, outs64, float_outs, paths)
         return Finished("empty outputs")
     float_outs = [i for i in float_outs if np.size(outs64[i]) > 0]
-    prep = Prepared(backend, fn, device, dtype, cfg, rec, args64, args_d, diff, list(outs64),
-                    float_outs, oracle=oracle, rule_dtype=rule_dtype, output_paths=paths)
+    prep = Prepared(backend, fn, device, dtype, cfg, rec, tuple(args64), tuple(args_d),
+                    tuple(diff), tuple(outs64), tuple(float_outs), oracle=oracle,
+                    rule_dtype=rule_dtype, output_paths=paths)
     if dtype == "float64":
         return prep
     outs_d = _low_precision_outputs(prep)
     if outs_d is None:
         return Finished("low precision evaluation failed")
-    return Prepared(backend, fn, device, dtype, cfg, rec, args64, args_d, diff, list(outs64),
-                    float_outs, oracle=oracle, rule_dtype=rule_dtype, outs_d=outs_d,
-                    output_paths=paths)
+    return replace(prep, outs_d=tuple(outs_d))
 
 
 def _evaluator(backend: GuardedBackend, fn: Callable, args64: list[np.ndarray], device: str,

@@ -11,7 +11,9 @@ check asks only whether the arithmetic in the dtype under test is sane.  With on
 * ``conditioning``: rules that reuse rounded forward values amplify their rounding
   (``tanh'`` computed as ``1 - y^2`` near saturation); estimated from the oracle's curvature and
   the measured forward error (:func:`gradcheck.oracle.error_model.conditioning_norm`).
-* ``noise``: *measured*.  ``e`` is recomputed at ``SAMPLES`` points a few units in the last place
+* ``noise``: *measured*.  ``e`` is recomputed at ``rounding_samples`` points
+  (:class:`~gradcheck.oracle.error_model.ErrorModel`; ``rounding_ulps``) a few units in the last
+  place
   away; rounding errors change pseudo-randomly between such points while an error of the rule
   does not, so the spread of ``e`` over the points measures the rounding noise (long sums,
   ``cos`` of a large rounded argument) without a model.
@@ -33,9 +35,6 @@ import numpy as np
 from gradcheck.core.results import WorstElement
 from gradcheck.oracle import error_model as tolerance
 
-SAMPLES = 3
-
-_ULPS = 2  # each perturbed input element moves by up to this many units in the last place
 _WORST = 5
 
 # (args, dtype) -> the VJP of every differentiable input, validated, as float64 arrays
@@ -63,21 +62,26 @@ class Comparison:
 
 
 def perturb(args_d: Sequence[np.ndarray], diff: Sequence[int], eps: float,
-            rng: np.random.Generator) -> list[np.ndarray]:
-    """Move every element of the differentiable inputs by ``-2..2`` units of ``eps`` (relative)."""
+            rng: np.random.Generator, ulps: int = tolerance.DEFAULT_MODEL.rounding_ulps
+            ) -> list[np.ndarray]:
+    """Move every element of the differentiable inputs by ``-ulps..ulps`` (``-2..2`` by
+    default) units of ``eps`` (relative)."""
     out = list(args_d)
     for k in diff:
         a = args_d[k]
-        steps = rng.integers(-_ULPS, _ULPS + 1, size=a.shape)
+        steps = rng.integers(-ulps, ulps + 1, size=a.shape)
         out[k] = (a.astype(np.float64) * (1.0 + steps * eps)).astype(a.dtype)
     return out
 
 
 def samples(vjp_at: VjpAt, args_d: Sequence[np.ndarray], diff: Sequence[int], low_dtype: object,
-            eps: float, seed: int) -> list[Sample]:
-    """The VJPs at ``args_d`` and at :data:`SAMPLES` perturbed points."""
+            eps: float, seed: int, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+            ) -> list[Sample]:
+    """The VJPs at ``args_d`` and at ``model.rounding_samples`` points perturbed by up to
+    ``model.rounding_ulps`` units of ``eps``."""
     rng = np.random.default_rng([seed, 7])
-    points = [list(args_d)] + [perturb(args_d, diff, eps, rng) for _ in range(SAMPLES)]
+    points = [list(args_d)] + [perturb(args_d, diff, eps, rng, model.rounding_ulps)
+                               for _ in range(model.rounding_samples)]
     out = []
     for pts in points:
         p64 = [a.astype(np.float64) if k in diff else a for k, a in enumerate(pts)]

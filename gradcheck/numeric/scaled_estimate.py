@@ -64,28 +64,29 @@ from gradcheck.numeric.probes import Probes, batch_fn, f0
 from gradcheck.numeric.scalars import AdScalars, ad_scalars, reverse_scalars
 from gradcheck.numeric.stages import ForwardSamples, ReverseSamples
 from gradcheck.oracle import fd
+from gradcheck.oracle.error_model import DEFAULT_MODEL
 
 #: binades of |x| per group of elements (the weights of one group differ by less than 2^this)
-GROUP_BINADES = 4
+GROUP_BINADES = DEFAULT_MODEL.scaled_group_binades
 #: at most this many groups per input (each is ``probes`` more directions to estimate)
-MAX_GROUPS = 16
+MAX_GROUPS = DEFAULT_MODEL.scaled_max_groups
 #: the scaled estimate vindicates only where its error is within this fraction of the
 #: compared terms on every probe (the first estimate's convergence criterion is 1e-8: a
 #: group of small elements has small steps, and each output the group does not move adds
 #: its rounding, eps |f| / h; measured: 1.3e-6 on torch.atan2 at the sweep's near_integer
 #: point).  A rule off by more than about 10x this cannot agree with it
-SHARP = 1e-5
+SHARP = DEFAULT_MODEL.sharp
 #: levels the scaled table may add above the group's own (one halving each: 17 decades)
-MAX_LADDER = 56
+MAX_LADDER = DEFAULT_MODEL.scaled_max_ladder
 #: at most (directions x levels^2 x outputs) of Richardson work per scaled estimate
-LADDER_WORK = 2**26
+LADDER_WORK = DEFAULT_MODEL.scaled_ladder_work
 #: evaluations of ``f`` the scaled estimate of one input may take, about 15 times the first
 #: estimate's (its groups' own tables first; the extended ladders get what is left, fewer
 #: levels where they would take more): an op whose batch is a loop of single calls (OpInfo's
 #: pinv) takes milliseconds per point
-POINTS = 3072
+POINTS = DEFAULT_MODEL.scaled_points
 #: the group's own largest step moves an element by at most this fraction of its size
-_MOVE = 2.0**-3
+_MOVE = DEFAULT_MODEL.scaled_move
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,13 @@ the answer (with ``details["fast_screen"]`` saying why it ran):
 
 * any disagreement beyond the error model's allowance (a wrong gradient, or an estimate the
   screen got wrong: the full oracle decides which);
-* an FD error estimate above ``SCREEN_FLOOR`` times the comparison's absolute terms
-  ``sum |v||J||u|``: the screen's estimate did not converge well enough to see small errors;
+* an FD error estimate above ``screen_floor`` (:class:`~gradcheck.oracle.error_model.ErrorModel`)
+  times the comparison's absolute terms ``sum |v||J||u|``: the screen's estimate did not
+  converge well enough to see small errors;
 * a suspected kink, a non-finite estimate, an adapter error.
 
 The floor is what the screen can guarantee: when it passes, a relative error in
-``<v, J u>`` larger than about ``10 * SCREEN_FLOOR * terms / |<v, J u>|`` would have failed it.
+``<v, J u>`` larger than about ``10 * screen_floor * terms / |<v, J u>|`` would have failed it.
 The full check's own FD error is typically another 10-100 times smaller, and it draws ``P``
 independent tangents.
 """
@@ -56,12 +57,6 @@ from gradcheck.numeric.stages import (
     reverse,
 )
 from gradcheck.oracle import fd
-
-SCREEN_FLOOR = 1e-11  # the screen's FD error must be below this fraction of sum |v||J||u|
-# probes of the screen's eager-vs-functional comparison: two AD paths judged at rounding level,
-# where one Gaussian probe misses a difference between them only with a probability of the
-# order of its allowance over the difference (docs/error-model.md 2b)
-ALTERNATIVE_PROBES = 1
 
 
 def applies(prep: Prepared) -> bool:
@@ -146,9 +141,12 @@ def screen(prep: Prepared) -> str | None:
                    **scalars}
     cross = not prep.cfg.fast
     # the eager-vs-functional comparison (two AD paths, no FD) on the first probe
-    # (ALTERNATIVE_PROBES, docs/error-model.md 2b)
-    first = Probes({i: v[:ALTERNATIVE_PROBES] for i, v in pr.v.items()},
-                   {j: u[:ALTERNATIVE_PROBES] for j, u in pr.u.items()})
+    # (ErrorModel.alternative_probes, docs/error-model.md 2b): two AD paths judged at rounding
+    # level, where one Gaussian probe misses a difference between them only with a
+    # probability of the order of its allowance over the difference
+    n_alt = prep.cfg.error_model.alternative_probes
+    first = Probes({i: v[:n_alt] for i, v in pr.v.items()},
+                   {j: u[:n_alt] for j, u in pr.u.items()})
     alt: AlternativeSamples = (alternatives(prep, first)
                                if cross and CheckKind.VJP in scalars else {})
     staged: list[_Pair] = []
@@ -194,8 +192,8 @@ def screen(prep: Prepared) -> str | None:
                          pair.terms)
         if CheckKind.VJP in pair.ad:
             compare_alternatives(prep, where, alt, first, pair.i, pair.j,
-                                 pair.ad[CheckKind.VJP][0][:ALTERNATIVE_PROBES],
-                                 est[pair.j].magnitude[:ALTERNATIVE_PROBES, pair.r])
+                                 pair.ad[CheckKind.VJP][0][:n_alt],
+                                 est[pair.j].magnitude[:n_alt, pair.r])
     return None
 
 
@@ -240,10 +238,11 @@ def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.Projec
     """The result of one (kind, output, input) comparison, or why the screen cannot pass it."""
     s_fd, e_fd = e.value[:, r], e.error[:, r]
     what = f"{kind.value.upper()} of output {i} w.r.t. input {j}"
+    floor = prep.cfg.error_model.screen_floor
     for p in range(len(s_ad)):
-        if not e_fd[p] <= SCREEN_FLOOR * t[p]:
+        if not e_fd[p] <= floor * t[p]:
             return (f"{what}, probe {p}: the screen's FD error estimate {e_fd[p]:.3g} is above "
-                    f"{SCREEN_FLOOR:g} x terms {t[p]:.3g}")
+                    f"{floor:g} x terms {t[p]:.3g}")
     model = model_of(prep)
     ratios, allows = probe_ratios(Comparison(kind, s_ad, s_fd, e_fd, t, "float64"), model)
     # resolution before verdict, as the full check judges it (the floor above implies it)

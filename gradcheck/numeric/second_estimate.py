@@ -45,8 +45,6 @@ from gradcheck.numeric.stages import ReverseSamples
 from gradcheck.oracle import error_model as tolerance
 from gradcheck.oracle import fd
 
-_SHRINK = 2.0**-8
-
 
 @dataclass(frozen=True)
 class Judged:
@@ -244,7 +242,8 @@ class SecondEstimates:
             try:
                 est = fd.directional_derivatives_split(
                     batch_fn(prep, j), prep.args64[j].ravel(), fde.directions,
-                    h0=fde.steps[:, 0] * _SHRINK, retries=0, f0=f0(prep), noise=fde.noise)
+                    h0=fde.steps[:, 0] * prep.cfg.error_model.second_shrink, retries=0,
+                    f0=f0(prep), noise=fde.noise)
                 if np.array_equal(est.directions, fde.directions):
                     small = est
             except AdapterFailed:  # the first estimate stands; its own verdict is reported

@@ -101,7 +101,7 @@ def rounding_samples(prep: Prepared, pr: Probes) -> RoundingSamples:
         try:
             out[i] = rounding.samples(vjp_at(prep, i, pr.v[i][0]), prep.args_d, prep.diff,
                                       np_dtype(prep.dtype), tolerance.eps(prep.dtype),
-                                      prep.cfg.seed)
+                                      prep.cfg.seed, prep.cfg.error_model)
         except AdapterFailed as exc:
             out[i] = exc.failure
     return out

@@ -2,11 +2,13 @@
 
 All of it is one frozen :class:`ErrorModel`: its constants (``fd_safety``, ``rounding_gamma``,
 ``noise_factor``, ``resolution``, ``conditioning_cap``; each justified where it is defined),
-:meth:`ErrorModel.allowed` (vectorised over arrays of compared scalars) and
-:meth:`ErrorModel.explain` (the derivation failure messages show).  Every check computes its
-allowance through it; ``DEFAULT_MODEL = ErrorModel()`` unless the user passes a profile
-(``gradcheck.check(..., error_model=ErrorModel(fd_safety=3.0))``).  The upper-case names below
-(``FD_SAFETY``, ``ROUNDING_GAMMA``, ...) are the default model's constants.
+the oracle's tuning (its steps, thresholds, floors and probe counts: ``screen_floor``,
+``sharp``, ``second_shrink``, ...; one line each where defined), :meth:`ErrorModel.allowed`
+(vectorised over arrays of compared scalars) and :meth:`ErrorModel.explain` (the derivation
+failure messages show).  Every check computes its allowance through it; ``DEFAULT_MODEL =
+ErrorModel()`` unless the user passes a profile (``gradcheck.check(...,
+error_model=ErrorModel(fd_safety=3.0))``).  The upper-case names below (``FD_SAFETY``,
+``ROUNDING_GAMMA``, ...) are the default model's constants.
 
 Rule checks (VJP, JVP, forward-vs-reverse, eager-vs-functional; always in float64)::
 
@@ -116,9 +118,15 @@ class ErrorModel:
     e.g. ``ErrorModel(fd_safety=3.0)`` (stricter: a smaller margin over the oracle's error
     estimate) or ``ErrorModel(rounding_gamma=64.0)`` (looser about rounding), passed as
     ``gradcheck.check(..., error_model=...)``.  Every constant is a finite number above 0
-    (``resolution`` at most 1); a wider model lets more wrong rules pass, a narrower one flags
-    correct rules whose oracle undercovers (``docs/error-model.md`` section 6 measures how
-    often the defaults do).
+    (``resolution`` at most 1; the counts, typed ``int``, whole numbers); a wider model lets
+    more wrong rules pass, a narrower one flags correct rules whose oracle undercovers
+    (``docs/error-model.md`` section 6 measures how often the defaults do).
+
+    The tuning fields below the allowance constants set how the oracle computes (steps,
+    thresholds, probe counts).  The screen, the second estimate, localization, the rounding
+    check and the noise measurements read them from the check's model; :mod:`gradcheck.oracle.fd`,
+    the FD Jacobians and the scaled estimate still read the default model's values (their
+    module constants, e.g. ``fd.DEFAULT_LEVELS``), so a profile does not change those yet.
 
     :meth:`allowed` is vectorised (arrays of compared scalars broadcast) and reproduces the
     formula bit for bit at every site; :meth:`explain` is the sentence failure messages carry.
@@ -152,9 +160,121 @@ class ErrorModel:
     ratio measures nothing (measured: uncapped, x sin(x) on 4096 elements got a conditioning
     term 150x its gradient's norm)."""
 
+    # -- the oracle's tuning: its step sizes, thresholds and probe counts -----------------------
+    # Changing one changes what the oracle computes (and the pinned numbers of the tests);
+    # the defaults are the measured ones.  Counts are whole numbers.
+
+    # the finite-difference engine (:mod:`gradcheck.oracle.fd`)
+    #: Richardson levels of the oracle's table (``fd.DEFAULT_LEVELS``)
+    fd_levels: int = 7
+    #: the table's largest step as a fraction of the element scale (``fd._H0_FACTOR``)
+    fd_h0_factor: float = 2.0**-3
+    #: each retry of an unconverged element starts this factor lower (``fd._RETRY_SHRINK``)
+    fd_retry_shrink: float = 2.0**-8
+    #: retries of an unconverged element, each with a smaller step (``fd._RETRIES``)
+    fd_retries: int = 2
+    #: an element whose relative error estimate exceeds this is retried (``fd.CONVERGED_RTOL``)
+    fd_converged_rtol: float = 1e-8
+    #: ... relative to max(|value|, this fraction of the row's largest) (``fd._RETRY_FLOOR``)
+    fd_retry_floor: float = 1e-3
+    #: a value of f is within this many measured noise levels of the exact one
+    #: (``fd._NOISE_BOUND``)
+    fd_noise_bound: float = 3.0
+    #: a kink: one-sided limits disagree by this many error estimates (``fd._KINK_FACTOR``)
+    fd_kink_factor: float = 10.0
+    #: ... and by this fraction of their size (``fd._KINK_RELATIVE``)
+    fd_kink_relative: float = 1e-6
+    #: Richardson levels of the fast screen's table (``fd.SCREEN_LEVELS``)
+    screen_levels: int = 4
+    #: the screen's largest step, this factor below the oracle's (``fd._SCREEN_H0_SHRINK``)
+    screen_h0_shrink: float = 2.0**-4
+    #: a kink on a scaled direction: one-sided differences apart by more than this, relative
+    #: (``fd.SCALED_KINK``)
+    scaled_kink: float = 1e-3
+    #: ... and a gap at the smallest step at least this fraction of the gap at twice the step
+    #: (``fd.SCALED_KINK_PERSISTS``)
+    scaled_kink_persists: float = 0.75
+
+    # the fast screen (:mod:`gradcheck.numeric.screen`)
+    #: the screen's FD error must be below this fraction of sum |v||J||u| to pass
+    screen_floor: float = 1e-11
+    #: probes of the screen's eager-vs-functional comparison (docs/error-model.md 2b)
+    alternative_probes: int = 1
+
+    # the second estimate (:mod:`gradcheck.numeric.second_estimate`)
+    #: the second estimate's largest step, this factor below the first estimate's
+    second_shrink: float = 2.0**-8
+
+    # the scaled estimate (:mod:`gradcheck.numeric.scaled_estimate`)
+    #: binades of |x| per group of elements (``GROUP_BINADES``)
+    scaled_group_binades: int = 4
+    #: at most this many groups per input (``MAX_GROUPS``)
+    scaled_max_groups: int = 16
+    #: the scaled estimate vindicates only within this fraction of the terms (``SHARP``)
+    sharp: float = 1e-5
+    #: levels the scaled table may add above the group's own (``MAX_LADDER``)
+    scaled_max_ladder: int = 56
+    #: at most this much Richardson work (directions x levels^2 x outputs) (``LADDER_WORK``)
+    scaled_ladder_work: int = 2**26
+    #: evaluations of f the scaled estimate of one input may take (``POINTS``)
+    scaled_points: int = 3072
+    #: the group's largest step moves an element by at most this fraction of it (``_MOVE``)
+    scaled_move: float = 2.0**-3
+
+    # localization (:mod:`gradcheck.numeric.localize`) and its FD Jacobians
+    #: a Jacobian block with more elements than this is not localized
+    localize_max_elements: int = 2048 * 2048
+    #: a Jacobian block with more columns (inputs) than this is not localized
+    localize_max_columns: int = 2048
+    #: the dense stencil's step as a fraction of the element scale (``_dense_jacobian._H_FACTOR``)
+    dense_h_factor: float = 2.0**-6
+    #: directions the dense stencil measures f's noise on (``_dense_jacobian._NOISE_DIRECTIONS``)
+    dense_noise_directions: int = 3
+    #: the dense stencil's noise points at h times this (``_dense_jacobian._NOISE_SHRINK``)
+    dense_noise_shrink: float = 2.0**-20
+    #: a column whose truncation estimate exceeds this (relative) is recomputed
+    #: (``_dense_jacobian._RTOL``)
+    dense_rtol: float = 1e-8
+    #: ... relative to max(|value|, this fraction of the column's largest)
+    #: (``_dense_jacobian._FLOOR``)
+    dense_floor: float = 1e-3
+    #: columns the dense stencil's spot check recomputes (``_dense_jacobian._SPOT_COLUMNS``)
+    dense_spot_columns: int = 8
+    #: the spot check's stencil: the same nodes at this fraction of the step
+    #: (``_dense_jacobian._SPOT_SHRINK``)
+    dense_spot_shrink: float = 0.25
+    #: a column whose rounded points change the stencil more (relative) is redone
+    #: (``_dense_jacobian._ARG_RTOL``)
+    dense_arg_rtol: float = 1e-12
+    #: compress columns only when the colours number at most n / this
+    #: (``_sparse_jacobian._COMPRESS_BELOW``)
+    sparse_compress_below: int = 3
+    #: a (rounded) weight below this cannot attribute safely: its group is refined
+    #: (``_sparse_jacobian._MIN_WEIGHT``)
+    sparse_min_weight: float = 0.25
+    #: an unattributable set this small is refined column by column (``_sparse_jacobian._LEAF``)
+    sparse_leaf: int = 4
+
+    # the measured noise of a VJP (:mod:`gradcheck.numeric.agreement`, ``checks._path_noise``)
+    #: the noise line moves each input element by 1 to this many ulps (either sign) per step
+    noise_ulps: int = 2
+
+    # the low-precision rounding check (:mod:`gradcheck.numeric.rounding`)
+    #: perturbed points the rounding check measures the noise of the VJP at
+    rounding_samples: int = 3
+    #: each perturbed input element moves by up to this many units in the last place
+    rounding_ulps: int = 2
+
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.type == "int":  # a count: a whole number above 0, kept an int
+                if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                        or not int(value) > 0):
+                    raise ValueError(f"ErrorModel({f.name}={value!r}): must be a whole number "
+                                     f"above 0 (the default is {f.default!r})")
+                object.__setattr__(self, f.name, int(value))
+                continue
             top = 1.0 if f.name == "resolution" else math.inf
             if (isinstance(value, bool) or not isinstance(value, numbers.Real)
                     or not (0.0 < float(value) <= top) or not math.isfinite(float(value))):

@@ -55,19 +55,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcheck.oracle.error_model import DEFAULT_MODEL
+
 EPS64 = float(np.finfo(np.float64).eps)
 #: the smallest normal float64: the absolute rounding of a value in the subnormal range where
 #: an engine flushes subnormal results to zero (XLA on CPU) or an intermediate underflows
 TINY64 = float(np.finfo(np.float64).tiny)
-DEFAULT_LEVELS = 7
-_H0_FACTOR = 2.0**-3
-_RETRY_SHRINK = 2.0**-8
-_RETRIES = 2
-CONVERGED_RTOL = 1e-8  # an element whose relative error estimate exceeds this is retried
-_RETRY_FLOOR = 1e-3  # ... relative to max(|value|, this fraction of the row's largest element)
-_NOISE_BOUND = 3.0  # a value of f is within this many measured noise levels of the exact one
-_KINK_FACTOR = 10.0  # one-sided limits must disagree by this many error estimates
-_KINK_RELATIVE = 1e-6  # ... and by this fraction of their size (a kink changes the slope by O(1))
+DEFAULT_LEVELS = DEFAULT_MODEL.fd_levels
+_H0_FACTOR = DEFAULT_MODEL.fd_h0_factor
+_RETRY_SHRINK = DEFAULT_MODEL.fd_retry_shrink
+_RETRIES = DEFAULT_MODEL.fd_retries
+CONVERGED_RTOL = DEFAULT_MODEL.fd_converged_rtol
+_RETRY_FLOOR = DEFAULT_MODEL.fd_retry_floor
+_NOISE_BOUND = DEFAULT_MODEL.fd_noise_bound
+_KINK_FACTOR = DEFAULT_MODEL.fd_kink_factor
+_KINK_RELATIVE = DEFAULT_MODEL.fd_kink_relative
 
 BatchFn = Callable[[np.ndarray], np.ndarray]
 
@@ -614,7 +616,7 @@ def _ahead(col: np.ndarray, rounding: np.ndarray) -> np.ndarray:
 
 # -- the fast screen's estimate ------------------------------------------------------------------
 
-SCREEN_LEVELS = 4
+SCREEN_LEVELS = DEFAULT_MODEL.screen_levels
 # elements of the points (or outputs) one batched call of the screen's streamed table holds at
 # most: 2^20 float64 (8 MiB); from n = 2^19 on a pair of points no longer fits and each point
 # is a call of its own.  Larger batches are slower per point at n = 1e6: the function's
@@ -623,7 +625,7 @@ SCREEN_LEVELS = 4
 # adaptive mmap threshold), so every call page-faults its intermediates afresh (measured at
 # n = 1e6, torch: 41,000 page faults per check with two points per call, none with one).
 BATCH_ELEMENTS = 2**20
-_SCREEN_H0_SHRINK = 2.0**-4  # the screen starts 16 times below the oracle's largest step
+_SCREEN_H0_SHRINK = DEFAULT_MODEL.screen_h0_shrink
 
 
 @dataclass(frozen=True)
@@ -823,10 +825,10 @@ class ScaledEstimate:
 
 #: a kink on the direction: one-sided differences at the smallest step apart by more than this
 #: (relative to the central difference, beyond their rounding) ...
-SCALED_KINK = 1e-3
+SCALED_KINK = DEFAULT_MODEL.scaled_kink
 #: ... and a gap at the smallest step at least this fraction of the gap at twice that step (a
 #: smooth function's gap, h |f''| |u|^2, halves with the step; a kink's stays)
-SCALED_KINK_PERSISTS = 0.75
+SCALED_KINK_PERSISTS = DEFAULT_MODEL.scaled_kink_persists
 
 
 def scaled_central(f: Callable[[list[np.ndarray]], np.ndarray], x: list[np.ndarray],
