@@ -11,10 +11,11 @@ import numpy as np
 from gradcheck import stream
 from gradcheck._reproducer import script as _reproducer_script
 from gradcheck.backends._cache import FunctionCache
-from gradcheck.backends.base import Backend, float_bits, is_complex, is_floating
+from gradcheck.backends.base import Backend
 from gradcheck.backends.registry import get_backend
 from gradcheck.checks import _args
 from gradcheck.checks.numeric import CheckConfig, run_numeric_checks
+from gradcheck.core.dtypes import float_bits, is_complex, is_floating
 from gradcheck.errors import GradientMismatch, InvalidArgument, NothingDecided
 from gradcheck.results import CheckResult, Report, Shown, Status, number, shown, shown_element
 from gradcheck.rules import NumpyFunction

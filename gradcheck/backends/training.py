@@ -300,14 +300,6 @@ class TrainingHooks(ABC):
         return []
 
 
-def _numpy_dtype(dtype: str) -> Any:
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype)
-
-
 def as_training_hooks(backend: Backend, device: str, dtype: str) -> TrainingHooks:
     """``backend.training(device, dtype)`` as :class:`TrainingHooks`: hooks with the op-protocol
     method set (process backends and the adapters sharing it) are bridged; anything else is a

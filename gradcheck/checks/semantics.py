@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from gradcheck import stream
-from gradcheck.backends.base import Backend, widest_dtype
+from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import AdapterFailure, attempt
 from gradcheck.backends.registry import get_backend
 from gradcheck.checks import _args
@@ -38,6 +38,7 @@ from gradcheck.checks._clip import run_clip
 from gradcheck.checks._detach import run_detach
 from gradcheck.checks._fanout import DEFAULT_EXAMPLES, run_fanout
 from gradcheck.checks._probing import QUOTE, BugClass, ProbeContext
+from gradcheck.core.dtypes import widest_dtype
 from gradcheck.errors import InvalidArgument
 from gradcheck.results import Report, Status
 from gradcheck.tolerance import DEFAULT_MODEL, ErrorModel

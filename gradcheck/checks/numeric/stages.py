@@ -17,7 +17,7 @@ import numpy as np
 from gradcheck import fd, tolerance
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
 from gradcheck.checks import rounding
-from gradcheck.checks.numeric.context import Prepared, np_dtype
+from gradcheck.checks.numeric.context import Prepared
 from gradcheck.checks.numeric.probes import (
     Probes,
     batch_fn,
@@ -26,6 +26,7 @@ from gradcheck.checks.numeric.probes import (
     stacked,
     vjp_at,
 )
+from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.results import CheckKind, Status
 
 # per probe, per differentiable input (in ``diff`` order): a derivative as float64
@@ -99,7 +100,7 @@ def rounding_samples(prep: Prepared, pr: Probes) -> RoundingSamples:
     for i in prep.float_outs:
         try:
             out[i] = rounding.samples(vjp_at(prep, i, pr.v[i][0]), prep.args_d, prep.diff,
-                                      np_dtype(prep.dtype), tolerance.eps(prep.dtype),
+                                      numpy_dtype(prep.dtype), tolerance.eps(prep.dtype),
                                       prep.cfg.seed)
         except AdapterFailed as exc:
             out[i] = exc.failure
