@@ -18,8 +18,8 @@ import pytest
 
 import gradcheck
 from gradcheck import NumpyFunction
-from gradcheck.harness.plan import ORDER2
 from gradcheck.ops.spec import OpSpec
+from gradcheck.taxonomy import SECOND_ORDER_KINDS
 
 _IMPL_MODULES = {
     "numpy": "gradcheck.reference.numpy.{family}",
@@ -87,7 +87,7 @@ def run_op(spec: OpSpec, fn: Callable, backend: str, dtype: str, *, count: int =
 def _asserted(r: gradcheck.CheckResult) -> bool:
     """As in the suites: an order-2 run's results count only for the order-2 kinds (its
     forward-vs-reverse of the VJP-as-a-function is not asserted)."""
-    return r.details.get("order", 1) == 1 or r.kind in ORDER2
+    return r.details.get("order", 1) == 1 or r.kind in SECOND_ORDER_KINDS
 
 
 def _classify(spec: OpSpec, backend: str, dtype: str, point: str, expect: str,
