@@ -193,8 +193,8 @@ def _shape_dtype_problem(what: str, got: Sequence[Any], want: Sequence[np.ndarra
     return None
 
 
-class _ProbeContext:
-    """One probe at one device and dtype."""
+class _KitCase:
+    """One case of the kit: one probe at one device and dtype."""
 
     def __init__(self, run: _Run, probe: Probe, device: str, dtype: str) -> None:
         self.run, self.probe, self.device, self.dtype = run, probe, device, dtype
@@ -340,7 +340,7 @@ class _ProbeContext:
         return None
 
 
-def _numeric(ctx: _ProbeContext) -> None:
+def _numeric(ctx: _KitCase) -> None:
 
     modes = ("rev", "fwd") if ctx.be.supports_jvp else ("rev",)
     order = 2 if ctx.be.supports_order2 and ctx.be.supports_order2_for(ctx.probe.fn) else 1
@@ -361,7 +361,7 @@ def _probe_sections(run: _Run, probes: list[Probe], devices: list[str], dtypes: 
     for device in devices:
         for dtype in dtypes:
             for probe in probes:
-                ctx = _ProbeContext(run, probe, device, dtype)
+                ctx = _KitCase(run, probe, device, dtype)
                 ctx.guarded("evaluate", f"evaluate({probe.name})", ctx.evaluate)
                 if ctx.outs is None:
                     continue  # nothing else can be meaningful
