@@ -33,6 +33,7 @@ LOW = ("float32", "float16", "bfloat16")
 
 def main() -> None:
     setup()
+    from gradcheck.core.dtypes import numpy_dtype
     from gradcheck.sweep import inventory
     from gradcheck.sweep import resolution as res
     from gradcheck.sweep.inventory import ELEMENTWISE
@@ -68,7 +69,7 @@ def main() -> None:
                     for order in (1, 2) if op.order2 else (1,):
                         try:
                             with np.errstate(all="ignore"):
-                                low_t = res._np_dtype(dtype)
+                                low_t = numpy_dtype(dtype)
                                 xs = [a.astype(low_t).astype(np.float64) for a in p.arrays]
                                 right = res.scaled_checks(op, xs, order, 1, ("rev",))[0]
                                 if right.status.value != "passed":

@@ -11,9 +11,10 @@ import numpy as np
 from gradcheck import stream
 from gradcheck._reproducer import script as _reproducer_script
 from gradcheck.backends._cache import FunctionCache
-from gradcheck.backends.base import Backend, float_bits, is_complex, is_floating
+from gradcheck.backends.base import Backend
 from gradcheck.backends.registry import get_backend
 from gradcheck.core import arguments as _args
+from gradcheck.core.dtypes import float_bits, is_complex, is_floating
 from gradcheck.core.errors import GradientMismatch, InvalidArgument, NothingDecided
 from gradcheck.core.results import CheckResult, Report, Shown, Status, number, shown, shown_element
 from gradcheck.core.rules import NumpyFunction

@@ -49,7 +49,7 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 
 
 @dataclass
-class _Planned:
+class _PlanTally:
     """What the suite tests of this process planned: runnable cases and skip reasons."""
 
     requested: int = 0  # suite test functions parametrized (gradcheck_case)
@@ -57,7 +57,7 @@ class _Planned:
     skips: Counter = field(default_factory=Counter)
 
 
-_PLANNED_KEY = pytest.StashKey[_Planned]()
+_PLAN_TALLY_KEY = pytest.StashKey[_PlanTally]()
 
 # the report hooks (streams, shards, xdist merge, HTML/JUnit) load with this plugin; they must be
 # registered before the command line is parsed (not from pytest_configure) for their options
@@ -158,7 +158,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         planned = plan(marker.kwargs["check"], sel)
     except InvalidArgument as exc:
         raise pytest.UsageError(str(exc)) from exc
-    tally = metafunc.config.stash.setdefault(_PLANNED_KEY, _Planned())
+    tally = metafunc.config.stash.setdefault(_PLAN_TALLY_KEY, _PlanTally())
     tally.requested += 1
     tally.runnable += sum(1 for p in planned if not p.skip)
     tally.skips.update(p.skip for p in planned if p.skip)
@@ -204,7 +204,7 @@ class _SelectionErrorWatch:
 
 
 def _empty_plan_error(config: pytest.Config) -> str:
-    tally = config.stash.get(_PLANNED_KEY, None)
+    tally = config.stash.get(_PLAN_TALLY_KEY, None)
     s = settings_of(config)
     filtered = any((s.backends, s.devices, s.dtypes, s.ops))
     if tally is None or not tally.requested or tally.runnable or not filtered:

@@ -18,7 +18,7 @@ import pytest
 
 import gradcheck
 from gradcheck import NumpyFunction
-from gradcheck.harness.plan import ORDER2
+from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.ops.spec import OpSpec
 
 _IMPL_MODULES = {
@@ -87,7 +87,7 @@ def run_op(spec: OpSpec, fn: Callable, backend: str, dtype: str, *, count: int =
 def _asserted(r: gradcheck.CheckResult) -> bool:
     """As in the suites: an order-2 run's results count only for the order-2 kinds (its
     forward-vs-reverse of the VJP-as-a-function is not asserted)."""
-    return r.details.get("order", 1) == 1 or r.kind in ORDER2
+    return r.details.get("order", 1) == 1 or r.kind in SECOND_ORDER_KINDS
 
 
 def _classify(spec: OpSpec, backend: str, dtype: str, point: str, expect: str,

@@ -30,6 +30,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+# the dtype helpers live in gradcheck.core.dtypes; still importable from here (adapters use them)
+from gradcheck.core.dtypes import float_bits, is_complex, is_floating, widest_dtype  # noqa: F401
+
 
 class Accumulation(str, enum.Enum):
     """What a second backward pass without a reset does to stored gradients."""
@@ -227,43 +230,6 @@ class Backend(ABC):
 
     def __repr__(self) -> str:
         return f"<gradcheck backend {self.name!r}>"
-
-
-_WIDTH_ORDER = ("float64", "float32", "bfloat16", "float16")
-# ml_dtypes' extension types (what np.asarray gives for a JAX bfloat16 array): NumPy does not
-# count them as floating or complex (np.issubdtype(bfloat16, np.floating) is False)
-_EXTENSION_FLOAT_PREFIXES = ("bfloat16", "float8_", "float6_", "float4_")
-_EXTENSION_COMPLEX = ("complex32", "bcomplex32")
-
-
-def is_floating(dtype: Any) -> bool:
-    """True for a real floating dtype: NumPy's, and ml_dtypes' ``bfloat16``, ``float8_*``,
-    ``float6_*`` and ``float4_*``."""
-    dt = np.dtype(dtype)
-    return bool(np.issubdtype(dt, np.floating)) or (
-        not np.issubdtype(dt, np.number) and dt.name.startswith(_EXTENSION_FLOAT_PREFIXES))
-
-
-def is_complex(dtype: Any) -> bool:
-    """True for a complex dtype (NumPy's, and ml_dtypes' ``complex32`` / ``bcomplex32``)."""
-    dt = np.dtype(dtype)
-    return bool(np.issubdtype(dt, np.complexfloating)) or dt.name in _EXTENSION_COMPLEX
-
-
-def float_bits(dtype: Any) -> int:
-    """Width in bits of a floating dtype (:func:`is_floating`), ml_dtypes' included."""
-    dt = np.dtype(dtype)
-    if dt.name.startswith(_EXTENSION_FLOAT_PREFIXES):
-        import ml_dtypes  # only reachable with an ml_dtypes array in hand
-
-        return int(ml_dtypes.finfo(dt).bits)
-    return int(np.finfo(dt).bits)
-
-
-def widest_dtype(dtypes: Sequence[str]) -> str:
-    """The widest floating dtype of ``dtypes`` (float64 where present): the precision an engine's
-    rules are judged in when it has no float64 (TensorFlow.js), and the default of its probes."""
-    return next((d for d in _WIDTH_ORDER if d in dtypes), dtypes[0])
 
 
 class Outputs(list):

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.base import Backend
-from gradcheck.backends.training import ClipSemantics, TrainingHooks, _numpy_dtype
+from gradcheck.backends.training import ClipSemantics, TrainingHooks
+from gradcheck.core.dtypes import numpy_dtype
 
 OP_METHODS = ("create", "backward", "grads", "params", "zero_grad", "clip_grad_norm", "step")
 
@@ -53,7 +54,7 @@ class OpProtocolHooks(TrainingHooks):
         self.inner = inner
         # an engine whose own clip function adds an epsilon says so on its session object
         self.clip_semantics = getattr(inner, "clip_semantics", type(self).clip_semantics)
-        self._np_dtype = _numpy_dtype(dtype)
+        self._np_dtype = numpy_dtype(dtype)
         self._shapes: dict[str, tuple[int, ...]] = {}
 
     @property

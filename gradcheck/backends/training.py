@@ -298,11 +298,3 @@ class TrainingHooks(ABC):
         """Places where the loss leaves the gradient graph (host round trips, detach, no-grad
         regions, stop-gradient); empty where the engine cannot trace them."""
         return []
-
-
-def _numpy_dtype(dtype: str) -> Any:
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype)

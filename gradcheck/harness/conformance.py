@@ -38,6 +38,7 @@ from gradcheck.backends.base import Accumulation, Backend, Semantics
 from gradcheck.backends.guarded import AdapterFailure, GuardedBackend, attempt
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
 from gradcheck.backends.registry import get_backend
+from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import CheckResult, Report, Status
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.oracle import error_model as tolerance
@@ -92,14 +93,6 @@ class Skip:
 
 def _as_list(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (list, tuple)) else [out]
-
-
-def _np_dtype(dtype: str) -> Any:
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype)
 
 
 # -- probes ------------------------------------------------------------------------------------
@@ -194,19 +187,19 @@ def _shape_dtype_problem(what: str, got: Sequence[Any], want: Sequence[np.ndarra
         g = np.asarray(g)
         if g.shape != np.shape(w):
             return f"{what} array {k} has shape {g.shape}, expected {np.shape(w)}"
-        if g.dtype != _np_dtype(dtype):
+        if g.dtype != numpy_dtype(dtype):
             return (f"{what} array {k} has dtype {g.dtype}, expected {dtype} (compute in the "
                     "dtype under test and return it)")
     return None
 
 
-class _ProbeContext:
-    """One probe at one device and dtype."""
+class _KitCase:
+    """One case of the kit: one probe at one device and dtype."""
 
     def __init__(self, run: _Run, probe: Probe, device: str, dtype: str) -> None:
         self.run, self.probe, self.device, self.dtype = run, probe, device, dtype
         self.be = run.backend
-        self.args = [np.asarray(a).astype(_np_dtype(dtype)) for a in probe.inputs]
+        self.args = [np.asarray(a).astype(numpy_dtype(dtype)) for a in probe.inputs]
         self.diff = list(range(len(self.args)))
         self.outs: list[np.ndarray] | None = None
 
@@ -275,7 +268,7 @@ class _ProbeContext:
     def cotangents(self) -> list[np.ndarray]:
         assert self.outs is not None
         rng = np.random.default_rng(2)
-        return [rng.standard_normal(np.shape(o)).astype(_np_dtype(self.dtype)) for o in self.outs]
+        return [rng.standard_normal(np.shape(o)).astype(numpy_dtype(self.dtype)) for o in self.outs]
 
     def vjp(self) -> str | None:
         grads = _as_list(self.be.vjp(self.probe.fn, self.args, self.diff, self.cotangents(),
@@ -347,7 +340,7 @@ class _ProbeContext:
         return None
 
 
-def _numeric(ctx: _ProbeContext) -> None:
+def _numeric(ctx: _KitCase) -> None:
 
     modes = ("rev", "fwd") if ctx.be.supports_jvp else ("rev",)
     order = 2 if ctx.be.supports_order2 and ctx.be.supports_order2_for(ctx.probe.fn) else 1
@@ -368,7 +361,7 @@ def _probe_sections(run: _Run, probes: list[Probe], devices: list[str], dtypes: 
     for device in devices:
         for dtype in dtypes:
             for probe in probes:
-                ctx = _ProbeContext(run, probe, device, dtype)
+                ctx = _KitCase(run, probe, device, dtype)
                 ctx.guarded("evaluate", f"evaluate({probe.name})", ctx.evaluate)
                 if ctx.outs is None:
                     continue  # nothing else can be meaningful

@@ -38,7 +38,6 @@ GPU_NAMES = {"torch": "cuda", "jax": "gpu"}  # device each built-in backend call
 
 #: the kinds the suites plan (:mod:`gradcheck.core.taxonomy` says what each one is)
 FIRST_ORDER = taxonomy.FIRST_ORDER
-ORDER2 = taxonomy.SECOND_ORDER_KINDS
 AGREEMENT = taxonomy.AGREEMENT
 CHECKS = taxonomy.SUITE_CHECKS
 

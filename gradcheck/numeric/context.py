@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.backends.base import is_floating
 from gradcheck.backends.guarded import GuardedBackend
+from gradcheck.core.dtypes import is_floating
 from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.oracle import error_model as tolerance
 
@@ -185,14 +185,6 @@ def output_name(paths: tuple[str, ...] | None, i: int) -> str:
 
 def is_float(a: np.ndarray) -> bool:
     return is_floating(a.dtype)  # ml_dtypes' bfloat16 included
-
-
-def np_dtype(dtype: str) -> Any:
-    if dtype == "bfloat16":
-        import ml_dtypes  # shipped with jax; bfloat16 inputs need it
-
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype)
 
 
 def outputs(out: Any) -> tuple[Any, ...]:

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.backends.base import is_complex, widest_dtype
 from gradcheck.backends.guarded import AdapterFailure, GuardedBackend
+from gradcheck.core.dtypes import is_complex, numpy_dtype, widest_dtype
 from gradcheck.core.results import CheckKind, Status
 from gradcheck.numeric.context import (
     CheckConfig,
@@ -22,7 +22,6 @@ from gradcheck.numeric.context import (
     Prepared,
     Recorder,
     is_float,
-    np_dtype,
     output_name,
     outputs,
 )
@@ -65,7 +64,7 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
                                "float64 forward for the oracle (Backend.oracle_forward): finite "
                                f"differences of a {rule_dtype} function are not a reliable oracle")
             return Finished("no float64 oracle")
-    low = np_dtype(dtype)
+    low = numpy_dtype(dtype)
     args_d = [a.astype(low) if k in diff else a for k, a in enumerate(args)]
     # args_d is the check's own copy; in float64 args64 is the same array (no second copy)
     args64 = [a.astype(np.float64, copy=False) if k in diff else a

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure, checked
-from gradcheck.numeric.context import Prepared, np_dtype, outputs
+from gradcheck.core.dtypes import numpy_dtype
+from gradcheck.numeric.context import Prepared, outputs
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def draw(prep: Prepared, tangents: int | None = None) -> Probes:
     rng = np.random.default_rng(prep.cfg.seed)
     P = prep.cfg.probes
     T = P if tangents is None else tangents
-    low = np_dtype(prep.dtype)
+    low = numpy_dtype(prep.dtype)
     # cotangents exactly representable in the dtype under test, so that the low-precision and
     # the float64 VJP of the rounding check see the same v
     # drawn P at a time (the same numbers as P draws in turn), so that each probe is a row of

@@ -50,7 +50,7 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class RoundingComparison:
     """Norm-wise comparison of ``g_d`` with ``g_64`` for one differentiable input."""
 
     expected: float  # ||g_64||
@@ -99,7 +99,7 @@ def noise_level(all_samples: Sequence[Sample], pos: int) -> float:
 
 def compare(all_samples: Sequence[Sample], pos: int, shape: tuple[int, ...], dtype: str,
             conditioning: float, atol: float | None, rtol: float | None, *,
-            model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> Comparison:
+            model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> RoundingComparison:
     """Compare at the first sample (the point itself); the others measure the noise.  The
     allowance is ``model``'s :meth:`~gradcheck.oracle.error_model.ErrorModel.norm_allowance` (or the
     explicit ``atol``/``rtol``)."""
@@ -109,8 +109,8 @@ def compare(all_samples: Sequence[Sample], pos: int, shape: tuple[int, ...], dty
     norm = float(np.linalg.norm(g64))
     allow = tolerance.rounding_allowance(norm, conditioning, noise, dtype, atol=atol, rtol=rtol,
                                          model=model)
-    return Comparison(norm, float(np.linalg.norm(g_low)), float(np.linalg.norm(e)), noise, allow,
-                      _worst(g_low, g64, shape, allow.allowed))
+    return RoundingComparison(norm, float(np.linalg.norm(g_low)), float(np.linalg.norm(e)), noise,
+                              allow, _worst(g_low, g64, shape, allow.allowed))
 
 
 def _worst(g_low: np.ndarray, g64: np.ndarray, shape: tuple[int, ...], allowed: float

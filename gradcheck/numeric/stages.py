@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
+from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import CheckKind, Status
 from gradcheck.numeric import rounding
-from gradcheck.numeric.context import Prepared, np_dtype
+from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.probes import (
     Probes,
     batch_fn,
@@ -100,7 +101,7 @@ def rounding_samples(prep: Prepared, pr: Probes) -> RoundingSamples:
     for i in prep.float_outs:
         try:
             out[i] = rounding.samples(vjp_at(prep, i, pr.v[i][0]), prep.args_d, prep.diff,
-                                      np_dtype(prep.dtype), tolerance.eps(prep.dtype),
+                                      numpy_dtype(prep.dtype), tolerance.eps(prep.dtype),
                                       prep.cfg.seed, prep.cfg.error_model)
         except AdapterFailed as exc:
             out[i] = exc.failure

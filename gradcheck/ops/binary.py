@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.ops.spec import OpSpec, SpecialPoint, known, normal, point, with_cross_backend_known
 
 S = (3, 4)
@@ -48,7 +49,6 @@ def _b(name: str, sample=_NORMAL, special: tuple[SpecialPoint, ...] = (), **kw) 
 
 
 _DOC = "docs/known-discrepancies.md"
-_ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
 _ATAN2 = tuple(k for b in ("torch", "jax") for k in known(
     b, "the partials b / (a^2 + b^2) overflow to 0 for |a|, |b| > 1e154 (exact: -3e-201 at "
     "(1e200, -3e200)); dividing by hypot(a, b) twice is exact", checks=("vjp", "jvp", "reference"),
@@ -60,7 +60,7 @@ _ATAN2 = tuple(k for b in ("torch", "jax") for k in known(
 _POW = known("torch", "torch's pow backward w.r.t. the base is where(b == 0, 0, b a^(b-1)): a "
              "constant where the exponent is 0, so the mixed second derivative d/db (d/da a^b) "
              "there is 0 instead of a^(b-1) (1 + b log a) = 1/a (d/da (d/db a^b) is right: the "
-             "Hessian comes out asymmetric)", checks=_ORDER2,
+             "Hessian comes out asymmetric)", checks=SECOND_ORDER_KINDS,
              points=("exponent_zero", "base_one"),
              link="https://github.com/pytorch/pytorch/issues/89757")
 _HYPOT = known("jax", "jax.numpy.hypot's derivative w.r.t. the larger argument is r / b instead of "
@@ -72,11 +72,11 @@ _HYPOT = known("jax", "jax.numpy.hypot's derivative w.r.t. the larger argument i
     "jax", "order 2 at (1e200, 3e200): finite differences of the wrong first derivative "
     "(hypot@huge) disagree with jax's second derivatives, which are wrong too (d2/da db "
     "+1.05e-201 instead of -ab / r^3 = -9.5e-202; d2/db2 0 instead of 3.2e-202; torch exact)",
-    checks=_ORDER2, dtypes=("float64",), points=("huge",), link=_DOC)
+    checks=SECOND_ORDER_KINDS, dtypes=("float64",), points=("huge",), link=_DOC)
 _LOGADDEXP = known("torch", "torch's logaddexp backward grad / (1 + exp(a - b)) has the derivative "
                    "-exp(a - b) / (1 + exp(a - b))^2 = -inf / inf = nan once exp(a - b) "
                    "overflows (a - b > 709.8, or b = -inf); exact -sigmoid(a - b) sigmoid(b - a), "
-                   "0 in float64 there (jax: 0)", checks=_ORDER2,
+                   "0 in float64 there (jax: 0)", checks=SECOND_ORDER_KINDS,
                    points=("far_apart", "minus_inf"), link=_DOC)
 _A = np.array([[0.3, -1.2, 2.0, 0.0], [1.5, -0.7, 0.9, -2.2], [0.1, 1.1, -0.4, 0.6]])
 _TIE = (point("tie", _A, _A.copy(), expect="inconclusive"),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.ops.spec import KnownDiscrepancy, OpSpec, SpecialPoint, normal
 
 FAMILY = "linalg"
@@ -114,7 +115,6 @@ def _fixed(m: int, n: int, s: list[float], seed: int) -> np.ndarray:
 
 
 _SYM_DOC = " of (X + X^T)/2"
-_ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
 
 
 def _known(backend: str, checks: tuple[str, ...], reason: str, link: str
@@ -125,13 +125,13 @@ def _known(backend: str, checks: tuple[str, ...], reason: str, link: str
 
 
 _LOWER_TORCH = _known(
-    "torch", ("vjp", "jvp", "fwd_rev", "reference", "cross_backend", "search") + _ORDER2,
+    "torch", ("vjp", "jvp", "fwd_rev", "reference", "cross_backend", "search") + SECOND_ORDER_KINDS,
     "by design: torch.linalg.cholesky reads only the lower triangle, but its backward is the "
     "derivative of cholesky((A + A^T)/2) and its forward-mode rule uses the whole tangent; "
     "neither is the derivative of the computed function, and they disagree with each other",
     "https://github.com/pytorch/pytorch/issues/137284")
 _LOWER_JAX = _known(
-    "jax", ("vjp", "jvp", "reference", "cross_backend", "search") + _ORDER2,
+    "jax", ("vjp", "jvp", "reference", "cross_backend", "search") + SECOND_ORDER_KINDS,
     "lax.linalg.cholesky(symmetrize_input=False) ignores the upper triangle, but its JVP rule "
     "uses the whole tangent (L^{-1} dA L^{-T}): ghost derivatives w.r.t. the upper triangle "
     "(cf. jax#12795 for eigh)",
@@ -174,7 +174,7 @@ _DET = _torch_nested_jvp(196696, ("random", "rank_deficient")) + tuple(
         evidence="jax 0.10.2 CPU: jax.scipy.linalg.lu_factor(A)[0] has diagonal (1.40, -0.59, "
                  "-1.17, 0.0) and jax.hessian(jnp.linalg.det)(A) is nan on one machine; on "
                  "another the pivot is nonzero and the checks pass")
-      for c in ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")),
+      for c in SECOND_ORDER_KINDS),
     KnownDiscrepancy("torch", check="search", dtype="float32", link="docs/known-discrepancies.md",
                      reason="oracle limitation: at one well-conditioned sample (sampler seed "
                             "1220263) torch's eager and torch.func VJPs of det differ by 1.9e-14 "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.ops.spec import OpSpec, SpecialPoint, known, normal, point, with_cross_backend_known
 
 S = (3, 4)
@@ -39,7 +40,7 @@ _NORM = known("torch", "torch.linalg.vector_norm: " + _NORM_WHY,
     k for b in ("torch", "jax") for k in known(
         b, "order 2 at 1e200 entries: the forward overflows to inf (see norm@huge), so the "
         "order-2 checks have no finite point to differentiate at and produce no result",
-        checks=("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"), dtypes=("float64",),
+        checks=SECOND_ORDER_KINDS, dtypes=("float64",),
         points=("huge",), link="docs/known-discrepancies.md"))
 
 
@@ -114,8 +115,8 @@ SPECS: tuple[OpSpec, ...] = (
         points=("random", "minus_inf"), link="docs/known-discrepancies.md") + known(
         "jax", "jax.lax.cumlogsumexp returns nan derivatives for rows with trailing -inf "
         "entries (true: 0 there, softmax-like weights elsewhere)",
-        checks=("vjp", "jvp", "fwd_rev", "reference", "rounding", "vjp_of_vjp", "jvp_of_vjp",
-                "jvp_of_jvp"), points=("minus_inf",),
+        checks=("vjp", "jvp", "fwd_rev", "reference", "rounding", *SECOND_ORDER_KINDS),
+        points=("minus_inf",),
         link="docs/known-discrepancies.md")),
 )
 

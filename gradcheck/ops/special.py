@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.ops.spec import (
     OpSpec,
     SpecialPoint,
@@ -24,7 +25,6 @@ S = (3, 4)
 _DOC = "docs/known-discrepancies.md"
 _TRIGAMMA_O2 = ("second derivatives go through torch's float64 trigamma, whose truncated "
                 "asymptotic series is accurate only to ~5e-10 (mpmath)")
-_ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
 _Y = np.array([[0.6, 1.7, 2.5, 0.9], [3.0, 0.75, 1.2, 2.2], [0.55, 1.4, 2.8, 1.9]])
 
 
@@ -47,7 +47,7 @@ def _pair(first, second):
 
 SPECS: tuple[OpSpec, ...] = (
     _sp("betaln", 2, uniform(0.5, 5.0, S, S), known=known(
-        "torch", _TRIGAMMA_O2, checks=_ORDER2, dtypes=("float64", "float32"),
+        "torch", _TRIGAMMA_O2, checks=SECOND_ORDER_KINDS, dtypes=("float64", "float32"),
         points=("random",), link=_DOC)),
     _sp("polygamma1", 1, uniform(0.3, 5.0, S), known=known(
         "torch", "torch's float64/float32 trigamma forward truncates its asymptotic series "
@@ -70,7 +70,7 @@ SPECS: tuple[OpSpec, ...] = (
                                                                             "reference"),
                     points=("very_negative",), link=_DOC) + known(
             "jax", "order 2 at -30: jax's second derivative is -0.998896371727 vs "
-            "-0.998896228488 (mpmath): relative error 1.4e-7", checks=_ORDER2,
+            "-0.998896228488 (mpmath): relative error 1.4e-7", checks=SECOND_ORDER_KINDS,
             points=("very_negative",), link=_DOC) + known(
             "jax", "float32 at -30: jax's derivative is 30.0325775 vs 30.0332597 (mpmath), "
             "relative 2.3e-5 (190 eps; torch's float32: 1.5e-5)", checks=("rounding",),
@@ -88,7 +88,7 @@ SPECS: tuple[OpSpec, ...] = (
     _sp("i1", 1, normal(S, scale=2.0), (point("zero", np.zeros(S)),), known=known(
         "jax", "jax.scipy.special.i1 = exp(|x|) i1e(x): its second derivative at 0 comes out "
         "1.0 instead of 0 (i1 is odd; the |x| differentiated at 0, as for i0@zero)",
-        checks=_ORDER2, points=("zero",), link=_DOC)),
+        checks=SECOND_ORDER_KINDS, points=("zero",), link=_DOC)),
     _sp("i1e", 1, normal(S, scale=3.0)),
     _sp("entr", 1, uniform(0.1, 3.0, S)),
     _sp("logit", 1, uniform(0.05, 0.95, S), (
@@ -98,7 +98,7 @@ SPECS: tuple[OpSpec, ...] = (
     _sp("multigammaln", 1, uniform(3.0, 7.0, S), known=known(
         "torch", _TRIGAMMA_O2, checks=("vjp_of_vjp", "jvp_of_vjp"), dtypes=("float64",),
         points=("random",), link=_DOC) + known(
-        "torch", _TRIGAMMA_O2, checks=_ORDER2, dtypes=("float32",), points=("random",),
+        "torch", _TRIGAMMA_O2, checks=SECOND_ORDER_KINDS, dtypes=("float32",), points=("random",),
         link=_DOC)),
     _sp("gammainc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),
     _sp("gammaincc", 2, uniform(0.5, 4.0, S, S), diff_args=(1,)),

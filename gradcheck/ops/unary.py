@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.ops.spec import (
     KnownDiscrepancy,
     OpSpec,
@@ -59,7 +60,6 @@ def _u(name: str, sample=_NORMAL, special: tuple[SpecialPoint, ...] = (), *,
 
 F64 = ("float64",)
 F64_32 = ("float64", "float32")
-ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
 _DOC = "docs/known-discrepancies.md"
 _FROM_OUTPUT = ("the rule reuses the rounded output y: at saturation y rounds to +-1 (or -1 for "
                 "expm1) and the derivative cancels to exactly 0, while the true derivative is "
@@ -89,18 +89,18 @@ _GELU = known("torch", "F.gelu computes x * 0.5 * (1 + erf(x / sqrt 2)): the for
     "torch", "order 2 at -10: torch's second derivative is exact ((2 - x^2) phi(x) = -7.5407e-21, "
     "mpmath), but the order-2 checks differentiate torch's first derivative, which drops the "
     "cdf term (x phi(x)), by finite differences: (1 - x^2) phi(x), 1 % off",
-    checks=ORDER2, points=("very_negative",), link=_DOC)
+    checks=SECOND_ORDER_KINDS, points=("very_negative",), link=_DOC)
 _LOGSIGMOID = known("torch", "log_sigmoid's double backward computes (sigmoid(x) - 1) sigmoid(x): "
                     "sigmoid(x) rounds to 1 for x > 36.7 and the second derivative cancels to "
                     "exactly 0 (true -sigmoid(x) sigmoid(-x) = -4.248e-18 at 40, mpmath); the "
-                    "first derivative sigmoid(-x) is exact", checks=ORDER2,
+                    "first derivative sigmoid(-x) is exact", checks=SECOND_ORDER_KINDS,
                     points=("very_positive",), link=_DOC)
 _I0 = known("jax", "jax.scipy.special.i0 = exp(|x|) i0e(x) differentiates |x| at 0 as +1: "
             "i0'(0) comes out 1 instead of i1(0) = 0", checks=("vjp", "jvp", "reference"),
             points=("zero",), link=_DOC) + known(
     "jax", "order 2 at x = 0: i0''(0) comes out 1.5 instead of 0.5, and the first derivative "
     "jumps there (1 at 0, i1(x) ~ x / 2 next to it), so finite differences of it do not resolve",
-    checks=ORDER2, points=("zero",), link=_DOC) + known(
+    checks=SECOND_ORDER_KINDS, points=("zero",), link=_DOC) + known(
     "jax", "the search reaches x = 0, where i0'(0) comes out 1 (see i0@zero)", checks=("search",),
     dtypes=F64_32, points=("random",), link=_DOC)
 _SINC_WHY = ("sinc' at 1e-5 is computed as (cos(pi x) - sinc(x)) / x (or an equivalent form) "
@@ -114,11 +114,11 @@ _SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference", "cross_back
                                  "differently, so they also disagree with each other",
                                  checks=("vjp", "jvp", "fwd_rev", "reference"),
                                  points=("near_zero",), link=_DOC) + tuple(
-    k for b in ("torch", "jax") for k in known(b, _SINC_O2, checks=ORDER2,
+    k for b in ("torch", "jax") for k in known(b, _SINC_O2, checks=SECOND_ORDER_KINDS,
                                                  points=("near_zero",), link=_DOC)) + known(
     "torch", "torch's sinc backward is where(x == 0, 0, ...): a constant at 0, so the second "
     "derivative there is nan (reverse over reverse) or 0 (forward mode) instead of "
-    "-pi^2 / 3 = -3.29", checks=ORDER2, points=("zero",),
+    "-pi^2 / 3 = -3.29", checks=SECOND_ORDER_KINDS, points=("zero",),
     link="https://github.com/pytorch/pytorch/issues/89459") + known(
     "jax", _SINC_SEARCH, checks=("search",), dtypes=F64_32, points=("random",),
     link=_DOC) + known("torch", _SINC_SEARCH, checks=("search",), dtypes=("float32",),
@@ -129,14 +129,16 @@ _SINC = known("torch", _SINC_WHY, checks=("vjp", "jvp", "reference", "cross_back
 _TRIGAMMA = ("torch's float64 trigamma (polygamma(1, x), the derivative of digamma and second "
              "derivative of lgamma) truncates its asymptotic series: relative error up to 5e-10 "
              "(mpmath), far above float64 rounding")
-_DIGAMMA = known("torch", _TRIGAMMA, checks=("vjp", "jvp", "reference", "vjp_of_vjp", "jvp_of_vjp",
-                                            "jvp_of_jvp", "search"), dtypes=F64,
+_DIGAMMA = known("torch", _TRIGAMMA, checks=("vjp", "jvp", "reference", *SECOND_ORDER_KINDS,
+                                            "search"), dtypes=F64,
                  points=("random",),
-                 link=_DOC) + known("torch", _TRIGAMMA, checks=("vjp", "jvp", *ORDER2, "search"),
+                 link=_DOC) + known("torch", _TRIGAMMA,
+                                    checks=("vjp", "jvp", *SECOND_ORDER_KINDS, "search"),
                                     dtypes=("float32",), points=("random",), link=_DOC) + known(
     "torch", _TRIGAMMA, checks=("reference",), dtypes=F64, points=("reflection",),
     link=_DOC)
-_LGAMMA = known("torch", _TRIGAMMA, checks=ORDER2, dtypes=F64_32, points=("random",), link=_DOC)
+_LGAMMA = known("torch", _TRIGAMMA, checks=SECOND_ORDER_KINDS, dtypes=F64_32, points=("random",),
+                link=_DOC)
 _EXP = known("jax", "oracle limitation, not a wrong jax derivative: the full 12x12 Jacobian of "
              "jax's JVP agrees with finite differences to 6e-15 relative, but the projected "
              "order-2 value (-3.6e-304) sums products exp(x) t s below the smallest normal "

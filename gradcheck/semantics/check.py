@@ -29,10 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from gradcheck import stream
-from gradcheck.backends.base import Backend, widest_dtype
+from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import AdapterFailure, attempt
 from gradcheck.backends.registry import get_backend
 from gradcheck.core import arguments as _args
+from gradcheck.core.dtypes import widest_dtype
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.core.results import Report, Status
 from gradcheck.oracle.error_model import DEFAULT_MODEL, ErrorModel, validated_model

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.backends.base import Backend, widest_dtype
+from gradcheck.backends.base import Backend
+from gradcheck.core.dtypes import widest_dtype
 from gradcheck.core.known import SEMANTIC as KNOWN_BEHAVIOURS  # noqa: F401  (re-exported)
 from gradcheck.core.known import KnownDiscrepancy as KnownBehaviour  # noqa: F401  (re-exported)
 from gradcheck.core.known import known_behaviour

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcheck.core.dtypes import float_info, numpy_dtype
 from gradcheck.sweep.inventory.records import ELEMENTWISE, LINALG, Op
 
 Forward = Callable[[Sequence[np.ndarray], str], list[np.ndarray]]
@@ -66,12 +67,7 @@ def seed_of(*parts: str) -> int:
 
 def finfo(dtype: str) -> tuple[float, float, float, float]:
     """(smallest subnormal, smallest normal, eps, max) of ``dtype``."""
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        info = ml_dtypes.finfo(ml_dtypes.bfloat16)
-    else:
-        info = np.finfo(np.dtype(dtype))
+    info = float_info(dtype)
     return (float(info.smallest_subnormal), float(info.tiny), float(info.eps), float(info.max))
 
 
@@ -79,11 +75,7 @@ def representable(values: np.ndarray, dtype: str) -> np.ndarray:
     """``values`` rounded to ``dtype`` and back to float64."""
     if dtype == "float64":
         return np.asarray(values, dtype=np.float64)
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.asarray(values).astype(ml_dtypes.bfloat16).astype(np.float64)
-    return np.asarray(values).astype(np.dtype(dtype)).astype(np.float64)
+    return np.asarray(values).astype(numpy_dtype(dtype)).astype(np.float64)
 
 
 def band_values(band: str, n: int, dtype: str, rng: np.random.Generator) -> np.ndarray | None:

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import CheckResult, Status
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.oracle import fd
@@ -71,14 +72,6 @@ ULP_BOUND = {("float32", 1): 4.0, ("float16", 1): 4.0, ("bfloat16", 1): 4.0,
              ("float32", 2): 16.0, ("float16", 2): 16.0, ("bfloat16", 2): 16.0}
 
 
-def _np_dtype(dtype: str) -> Any:
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype)
-
-
 def _flat(outs: Sequence[Any]) -> np.ndarray:
     parts = [np.asarray(o, dtype=np.float64).ravel() for o in outs]
     return np.concatenate(parts) if parts else np.zeros(0)
@@ -96,7 +89,7 @@ class _Target:
     elementwise: bool  # one input, one output of its shape: the Jacobian is diagonal
 
     def args(self, xs: Sequence[np.ndarray], dtype: str) -> list[np.ndarray]:
-        t = _np_dtype(dtype)
+        t = numpy_dtype(dtype)
         return [np.asarray(a).astype(t) for a in (*xs, *self.fixed)]
 
     def evaluate(self, xs: Sequence[np.ndarray], dtype: str = "float64") -> list[np.ndarray]:
@@ -109,7 +102,7 @@ class _Target:
         the diagonal (one VJP of ones) for an elementwise target."""
         args = self.args(xs, dtype)
         outs = self.evaluate(xs, dtype)
-        t = _np_dtype(dtype)
+        t = numpy_dtype(dtype)
         diff = list(range(self.n))
         if self.elementwise:
             g = self.backend.vjp(self.fn, args, diff, [np.ones_like(outs[0], dtype=t)], "cpu")
@@ -124,7 +117,7 @@ class _Target:
         return [np.asarray(g, dtype=np.float64).reshape(len(ks), -1) for g in gs]
 
     def jvp(self, xs: Sequence[np.ndarray], us: Sequence[np.ndarray], dtype: str) -> np.ndarray:
-        t = _np_dtype(dtype)
+        t = numpy_dtype(dtype)
         return _flat(self.backend.jvp(self.fn, self.args(xs, dtype), list(range(self.n)),
                                       [np.asarray(u).astype(t) for u in us], "cpu"))
 
@@ -356,14 +349,12 @@ def _value_of(d: extended.Derivative | None) -> float | None:
 
 def _spacing(values: np.ndarray, dtype: str) -> np.ndarray:
     """The dtype's ulp at each value (its smallest subnormal at zero)."""
-    t = _np_dtype(dtype)
+    t = numpy_dtype(dtype)
     v = np.abs(values).astype(t)
     sp = np.asarray(np.spacing(v), dtype=np.float64) if dtype != "bfloat16" else None
     if sp is None:  # ml_dtypes has no spacing: next representable above |v|
-        import ml_dtypes
-
         sp = (np.nextafter(v.astype(np.float32), np.float32(np.inf)).astype(
-            ml_dtypes.bfloat16).astype(np.float64) - v.astype(np.float64))
+            t).astype(np.float64) - v.astype(np.float64))
         sp = np.where(sp > 0, sp, np.abs(values) * 2.0 ** -7)
     return np.abs(sp)
 
@@ -421,7 +412,7 @@ def ulp_units(op: Op, xs: Sequence[np.ndarray], order: int, seed: int, dtype: st
 def _rounded(a: np.ndarray, dtype: str) -> np.ndarray:
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return np.asarray(a, dtype=np.float64).astype(_np_dtype(dtype)).astype(np.float64)
+        return np.asarray(a, dtype=np.float64).astype(numpy_dtype(dtype)).astype(np.float64)
 
 
 def ulp_checks(op: Op, arrays: Sequence[np.ndarray], dtype: str, order: int, seed: int,
@@ -474,7 +465,7 @@ def ulp_checks(op: Op, arrays: Sequence[np.ndarray], dtype: str, order: int, see
 def _unit_derivatives(tgt: _Target, xs: Sequence[np.ndarray], dtype: str) -> list[np.ndarray]:
     """The elementwise derivative per input: the VJP of a cotangent of ones."""
     outs = tgt.evaluate(xs, dtype)
-    t = _np_dtype(dtype)
+    t = numpy_dtype(dtype)
     gs = tgt.backend.vjp(tgt.fn, tgt.args(xs, dtype), list(range(tgt.n)),
                          [np.ones(np.shape(o), dtype=t) for o in outs], "cpu")
     return [np.asarray(g, dtype=np.float64) for g in gs]

@@ -25,6 +25,7 @@ import numpy as np
 
 from gradcheck import stream
 from gradcheck.backends import limits as _limits
+from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import CheckResult, Status
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.sweep import known, points, resolution, triage
@@ -94,21 +95,13 @@ def _forward(op: Op) -> points.Forward:
     backend = get_backend(op.backend)
 
     def forward(arrays: Sequence[np.ndarray], dtype: str) -> list[np.ndarray]:
-        cast = [np.asarray(a, dtype=np.float64).astype(_numpy_dtype(dtype)) for a in arrays]
+        cast = [np.asarray(a, dtype=np.float64).astype(numpy_dtype(dtype)) for a in arrays]
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             return [np.asarray(o).astype(np.float64)
                     for o in backend.evaluate(op.fn, cast, "cpu")]
 
     return forward
-
-
-def _numpy_dtype(dtype: str) -> Any:
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(dtype)
 
 
 def left_out_results(inv: Inventory) -> list[CheckResult]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradcheck.core.results import CheckResult, Status
+from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.sweep import evidence, known, reproducer
 from gradcheck.sweep.evidence import AGREE, FORWARD_KEYS, relative
 from gradcheck.sweep.inventory.records import Op
@@ -46,11 +47,10 @@ KINK = 1e-3
 #: AD off the coarse FD by more than STAIRS but within FINE of the tiny-step central
 #: difference: a staircase the coarse steps average over; the FD vote abstains
 STAIRS, FINE = 1e-3, 1e-5
-_ORDER2 = ("vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp")
 
 
 def kind_family(kind: str) -> str:
-    if kind in _ORDER2:
+    if kind in SECOND_ORDER_KINDS:
         return "order2"
     return {"vjp": "order1", "jvp": "order1", "fwd_rev": "modes", "eager_func": "paths",
             "rounding": "rounding", "call": "call"}.get(kind, kind)
@@ -301,7 +301,7 @@ def about_order(r: CheckResult, order: int) -> int:
     second derivative is 0 as well)."""
     if _oracle(r) != "check":
         return order
-    return 2 if r.kind in _ORDER2 else 1
+    return 2 if r.kind in SECOND_ORDER_KINDS else 1
 
 
 def triage(op: Op, point: Point, dtype: str, order: int,

@@ -13,9 +13,9 @@ from gradcheck.backends.training import (
     ClipSemantics,
     NumpyLoss,
     TrainingHooks,
-    _numpy_dtype,
     validate_max_norm,
 )
+from gradcheck.core.dtypes import numpy_dtype
 
 
 class NumpyTraining(TrainingHooks):
@@ -28,7 +28,7 @@ class NumpyTraining(TrainingHooks):
 
     def __init__(self, backend: Backend, device: str, dtype: str) -> None:
         super().__init__(backend, device, dtype)
-        self._np_dtype = _numpy_dtype(dtype)
+        self._np_dtype = numpy_dtype(dtype)
         self._params: dict[str, np.ndarray] = {}
         self._grads: dict[str, np.ndarray] | None = None
         self._retained: tuple[Callable, tuple, float] | None = None
@@ -64,7 +64,7 @@ class NumpyTraining(TrainingHooks):
         return np.asarray(a, dtype=self._np_dtype)
 
     def model_copy(self, dtype: str) -> dict[str, np.ndarray]:
-        return {k: v.astype(_numpy_dtype(dtype)) for k, v in self._params.items()}
+        return {k: v.astype(numpy_dtype(dtype)) for k, v in self._params.items()}
 
     def make_loss(self, forward, grad=None):
         if grad is None:
