@@ -246,7 +246,8 @@ def directional_derivatives(
     ``f0``: ``f(x)`` when the caller already has it (saves an evaluation; ``evaluations`` then
     counts the noise and table points only).  ``one_sided=False`` skips the two one-sided
     tables, two thirds of the post-processing: no kink detection (``kink`` all False,
-    ``left``/``right`` NaN); for callers that do not use it (:func:`jacobian`).
+    ``left``/``right`` NaN); for callers that do not use it (the FD Jacobian,
+    :func:`gradcheck.oracle.jacobian.fd_jacobian`).
     The estimate is along :attr:`FDEstimate.directions`, ``directions`` rounded by
     :func:`representable_direction`; compare AD results along those.  Elements whose estimate is
     non-finite or has not converged are recomputed with steps ``2^-8`` times smaller, up to
@@ -752,43 +753,6 @@ def projected_derivatives(
                  + _KINK_RELATIVE * 2 * magnitude)
     return ProjectedEstimate(value, error, magnitude, jump, bound, steps, central, dirs,
                              2 * len(pairs))
-
-
-def jacobian(
-    f_batch: BatchFn,
-    x: np.ndarray,
-    *,
-    levels: int = 5,
-    chunk: int = 4096,
-    f0: np.ndarray | None = None,
-    columns: int = 128,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Full Jacobian ``(m, n)`` and its error estimate, one coordinate direction per column.
-
-    Used to localize a failed projected check.  Every coordinate is stepped from the same
-    ``h0 = 2^-3 * max(1, rms(x))``: ``initial_step`` of a unit vector ``e_b`` would be
-    ``sqrt(n)`` times larger (rms(e_b) = 1/sqrt(n)), steps of ~4 at n = 1000.  The kink tables
-    are skipped (unused here) and ``columns`` directions share one batched call, which bounds
-    memory at ``2 * levels * columns`` points per call (plus the noise points and retries of
-    :func:`directional_derivatives`).
-    """
-    x = np.asarray(x, dtype=np.float64).ravel()
-    n = x.size
-    if f0 is None:
-        f0 = _evaluate(f_batch, x[None, :], chunk)[0]
-    f0 = np.asarray(f0, dtype=np.float64).ravel()
-    h0 = initial_step(x, np.ones(1))
-    J = np.empty((f0.size, n))
-    E = np.empty((f0.size, n))
-    for start in range(0, n, columns):
-        stop = min(start + columns, n)
-        dirs = np.zeros((stop - start, n))
-        dirs[np.arange(stop - start), np.arange(start, stop)] = 1.0
-        est = directional_derivatives(f_batch, x, dirs, levels=levels, h0=h0, chunk=chunk,
-                                      f0=f0, one_sided=False)
-        J[:, start:stop] = est.value.T
-        E[:, start:stop] = est.error.T
-    return J, E
 
 
 # -- scale-aware directions (the sweep's resolution checks) ----------------------------------

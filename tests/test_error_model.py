@@ -240,7 +240,7 @@ def test_check_threads_the_profile_into_its_config_and_reproducer(monkeypatch):
 def test_the_sites_that_retyped_the_formula_get_the_same_bits_from_the_model():
     """What each converted site computed inline before (main at 02e5630), against the model
     method it calls now, on arrays of every size."""
-    from gradcheck.checks import _sparse_jacobian
+    from gradcheck.oracle import jacobian as _jacobian
 
     m = ErrorModel()
     rng = np.random.default_rng(2)
@@ -249,10 +249,10 @@ def test_the_sites_that_retyped_the_formula_get_the_same_bits_from_the_model():
     err, mag = np.abs(rng.standard_normal((2, 400))) * rng.choice(g, (2, 400))
     e32 = float(np.finfo(np.float32).eps)
     same = np.testing.assert_array_equal
-    # _sparse_jacobian._allowed (localization), agreement._worst (two engines' elements)
-    same(_sparse_jacobian._allowed(err, a, b),
+    # oracle.jacobian._allowed (localization), agreement._worst (two engines' elements)
+    same(_jacobian._allowed(err, a, b),
          _OLD_FD_SAFETY * err + _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(b)))
-    same(_sparse_jacobian._allowed(err, a, 0.0),
+    same(_jacobian._allowed(err, a, 0.0),
          _OLD_FD_SAFETY * err + _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(0.0)))
     same(m.rounding(np.abs(a) + np.abs(b)), _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(b)))
     # _probing.assess (every semantic and audit comparison), in each dtype

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck import fd, stream
+from gradcheck import stream
 from gradcheck.backends.candle_backend import (
     CANDLE_STAGES,
     CANDLE_VIAS,
@@ -33,6 +33,7 @@ from gradcheck.backends.wire import decode_array, decode_scalar, encode_array
 from gradcheck.checks._audit_steps import _diagnose
 from gradcheck.checks._probing import BugClass, ProbeContext, global_norm
 from gradcheck.checks.audit import FlowStatus
+from gradcheck.oracle.jacobian import fd_jacobian
 from gradcheck.results import CheckKind, Report, Status
 
 
@@ -64,7 +65,8 @@ def check_named_model(be: Any, spec: ModelSpec, cut: dict, *, seed: int, own: bo
             return np.array([decode_scalar(v) for v in out["losses"]])[:, None]
 
         flat = np.concatenate([values[k].ravel() for k in order])
-        J, E = fd.jacobian(losses, flat)
+        fdj = fd_jacobian(losses, flat)
+        J, E = fdj.value, fdj.error
     finally:
         if own:
             be.close()

@@ -1,0 +1,1 @@
+"""The float64 finite-difference oracle and its error model (NumPy only)."""
