@@ -43,6 +43,7 @@ from gradcheck.checks.numeric.judge import AllowanceModel, Comparison, probe_rat
 from gradcheck.checks.numeric.probes import Probes, batch_fn, f0
 from gradcheck.checks.numeric.scalars import AdScalars, FdSide, fd_side
 from gradcheck.checks.numeric.stages import ReverseSamples
+from gradcheck.oracle.scaled import crossing
 
 _SHRINK = 2.0**-8
 
@@ -96,7 +97,7 @@ class SecondEstimates:
             rests_on = self._rests_on(j, fde, sl)
             key = (j, id(rests_on))
             if key not in self.crossings:
-                self.crossings[key] = _scaled_estimate.crossing(prep.args64[j], rests_on)
+                self.crossings[key] = crossing(prep.args64[j], rests_on)
             mask, smallest = self.crossings[key]
             if smallest is not None:
                 confined, where = self._uncrossed(prep, pr, i, j, sl, got, rests_on, mask, key)
