@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -196,8 +197,8 @@ def representable_directions(x: np.ndarray, directions: np.ndarray, h0: np.ndarr
         hp = float(hp)
         if hp not in inverse:
             with np.errstate(all="ignore"):  # in place where one h0 serves every row
-                s = np.divide(hp, g, out=g if one_step else None)
-            inverse[hp] = s if bool(np.all(np.isfinite(s) & (s >= tiny))) else None
+                q = np.divide(hp, g, out=g if one_step else None)
+            inverse[hp] = q if bool(np.all(np.isfinite(q) & (q >= tiny))) else None
         s = inverse[hp]
         if s is None:
             representable_direction(x, u, hp, halvings, out=out[p])
@@ -293,6 +294,7 @@ def directional_derivatives(
         else:
             with np.errstate(all="ignore"):
                 values = _evaluate(f_batch, points, chunk)
+        assert noise is not None  # given, or measured by the first attempt
         tab = _tables(values, steps, f0, noise, one_sided)
         evaluations += len(points)
         if attempt == 0 and not measured:  # a quantized f: measure its noise again where it
@@ -307,7 +309,7 @@ def directional_derivatives(
         best = tab if best is None else _merge(best, tab)
         if not np.all(np.isfinite(f0)) or not np.any(_unconverged(best)):
             break
-    assert best is not None
+    assert best is not None and noise is not None
     left, right = best.left, best.right
     kink = np.isfinite(left) & np.isfinite(right) & (
         np.abs(left - right)
@@ -325,7 +327,7 @@ SPLIT_ELEMENTS = 2**24
 
 
 def directional_derivatives_split(f_batch: BatchFn, x: np.ndarray, directions: np.ndarray,
-                                  **kw) -> FDEstimate:
+                                  **kw: Any) -> FDEstimate:
     """:func:`directional_derivatives`, one direction per call where all of them at once would
     hold more than ``SPLIT_ELEMENTS`` elements of points and values (``P (6 + 2 levels)
     (n + m)``, before the tables): each direction's estimate is independent of the others
@@ -517,7 +519,8 @@ def _table_points(x: np.ndarray, dirs: np.ndarray, steps: np.ndarray) -> np.ndar
     return out.reshape(P * 2 * K, -1)
 
 
-def _tables(values, steps, f0, noise, one_sided=True) -> _Tables:
+def _tables(values: np.ndarray, steps: np.ndarray, f0: np.ndarray, noise: np.ndarray,
+            one_sided: bool = True) -> _Tables:
     """The three Richardson tables from ``f`` at :func:`_table_points` (``(2 K P, m)``)."""
     P, K = steps.shape
     with np.errstate(all="ignore"):
