@@ -80,6 +80,7 @@ MOVED: dict[str, str] = {
     "gradcheck.checks._audit_steps": "gradcheck.model_audit.steps",
     "gradcheck.checks._clip": "gradcheck.semantics.clip",
     "gradcheck.checks._dag": "gradcheck.semantics.dag",
+    "gradcheck.checks._dense_jacobian": "gradcheck.oracle._stencil",
     "gradcheck.checks._detach": "gradcheck.semantics.detach",
     "gradcheck.checks._fanout": "gradcheck.semantics.fanout",
     "gradcheck.checks._intent": "gradcheck.model_audit.intent",
@@ -91,6 +92,7 @@ MOVED: dict[str, str] = {
     "gradcheck.checks._scaled_estimate": "gradcheck.numeric.scaled_estimate",
     "gradcheck.checks._screen": "gradcheck.numeric.screen",
     "gradcheck.checks._second_estimate": "gradcheck.numeric.second_estimate",
+    "gradcheck.checks._sparse_jacobian": "gradcheck.oracle.jacobian",
     "gradcheck.checks._state": "gradcheck.model_audit.state",
     "gradcheck.checks._step_diagnosis": "gradcheck.model_audit.step_diagnosis",
     "gradcheck.checks._step_model": "gradcheck.model_audit.step_model",
@@ -139,9 +141,27 @@ class _Alias(importlib.abc.Loader):
         """The module at the new path is already executed."""
 
 
+class _Emptied(importlib.abc.Loader):
+    """An old package with nothing left in it (``gradcheck.checks``): an empty package whose
+    submodules are all old paths."""
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__path__ = []
+        module.__doc__ = "Emptied by the re-layout: every module it held moved (gradcheck._moved)."
+
+
+#: old packages that no longer exist at all (their modules moved to several new packages)
+EMPTIED = ("gradcheck.checks",)
+
+
 class _OldPaths(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: object = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if name in EMPTIED:
+            return importlib.machinery.ModuleSpec(name, _Emptied(), is_package=True)
         new = MOVED.get(name)
         if new is None:
             return None

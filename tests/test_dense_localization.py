@@ -1,4 +1,4 @@
-"""Localization of dense Jacobians with the 5-point stencil (gradcheck.checks._dense_jacobian).
+"""Localization of dense Jacobians with the 5-point stencil (gradcheck.oracle._stencil).
 
 Correct dense Jacobians (a layer, logsumexp, softmax over everything, a matmul, badly scaled
 log and exp) raise no element over its allowance, and the FD Jacobian equals the analytic one
@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradcheck.checks import _dense_jacobian as dj
-from gradcheck.checks import _sparse_jacobian as sj
+from gradcheck.oracle import _stencil as dj
 from gradcheck.oracle import fd
+from gradcheck.oracle import jacobian as sj
 
 _RNG = np.random.default_rng(5)
 # weights bounded away from 0: an element of 1e-7 would carry a 1e-7 relative corruption far
@@ -87,7 +87,7 @@ CASES = {  # name: (f, analytic Jacobian, point, how the FD Jacobian was obtaine
 def _estimate(name: str, J_ad: np.ndarray | None = None, seed: int = 0) -> tuple:
     f, jac, x, _ = CASES[name]
     J = jac(x)
-    est = sj.fd_jacobian(f, x, J if J_ad is None else J_ad, slice(0, J.shape[0]),
+    est = sj.fd_jacobian(f, x, J if J_ad is None else J_ad, rows=slice(0, J.shape[0]),
                          f0=f(x[None])[0], seed=seed)
     return est, J
 
@@ -156,7 +156,7 @@ def test_a_kink_within_the_stencil_is_recomputed_not_reported():
         return np.maximum(X @ W.T + b, 0.0)
 
     J = (W @ x + b > 0)[:, None] * W
-    est = sj.fd_jacobian(relu_layer, x, J, slice(0, 4), f0=relu_layer(x[None])[0], seed=0)
+    est = sj.fd_jacobian(relu_layer, x, J, rows=slice(0, 4), f0=relu_layer(x[None])[0], seed=0)
     assert "columns recomputed with the Richardson table" in est.how, est.how
     assert _over(est, J) == set()
 

@@ -243,7 +243,7 @@ def test_check_threads_the_profile_into_its_config_and_reproducer(monkeypatch):
 def test_the_sites_that_retyped_the_formula_get_the_same_bits_from_the_model():
     """What each converted site computed inline before (main at 02e5630), against the model
     method it calls now, on arrays of every size."""
-    from gradcheck.checks import _sparse_jacobian
+    from gradcheck.oracle import jacobian as _jacobian
 
     m = ErrorModel()
     rng = np.random.default_rng(2)
@@ -252,10 +252,10 @@ def test_the_sites_that_retyped_the_formula_get_the_same_bits_from_the_model():
     err, mag = np.abs(rng.standard_normal((2, 400))) * rng.choice(g, (2, 400))
     e32 = float(np.finfo(np.float32).eps)
     same = np.testing.assert_array_equal
-    # _sparse_jacobian._allowed (localization), agreement._worst (two engines' elements)
-    same(_sparse_jacobian._allowed(err, a, b),
+    # oracle.jacobian._allowed (localization), agreement._worst (two engines' elements)
+    same(_jacobian._allowed(err, a, b),
          _OLD_FD_SAFETY * err + _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(b)))
-    same(_sparse_jacobian._allowed(err, a, 0.0),
+    same(_jacobian._allowed(err, a, 0.0),
          _OLD_FD_SAFETY * err + _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(0.0)))
     same(m.rounding(np.abs(a) + np.abs(b)), _OLD_GAMMA * EPS64 * (np.abs(a) + np.abs(b)))
     # _probing.assess (every semantic and audit comparison), in each dtype
@@ -273,15 +273,14 @@ def test_the_sites_that_retyped_the_formula_get_the_same_bits_from_the_model():
 
 
 def test_the_oracle_tuning_fields_keep_the_module_constants_values_and_counts_stay_ints():
-    from gradcheck.checks import _dense_jacobian, _sparse_jacobian
     from gradcheck.numeric import scaled_estimate as _scaled_estimate
-    from gradcheck.oracle import fd
+    from gradcheck.oracle import _stencil, fd, jacobian
 
     m = ErrorModel()
     assert (fd.DEFAULT_LEVELS, fd.CONVERGED_RTOL, fd.SCREEN_LEVELS, fd.SCALED_KINK) == (
         m.fd_levels, m.fd_converged_rtol, m.screen_levels, m.scaled_kink) == (7, 1e-8, 4, 1e-3)
-    assert (_scaled_estimate.SHARP, _scaled_estimate.POINTS, _dense_jacobian._H_FACTOR,
-            _sparse_jacobian._LEAF) == (1e-5, 3072, 2.0**-6, 4)
+    assert (_scaled_estimate.SHARP, _scaled_estimate.POINTS, _stencil._H_FACTOR,
+            jacobian._LEAF) == (1e-5, 3072, 2.0**-6, 4)
     assert (m.screen_floor, m.second_shrink, m.alternative_probes) == (1e-11, 2.0**-8, 1)
     assert isinstance(m.fd_levels, int) and isinstance(m.localize_max_columns, int)
     assert ErrorModel(rounding_samples=5).rounding_samples == 5

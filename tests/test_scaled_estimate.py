@@ -1,4 +1,5 @@
-"""The oracle's scaled estimate (``gradcheck/numeric/scaled_estimate.py``): where elements span
+"""The oracle's scaled estimate (``gradcheck/oracle/scaled.py``, grouped mode, and its pipeline
+step ``gradcheck/numeric/scaled_estimate.py``): where elements span
 many decades, ``gradcheck.check`` judges with directions scaled per element instead of
 failing a correct rule, and still fails wrong ones."""
 
@@ -10,6 +11,7 @@ import pytest
 import gradcheck
 from gradcheck.core.results import CheckKind, Status
 from gradcheck.numeric import scaled_estimate as _scaled_estimate
+from gradcheck.oracle import scaled
 
 torch = pytest.importorskip("torch")
 
@@ -110,9 +112,16 @@ def test_wrong_rules_still_fail(factor, below):
     assert got[1].status is Status.PASSED  # d/dx is right
 
 
+def _groups(x, max_groups=None):
+    """The grouped mode's groups with the pipeline step's tuning values."""
+    return scaled.groups(x, binades=_scaled_estimate.GROUP_BINADES,
+                         max_groups=_scaled_estimate.MAX_GROUPS if max_groups is None
+                         else max_groups)
+
+
 def test_groups_by_binades_with_zeros_and_non_finite_elements():
     x = np.array([1e-16, 2e-16, 0.0, 1e-3, -1.5e-3, np.inf, 1e-3 * 2.0**-5])
-    s, parts = _scaled_estimate.groups(x)
+    s, parts = _groups(x)
     assert s[2] == 1e-16  # a zero moves on the smallest nonzero scale
     assert s[5] == 0.0  # a non-finite element is not moved
     assert [sorted(p.tolist()) for p in parts] == [[0, 1, 2], [6], [3, 4]]
@@ -121,23 +130,22 @@ def test_groups_by_binades_with_zeros_and_non_finite_elements():
 def test_directions_move_each_element_by_at_most_an_eighth_of_its_size():
     x = np.array([1e-12, -3e-12, 0.5, 0.7])
     u = [np.array([0.3, -2.0, 1.0, 0.1]), np.array([-1.0, 0.5, 0.2, 2.0])]
-    s, parts = _scaled_estimate.groups(x)
-    D, h0 = _scaled_estimate.directions(s, parts, u)
+    s, parts = _groups(x)
+    D, h0 = scaled.directions(s, parts, u, move=_scaled_estimate._MOVE)
     assert len(parts) == 2 and D.shape == (4, 4)
     assert np.all(D[:2, 2:] == 0) and np.all(D[2:, :2] == 0)  # group-major, disjoint
     moved = np.abs(h0[:, None] * D)
     assert np.all(moved <= 2.0**-3 * np.abs(x)[None, :] * (1 + 1e-15))
 
 
-def test_groups_widen_to_stay_within_the_cap(monkeypatch):
-    monkeypatch.setattr(_scaled_estimate, "MAX_GROUPS", 3)
+def test_groups_widen_to_stay_within_the_cap():
     x = 2.0 ** np.array([-1000, -990, -700, -650, -300, -299, -10, 0], dtype=np.float64)
-    s, parts = _scaled_estimate.groups(x)
+    s, parts = _groups(x, max_groups=3)
     assert [sorted(p.tolist()) for p in parts] == [[0, 1, 2], [3], [4, 5, 6, 7]]
     exps = np.frexp(s[s > 0])[1]
-    w = _scaled_estimate.width(exps)
+    w = scaled.width(exps, binades=_scaled_estimate.GROUP_BINADES, max_groups=3)
     assert w == 301  # 2^-300 .. 2^0 in one group; one binade fewer makes four groups
-    assert np.unique(_scaled_estimate._greedy(exps, w - 1)).size == 4
+    assert np.unique(scaled._greedy(exps, w - 1)).size == 4
 
 
 def test_widened_groups_still_judge_and_still_fail_wrong_rules(monkeypatch):
@@ -160,9 +168,9 @@ def test_made_only_where_the_first_steps_cross_an_element():
     had failed (tests/test_confirmation.py)."""
     for x, u, expected in ((np.full(8, 1e4), np.random.default_rng(1).standard_normal(8), False),
                            (Y.ravel(), np.ones(8), True)):
-        s, _ = _scaled_estimate.groups(x)
-        tops = _scaled_estimate.first_steps(x, [u])
-        assert (_scaled_estimate.crossed(s, tops, [u]) is not None) is expected
+        s, _ = _groups(x)
+        tops = scaled.first_steps(x, [u])
+        assert (scaled.crossed(s, tops, [u]) is not None) is expected
 
 
 def test_its_evaluations_stay_within_the_budget(monkeypatch):

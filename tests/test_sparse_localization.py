@@ -1,4 +1,4 @@
-"""Localization with a column-compressed FD Jacobian (gradcheck.checks._sparse_jacobian).
+"""Localization with a column-compressed FD Jacobian (gradcheck.oracle.jacobian, coloured).
 
 The colouring comes from the AD Jacobian's pattern, which is what is under test; these tests
 show that a wrong pattern (a gradient routed to the wrong element, a dropped coupling term, a
@@ -13,7 +13,7 @@ import pytest
 
 import gradcheck
 from gradcheck import NumpyFunction
-from gradcheck.checks import _sparse_jacobian as sj
+from gradcheck.oracle import jacobian as sj
 
 
 def _rng(seed: int = 11) -> np.random.Generator:
@@ -119,7 +119,7 @@ def test_correct_jacobians_have_no_element_over(name):
     f, jac, how = CORRECT[name]
     x = _rng().standard_normal(40)
     J = jac(x)
-    est = sj.fd_jacobian(f, x, J, slice(0, J.shape[0]), f0=f(x[None])[0], seed=3)
+    est = sj.fd_jacobian(f, x, J, rows=slice(0, J.shape[0]), f0=f(x[None])[0], seed=3)
     assert est.how.startswith(how), est.how
     assert np.max(_ratio(est, J)) <= 1.0
     np.testing.assert_allclose(est.value, J, rtol=1e-9, atol=1e-11)
@@ -128,7 +128,7 @@ def test_correct_jacobians_have_no_element_over(name):
 # -- broken Jacobians: found, and attributed to the right elements ------------------------------
 
 def _over(f, x, J_ad, seed=0):
-    est = sj.fd_jacobian(f, x, J_ad, slice(0, J_ad.shape[0]), f0=f(x[None])[0], seed=seed)
+    est = sj.fd_jacobian(f, x, J_ad, rows=slice(0, J_ad.shape[0]), f0=f(x[None])[0], seed=seed)
     return est, {tuple(int(t) for t in e) for e in np.argwhere(_ratio(est, J_ad) > 1.0)}
 
 

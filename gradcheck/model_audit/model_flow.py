@@ -33,7 +33,7 @@ from gradcheck.engines.gorgonia import (
 )
 from gradcheck.model_audit.flow import FlowStatus
 from gradcheck.model_audit.steps import _diagnose
-from gradcheck.oracle import fd
+from gradcheck.oracle.jacobian import fd_jacobian
 from gradcheck.semantics.context import BugClass, ProbeContext, global_norm
 
 
@@ -65,7 +65,8 @@ def check_named_model(be: Any, spec: ModelSpec, cut: dict, *, seed: int, own: bo
             return np.array([decode_scalar(v) for v in out["losses"]])[:, None]
 
         flat = np.concatenate([values[k].ravel() for k in order])
-        J, E = fd.jacobian(losses, flat)
+        fdj = fd_jacobian(losses, flat)
+        J, E = fdj.value, fdj.error
     finally:
         if own:
             be.close()

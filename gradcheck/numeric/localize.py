@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
-from gradcheck.checks import _sparse_jacobian
 from gradcheck.core.results import CheckKind, WorstElement
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.probes import batch_fn, f0, out_slices
+from gradcheck.oracle.jacobian import fd_jacobian
 
 ROWS = 256  # unit cotangents / tangents per batched AD call (bounds memory)
 WORST = 5
@@ -37,7 +37,7 @@ class Localization:
 
 def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:
     """Full Jacobian block ``J_ij`` from AD and from FD (column-compressed where the AD
-    pattern is sparse: :mod:`gradcheck.checks._sparse_jacobian`); the worst elements."""
+    pattern is sparse: :func:`gradcheck.oracle.jacobian.fd_jacobian`); the worst elements."""
     n = prep.args64[j].size
     m = int(np.size(prep.outs64[i]))
     model = prep.cfg.error_model  # a dense FD Jacobian: 5 evaluations of f per column (or 16+)
@@ -48,10 +48,10 @@ def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:
         return Localization(f"failed: {J_ad.text}")
     try:
         # FD compressed by the colouring of the AD pattern where it is sparse; a wrong pattern
-        # cannot hide an error (random weights, verified attribution: _sparse_jacobian)
-        est = _sparse_jacobian.fd_jacobian(batch_fn(prep, j), prep.args64[j].ravel(), J_ad,
-                                           out_slices(prep)[i], f0=f0(prep), seed=prep.cfg.seed,
-                                           model=prep.cfg.error_model)
+        # cannot hide an error (random weights, verified attribution: oracle.jacobian)
+        est = fd_jacobian(batch_fn(prep, j), prep.args64[j].ravel(), J_ad,
+                          rows=out_slices(prep)[i], f0=f0(prep), seed=prep.cfg.seed,
+                          model=prep.cfg.error_model)
     except AdapterFailed as exc:
         return Localization(f"failed: {exc.failure.text}")
     J_fd, E_fd = est.value, est.error

@@ -1,6 +1,8 @@
-"""The oracle's scaled estimate: where the first estimate and the second (``2^-8`` smaller
-steps, :mod:`._second_estimate`) fail a rule or abstain, estimate once more along directions
-scaled per element (``docs/error-model.md`` section 2).
+"""The numeric pipeline's scaled-estimate step: where the first estimate and the second
+(``2^-8`` smaller steps, :mod:`._second_estimate`) fail a rule or abstain, estimate once more
+along directions scaled per element (``docs/error-model.md`` section 2).  The maths is the
+oracle's grouped mode (:mod:`gradcheck.oracle.scaled`); this step owns its tuning values, runs
+it on the pipeline's function and probes, and projects the AD side on the same directions.
 
 The table's steps, ``2^-3 max(1, rms(x))``, are one size for every element.  Where the
 elements span many decades (``1e-15`` next to ``1e-3``), a step that moves the large ones
@@ -13,17 +15,19 @@ help (its steps, 3.8e-6 .. 4.9e-4, still cross the small elements).
 
 Scaled directions move every element relative to its own size.  They are tried only where
 the first estimate's largest step moves some element by more than its own scale
-(:func:`crossed`); elsewhere they would be the first estimate again, less sharp.
+(:func:`gradcheck.oracle.scaled.crossed`); elsewhere they would be the first estimate again,
+less sharp.
 
 * The elements of an input are grouped by scale, :data:`GROUP_BINADES` binades of ``|x_i|``
   per group (an exact zero takes the smallest nonzero ``|x|``,
-  :func:`gradcheck.oracle.fd.element_scales`; a non-finite element is not moved).
+  :func:`gradcheck.oracle.scaled.element_scales`; a non-finite element is not moved).
 * Per group and probe the direction is the probe's tangent on the group's elements times
   ``|x_i| / max_group |x|``, zero elsewhere; the group's own largest step moves no element by
   more than ``2^-3`` of its size (elements that do not converge are estimated again at
   ``2^-8`` smaller steps, once).
 * A second table per group extends the ladder upward to the first estimate's largest step
-  (:func:`ladder`), with the same smallest step and so the same rounded directions: an
+  (:func:`gradcheck.oracle.scaled.ladder`), with the same smallest step and so the same
+  rounded directions: an
   output whose own scale is larger (``atan2(y, x)`` at ``|y| << |x|``) or that the group
   does not move is resolved there.  Per group, the own table is used where it is decidable
   and sharp, else the extended one (by the estimates' quality, not by agreement with AD).
@@ -36,15 +40,16 @@ scaled by ``|x_i|`` across many decades, an error in the derivative w.r.t. a sma
 would hide under the large elements' terms.  Within a group the weights differ by less than
 ``2^GROUP_BINADES``, so each element is judged against terms of its own size.  Where that
 would make more than :data:`MAX_GROUPS` groups, the groups widen to the fewest binades that
-make at most that many (:func:`width`; the note says how wide): within one, the weights then
-differ by up to ``2^width``.
+make at most that many (:func:`gradcheck.oracle.scaled.width`; the note says how wide):
+within one, the weights then differ by up to ``2^width``.
 
 Like the second estimate, it can only vindicate the backend: a check is judged with it only
 when every group's estimate is finite and sharp (:func:`._second_estimate.sharp`) and every
 AD value agrees with it.  A wrong rule can be passed only by a sharp and wrong scaled
 estimate.  Where it is sharp and disagrees, the failure stands.  Where it cannot judge and the
 steps of the estimate the failure rests on (the second, where it was had, else the first)
-cross an element's scale (:func:`crossing`), those steps estimate a secant across the
+cross an element's scale (:func:`gradcheck.oracle.scaled.crossing`), those steps estimate a
+secant across the
 element, and their error estimate does not bound its distance from the derivative: the
 failure stands only where the estimate without the crossed elements (:func:`uncrossed`)
 refutes the AD values too, else the check abstains (a kind that agrees on its own passes, a
@@ -63,7 +68,7 @@ from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.probes import Probes, batch_fn, f0
 from gradcheck.numeric.scalars import AdScalars, ad_scalars, reverse_scalars
 from gradcheck.numeric.stages import ForwardSamples, ReverseSamples
-from gradcheck.oracle import fd
+from gradcheck.oracle import fd, scaled
 from gradcheck.oracle.error_model import DEFAULT_MODEL
 
 #: binades of |x| per group of elements (the weights of one group differ by less than 2^this)
@@ -140,91 +145,14 @@ class Scaled:
         return out
 
 
-def groups(x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The per-element scales of ``x`` (flat; 0 where ``x`` is not finite: such an element is
-    not moved) and the index arrays of its groups, smallest scales first: binades of
-    :data:`GROUP_BINADES` counted from the smallest scale, or, where those would be more than
-    :data:`MAX_GROUPS`, the fewest binades per group (:func:`width`) that make at most
-    :data:`MAX_GROUPS`."""
-    x = np.asarray(x, dtype=np.float64).ravel()
-    finite = np.isfinite(x)
-    s = np.zeros(x.size)
-    if np.any(finite):
-        s[finite] = fd.element_scales([x[finite]])[0]
-    idx = np.flatnonzero(s > 0)
-    if idx.size == 0:
-        return s, []
-    exps = np.frexp(s[idx])[1]
-    keys = (exps - exps.min()) // GROUP_BINADES
-    if np.unique(keys).size > MAX_GROUPS:
-        keys = _greedy(exps, width(exps))
-    return s, [idx[keys == k] for k in np.unique(keys)]
-
-
-def width(exps: np.ndarray) -> int:
-    """The fewest binades per group that put the binary exponents ``exps`` in at most
-    :data:`MAX_GROUPS` groups, each group starting at its smallest exponent (the count falls
-    as the width grows: a bisection)."""
-    lo, hi = GROUP_BINADES, int(np.ptp(exps)) + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if np.unique(_greedy(exps, mid)).size <= MAX_GROUPS:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _width(s: np.ndarray, parts: list[np.ndarray]) -> int:
-    """The most binades one of the groups ``parts`` spans (at least :data:`GROUP_BINADES`)."""
-    spans = [int(np.ptp(np.frexp(s[idx])[1])) + 1 for idx in parts]
-    return max([GROUP_BINADES, *spans])
-
-
-def _greedy(exps: np.ndarray, w: int) -> np.ndarray:
-    """Group keys of ``exps``: a group opens at the smallest exponent not yet grouped and
-    takes every exponent within ``w - 1`` above it."""
-    keys = np.empty(exps.size, dtype=np.int64)
-    order = np.argsort(exps, kind="stable")
-    start, key = None, -1
-    for k in order:
-        if start is None or exps[k] - start >= w:
-            start, key = exps[k], key + 1
-        keys[k] = key
-    return keys
-
-
-def crossed(s: np.ndarray, tops: np.ndarray, tangents: list[np.ndarray]) -> float | None:
-    """The smallest scale ``s`` (:func:`groups`) of an element that the first estimate's
-    largest step along some probe (``tops``, per tangent: :func:`first_steps`) moves by more
-    than that scale, or ``None`` where no step does: only then can one step size not fit every
-    element, and only then is the scaled estimate made (elsewhere it would be the first
-    estimate again, less sharp: ``logsumexp`` at 1e4)."""
-    hit = [s[(s > 0) & (top * np.abs(np.ravel(u)) > s)]
-           for top, u in zip(tops, tangents, strict=True)]
-    smallest = [float(np.min(h)) for h in hit if h.size]
-    return min(smallest) if smallest else None
-
-
-def crossing(x: np.ndarray, est: fd.FDEstimate) -> tuple[np.ndarray, float | None]:
-    """Which elements of ``x`` the largest steps of ``est`` move by more than their scale
-    (``(P, n)``, per direction; non-finite elements count as crossed: they are not moved),
-    and the smallest scale among the finite ones so crossed (:func:`crossed`), or ``None``."""
-    s = groups(x)[0]
-    hit = np.stack([(s > 0) & (top * np.abs(u) > s)
-                    for top, u in zip(est.steps[:, 0], est.directions, strict=True)])
-    smallest = float(np.min(np.broadcast_to(s, hit.shape)[hit])) if hit.any() else None
-    return hit | (s == 0), smallest
-
-
 def uncrossed(prep: Prepared, pr: Probes, j: int, rests_on: fd.FDEstimate,
               crossed_mask: np.ndarray) -> Scaled | Declined:
     """The estimate along the directions of ``rests_on`` with the elements its steps cross
-    (``crossed_mask``, :func:`crossing`) left out, at the same steps: an ordinary table,
-    whose steps cross nothing, and the backend's AD along the same directions (one group).
-    Where a failure's steps crossed elements' scales, it says whether the disagreement lies
-    in the elements they do not cross (the failure stands) or only in the crossed ones
-    (nothing resolves those)."""
+    (``crossed_mask``, :func:`gradcheck.oracle.scaled.crossing`) left out, at the same steps:
+    an ordinary table, whose steps cross nothing, and the backend's AD along the same
+    directions (one group).  Where a failure's steps crossed elements' scales, it says
+    whether the disagreement lies in the elements they do not cross (the failure stands) or
+    only in the crossed ones (nothing resolves those)."""
     D = np.where(crossed_mask, 0.0, rests_on.directions)
     if not np.all(np.any(D != 0, axis=1)):
         return Declined("every element a probe moves is crossed")
@@ -248,56 +176,16 @@ def _forward_along(prep: Prepared, j: int, rows: list[np.ndarray]
                                  rows=len(rows), outputs=prep.outs64, picked=prep.float_outs)
 
 
-def first_steps(x: np.ndarray, tangents: list[np.ndarray]) -> np.ndarray:
-    """The first estimate's largest step along each tangent
-    (:func:`gradcheck.oracle.fd.initial_step`)."""
-    flat = np.asarray(x, dtype=np.float64).ravel()
-    return np.array([fd.initial_step(flat, np.asarray(u, dtype=np.float64).ravel())
-                     for u in tangents])
-
-
-def directions(s: np.ndarray, parts: list[np.ndarray], tangents: list[np.ndarray]
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """The scaled directions (``(G P, n)``, group-major) of the groups ``parts`` of scales
-    ``s`` (:func:`groups`) and their largest steps (``(G P,)``; NaN where a tangent is zero
-    on a group)."""
-    us = [np.asarray(u, dtype=np.float64).ravel() for u in tangents]
-    dirs, steps = [], []
-    for idx in parts:
-        top = float(np.max(s[idx]))
-        for u in us:
-            d = np.zeros(s.size)
-            d[idx] = u[idx] * (s[idx] / top)
-            biggest = float(np.max(np.abs(u[idx])))
-            dirs.append(d)
-            steps.append(_MOVE * top / biggest if biggest > 0 else np.nan)
-    return np.stack(dirs), np.array(steps)
-
-
-def ladder(tops: np.ndarray, h0: np.ndarray, m: int) -> int:
-    """The levels of one group's table: its own ``DEFAULT_LEVELS`` steps (largest ``h0`` per
-    probe), extended upward, one halving per level, to the first estimate's largest steps
-    ``tops`` (:func:`first_steps`), at most :data:`MAX_LADDER` levels more and within
-    :data:`LADDER_WORK` (the tables' work grows with the square of the levels)."""
-    with np.errstate(all="ignore"):
-        up = float(np.max(np.ceil(np.log2(tops / h0))))
-    levels = fd.DEFAULT_LEVELS + (int(min(max(up, 0.0), MAX_LADDER)) if np.isfinite(up)
-                                  else 0)
-    while levels > fd.DEFAULT_LEVELS and len(h0) * levels**2 * max(m, 1) > LADDER_WORK:
-        levels -= 1
-    return levels
-
-
 def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | Declined:
     """The scaled estimate of input ``j`` (module docstring), or why there is none."""
     x = prep.args64[j]
-    s, parts = groups(x)
-    tops = first_steps(x, pr.u[j])
-    if crossed(s, tops, pr.u[j]) is None:
+    s, parts = scaled.groups(x, binades=GROUP_BINADES, max_groups=MAX_GROUPS)
+    tops = scaled.first_steps(x, pr.u[j])
+    if scaled.crossed(s, tops, pr.u[j]) is None:
         return Declined("the first estimate's largest steps move no element by more than its "
                         "own size")
     G = len(parts)
-    D, h0 = directions(s, parts, pr.u[j])
+    D, h0 = scaled.directions(s, parts, pr.u[j], move=_MOVE)
     if not np.all(np.isfinite(h0)):
         return Declined("a probe's tangent is zero on a group of elements")
     P = len(pr.u[j])
@@ -318,20 +206,22 @@ def estimate(prep: Prepared, pr: Probes, j: int) -> Scaled | Declined:
     u = {**pr.u, j: [d.reshape(x.shape) for d in est.directions]}
     v = {i: [vs[q % P] for q in range(G * P)] for i, vs in pr.v.items()}
     return Scaled(est, Probes(v, u), G, _forward_along(prep, j, u[j]), extended,
-                  _width(s, parts))
+                  scaled.widest(s, parts, binades=GROUP_BINADES))
 
 
 def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,
                      tops: np.ndarray, points: int) -> list[fd.FDEstimate] | str:
     """One group's estimates along its ``P`` directions ``D``: at its own steps (largest
     ``h0``), and where the first estimate's steps are larger, with the ladder extended up to
-    them (:func:`ladder`; the same smallest step, so the same rounded directions), or why
+    them (:func:`gradcheck.oracle.scaled.ladder`; the same smallest step, so the same rounded
+    directions), or why
     there is none.  The own steps cannot cross an element's scale; the extended ladder
     resolves outputs whose own scale is larger (``atan2(y, x)`` at ``|y| << |x|``), and
     outputs the group does not move, at steps where their rounding is small.  ``points``:
     at most this many evaluations for the extended ladder (fewer levels where it would take
     more)."""
-    levels = ladder(tops, h0, np.size(f0(prep)))
+    levels = scaled.ladder(tops, h0, np.size(f0(prep)), max_ladder=MAX_LADDER,
+                           ladder_work=LADDER_WORK)
     P = len(D)
     levels = min(levels, (points // (2 * P) - 6) // 2)  # with its retry, at most `points`
     out: list[fd.FDEstimate] = []

@@ -44,6 +44,7 @@ from gradcheck.numeric.scalars import AdScalars, FdSide, fd_side
 from gradcheck.numeric.stages import ReverseSamples
 from gradcheck.oracle import error_model as tolerance
 from gradcheck.oracle import fd
+from gradcheck.oracle.scaled import crossing
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class SecondEstimates:
             rests_on = self._rests_on(j, fde, sl)
             key = (j, id(rests_on))
             if key not in self.crossings:
-                self.crossings[key] = _scaled_estimate.crossing(prep.args64[j], rests_on)
+                self.crossings[key] = crossing(prep.args64[j], rests_on)
             mask, smallest = self.crossings[key]
             if smallest is not None:
                 confined, where = self._uncrossed(prep, pr, i, j, sl, got, rests_on, mask, key)

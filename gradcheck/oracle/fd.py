@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -198,8 +199,8 @@ def representable_directions(x: np.ndarray, directions: np.ndarray, h0: np.ndarr
         hp = float(hp)
         if hp not in inverse:
             with np.errstate(all="ignore"):  # in place where one h0 serves every row
-                s = np.divide(hp, g, out=g if one_step else None)
-            inverse[hp] = s if bool(np.all(np.isfinite(s) & (s >= tiny))) else None
+                q = np.divide(hp, g, out=g if one_step else None)
+            inverse[hp] = q if bool(np.all(np.isfinite(q) & (q >= tiny))) else None
         s = inverse[hp]
         if s is None:
             representable_direction(x, u, hp, halvings, out=out[p])
@@ -248,7 +249,8 @@ def directional_derivatives(
     ``f0``: ``f(x)`` when the caller already has it (saves an evaluation; ``evaluations`` then
     counts the noise and table points only).  ``one_sided=False`` skips the two one-sided
     tables, two thirds of the post-processing: no kink detection (``kink`` all False,
-    ``left``/``right`` NaN); for callers that do not use it (:func:`jacobian`).
+    ``left``/``right`` NaN); for callers that do not use it (the FD Jacobian,
+    :func:`gradcheck.oracle.jacobian.fd_jacobian`).
     The estimate is along :attr:`FDEstimate.directions`, ``directions`` rounded by
     :func:`representable_direction`; compare AD results along those.  Elements whose estimate is
     non-finite or has not converged are recomputed with steps ``2^-8`` times smaller, up to
@@ -294,6 +296,7 @@ def directional_derivatives(
         else:
             with np.errstate(all="ignore"):
                 values = _evaluate(f_batch, points, chunk)
+        assert noise is not None  # given, or measured by the first attempt
         tab = _tables(values, steps, f0, noise, one_sided)
         evaluations += len(points)
         if attempt == 0 and not measured:  # a quantized f: measure its noise again where it
@@ -308,7 +311,7 @@ def directional_derivatives(
         best = tab if best is None else _merge(best, tab)
         if not np.all(np.isfinite(f0)) or not np.any(_unconverged(best)):
             break
-    assert best is not None
+    assert best is not None and noise is not None
     left, right = best.left, best.right
     kink = np.isfinite(left) & np.isfinite(right) & (
         np.abs(left - right)
@@ -326,7 +329,7 @@ SPLIT_ELEMENTS = 2**24
 
 
 def directional_derivatives_split(f_batch: BatchFn, x: np.ndarray, directions: np.ndarray,
-                                  **kw) -> FDEstimate:
+                                  **kw: Any) -> FDEstimate:
     """:func:`directional_derivatives`, one direction per call where all of them at once would
     hold more than ``SPLIT_ELEMENTS`` elements of points and values (``P (6 + 2 levels)
     (n + m)``, before the tables): each direction's estimate is independent of the others
@@ -518,7 +521,8 @@ def _table_points(x: np.ndarray, dirs: np.ndarray, steps: np.ndarray) -> np.ndar
     return out.reshape(P * 2 * K, -1)
 
 
-def _tables(values, steps, f0, noise, one_sided=True) -> _Tables:
+def _tables(values: np.ndarray, steps: np.ndarray, f0: np.ndarray, noise: np.ndarray,
+            one_sided: bool = True) -> _Tables:
     """The three Richardson tables from ``f`` at :func:`_table_points` (``(2 K P, m)``)."""
     P, K = steps.shape
     with np.errstate(all="ignore"):
@@ -756,72 +760,12 @@ def projected_derivatives(
                              2 * len(pairs))
 
 
-def jacobian(
-    f_batch: BatchFn,
-    x: np.ndarray,
-    *,
-    levels: int = 5,
-    chunk: int = 4096,
-    f0: np.ndarray | None = None,
-    columns: int = 128,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Full Jacobian ``(m, n)`` and its error estimate, one coordinate direction per column.
+# -- the scaled estimate's constants (its maths: gradcheck.oracle.scaled) ------------------
 
-    Used to localize a failed projected check.  Every coordinate is stepped from the same
-    ``h0 = 2^-3 * max(1, rms(x))``: ``initial_step`` of a unit vector ``e_b`` would be
-    ``sqrt(n)`` times larger (rms(e_b) = 1/sqrt(n)), steps of ~4 at n = 1000.  The kink tables
-    are skipped (unused here) and ``columns`` directions share one batched call, which bounds
-    memory at ``2 * levels * columns`` points per call (plus the noise points and retries of
-    :func:`directional_derivatives`).
-    """
-    x = np.asarray(x, dtype=np.float64).ravel()
-    n = x.size
-    if f0 is None:
-        f0 = _evaluate(f_batch, x[None, :], chunk)[0]
-    f0 = np.asarray(f0, dtype=np.float64).ravel()
-    h0 = initial_step(x, np.ones(1))
-    J = np.empty((f0.size, n))
-    E = np.empty((f0.size, n))
-    for start in range(0, n, columns):
-        stop = min(start + columns, n)
-        dirs = np.zeros((stop - start, n))
-        dirs[np.arange(stop - start), np.arange(start, stop)] = 1.0
-        est = directional_derivatives(f_batch, x, dirs, levels=levels, h0=h0, chunk=chunk,
-                                      f0=f0, one_sided=False)
-        J[:, start:stop] = est.value.T
-        E[:, start:stop] = est.error.T
-    return J, E
-
-
-# -- scale-aware directions (the sweep's resolution checks) ----------------------------------
-
-#: the step families of :func:`scaled_central`: base and exponents (relative steps: the
-#: direction is already scaled per element); two families whose steps never coincide
+#: the step families of :func:`gradcheck.oracle.scaled.scaled_central`: base and exponents
+#: (relative steps: the direction is already scaled per element); two families whose steps
+#: never coincide
 SCALED_FAMILIES = ((2.0, (12, 13, 14, 15)), (3.0, (8, 9, 10, 11)))
-
-
-def element_scales(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """Per element step scale: ``|x_i|``, and for an exact zero the smallest nonzero ``|x|``
-    of all inputs (1 where every element is zero).  A direction ``u_i = z_i s_i`` perturbs each
-    element relative to its own size, so ``x + h u`` resolves 1e-300 next to 1e300."""
-    nonzero = [np.abs(a[a != 0]) for a in arrays]
-    sizes = [m for m in nonzero if m.size]
-    floor = float(min(m.min() for m in sizes)) if sizes else 1.0
-    return [np.where(a != 0, np.abs(a), floor) for a in arrays]
-
-
-@dataclass(frozen=True)
-class ScaledEstimate:
-    """``J u`` per output element by central differences along a per-element scaled ``u``:
-    the estimate, its error estimate (the spread between the two step families plus each
-    family's last Richardson change plus the rounding of the differences), both flattened."""
-
-    value: np.ndarray
-    error: np.ndarray
-    #: where the one-sided differences disagree by an amount that does not shrink with the
-    #: step (a kink or a tie on the direction: :func:`scaled_central` with ``kinks``)
-    kink: np.ndarray | None = None
-
 
 #: a kink on the direction: one-sided differences at the smallest step apart by more than this
 #: (relative to the central difference, beyond their rounding) ...
@@ -829,64 +773,3 @@ SCALED_KINK = DEFAULT_MODEL.scaled_kink
 #: ... and a gap at the smallest step at least this fraction of the gap at twice that step (a
 #: smooth function's gap, h |f''| |u|^2, halves with the step; a kink's stays)
 SCALED_KINK_PERSISTS = DEFAULT_MODEL.scaled_kink_persists
-
-
-def scaled_central(f: Callable[[list[np.ndarray]], np.ndarray], x: list[np.ndarray],
-                   u: list[np.ndarray], kinks: bool = False) -> ScaledEstimate:
-    """Central differences of ``f`` (inputs -> flat float64 vector) along ``u`` at the
-    :data:`SCALED_FAMILIES`, each Richardson-extrapolated once in ``h^2``.  Non-finite
-    estimates get an infinite error (a step left the domain); so does everything where the
-    smallest step moves an element by more than 1e-3 (relative) off ``h u`` (subnormals),
-    and a smaller argument rounding is added to the error.  With ``kinks`` (one evaluation
-    more, at ``x``), an output element whose one-sided differences at the first family's two
-    smallest steps differ by more than :data:`SCALED_KINK` of the central one, beyond their
-    rounding, by a gap that does not halve with the step (:data:`SCALED_KINK_PERSISTS`), is
-    a kink: ``kink`` marks it, its estimate is NaN and its error infinite (``min(x, y)`` at a
-    tie ``x = y``: the central difference averages the two sides)."""
-    fams: list[tuple[np.ndarray, np.ndarray]] = []
-    gaps: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    f0 = np.asarray(f(list(x)), dtype=np.float64) if kinks else None
-    for base, exps in SCALED_FAMILIES:
-        steps = [base ** -k for k in exps]
-        # the arguments' rounding: x +- h u is not x +- h u exactly (a subnormal x moves by
-        # whole multiples of 2^-1074, or not at all); relative to the step, per element
-        h = steps[-1]
-        with np.errstate(all="ignore"):
-            moved = [np.abs(((a + h * b) - a) - h * b) / np.abs(h * b)
-                     for a, b in zip(x, u, strict=True)]
-        arg = max((float(np.max(np.where(b != 0, np.where(np.isfinite(m), m, np.inf), 0.0),
-                                initial=0.0))
-                   for m, b in zip(moved, u, strict=True)), default=0.0)
-        if not arg <= 1e-3:  # a step that does not move an element: nothing to estimate
-            n = int(np.asarray(f(list(x))).size)
-            return ScaledEstimate(np.full(n, np.nan), np.full(n, np.inf))
-        d, noise = [], None
-        for h in steps:
-            up = np.asarray(f([a + h * b for a, b in zip(x, u, strict=True)]), dtype=np.float64)
-            dn = np.asarray(f([a - h * b for a, b in zip(x, u, strict=True)]), dtype=np.float64)
-            d.append((up - dn) / (2 * h))
-            # each value rounded relative to its size, and by up to the smallest normal number
-            # below it (an engine that flushes subnormal results to zero, an intermediate that
-            # underflows): a difference of two values near 1e-308 resolves nothing below that
-            noise = (EPS64 * (np.abs(up) + np.abs(dn)) + 2 * TINY64) / (2 * h)
-            if f0 is not None and not fams:  # the first family: its one-sided gaps
-                with np.errstate(all="ignore"):
-                    gaps.append((np.abs(up + dn - 2 * f0) / h, np.abs(d[-1]),
-                                 4 * (EPS64 * (np.abs(up) + np.abs(dn) + 2 * np.abs(f0))
-                                      + 4 * TINY64) / h))
-        r = base ** 2
-        ext = [(r * d[k + 1] - d[k]) / (r - 1) for k in range(len(d) - 1)]
-        assert noise is not None
-        fams.append((ext[-1], np.abs(ext[-1] - ext[-2]) + 2 * noise * (r + 1) / (r - 1)
-                     + 2 * arg * np.abs(ext[-1])))
-    (a, ea), (b, eb) = fams
-    with np.errstate(all="ignore"):
-        err = np.abs(a - b) + ea + eb
-    bad = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(err))
-    kink = None
-    if len(gaps) >= 2:
-        (g1, _, _), (g2, d2, n2) = gaps[-2], gaps[-1]
-        with np.errstate(all="ignore"):
-            kink = (g2 > SCALED_KINK * d2 + n2) & (g2 >= SCALED_KINK_PERSISTS * g1)
-        bad |= kink
-    return ScaledEstimate(np.where(bad, np.nan, a), np.where(bad, np.inf, err), kink)

@@ -18,6 +18,7 @@ import numpy as np
 
 from gradcheck.core.results import Status
 from gradcheck.oracle import fd
+from gradcheck.oracle.jacobian import fd_jacobian
 from gradcheck.semantics.context import BugClass, ProbeContext
 
 Block = Callable[..., Any]
@@ -54,8 +55,8 @@ def _jacobian(be: Any, fn: Callable, args: list[np.ndarray], device: str
         out = be.evaluate_batch(fn, [X] + rest, [True] + [False] * len(rest), device)[0]
         return np.asarray(out, dtype=np.float64).reshape(len(X), -1)
 
-    est = fd.directional_derivatives(f_batch, args[0], np.eye(args[0].size))
-    return est.value.T, est.error.T
+    est = fd_jacobian(f_batch, args[0], method="coordinates")
+    return est.value, est.error
 
 
 def run_detach(ctx: ProbeContext) -> None:

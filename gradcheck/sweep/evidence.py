@@ -1,8 +1,8 @@
 """Independent evidence for triage, computed at the point of a finding:
 
 * ``fd``: the directional derivative ``<v, J u>`` by central differences in float64 with the
-  direction scaled per element (``u_i |x_i|``, :func:`gradcheck.oracle.fd.element_scales`, so 1e-300
-  and 1e300 inputs are resolved), at two step families (``2^-k`` and ``3^-k``,
+  direction scaled per element (``u_i |x_i|``, :func:`gradcheck.oracle.scaled.element_scales`,
+  so 1e-300 and 1e300 inputs are resolved), at two step families (``2^-k`` and ``3^-k``,
   Richardson-extrapolated), against the backend's own float64 reverse mode ``<J^T v, u>``
   along the same direction;
 * ``mpmath``: for one-input elementwise special functions with an mpmath counterpart, the
@@ -45,10 +45,11 @@ def relative(a: float, b: float) -> float:
 
 
 def _direction(arrays: Sequence[np.ndarray], seed: int) -> list[np.ndarray]:
-    """A random direction scaled per element (:func:`gradcheck.oracle.fd.element_scales`: ``|x_i|``,
-    zeros by the smallest nonzero ``|x|``), so no step crosses a pole or a sign change next to
-    a tiny element (a floor of 2^-20 put steps of 1e-12 across ``1/x`` at 1e-15)."""
-    from gradcheck.oracle.fd import element_scales
+    """A random direction scaled per element (:func:`gradcheck.oracle.scaled.element_scales`:
+    ``|x_i|``, zeros by the smallest nonzero ``|x|``), so no step crosses a pole or a sign
+    change next to a tiny element (a floor of 2^-20 put steps of 1e-12 across ``1/x`` at
+    1e-15)."""
+    from gradcheck.oracle.scaled import element_scales
 
     rng = np.random.default_rng(seed)
     scales = element_scales([np.asarray(a, dtype=np.float64) for a in arrays])

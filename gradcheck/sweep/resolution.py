@@ -5,10 +5,10 @@
 checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
 
 * ``scaled``: central differences along a direction scaled per element
-  (:func:`gradcheck.oracle.fd.element_scales`, :func:`gradcheck.oracle.fd.scaled_central`) give
-  ``(J u)_k``
-  for every output component ``k``; the backend's reverse mode gives the same components from
-  rows ``J^T e_k`` (one VJP of ones for a one-input elementwise op), its forward mode from
+  (:func:`gradcheck.oracle.scaled.element_scales`,
+  :func:`gradcheck.oracle.scaled.scaled_central`) give ``(J u)_k`` for every output
+  component ``k``; the backend's reverse mode gives the same components from rows
+  ``J^T e_k`` (one VJP of ones for a one-input elementwise op), its forward mode from
   ``J u``.  Each component is compared *relative to its own terms*: ``|AD_k - FD_k|`` against
   ``FD_SAFETY * err_k + ROUNDING_GAMMA * (eps64 * sum_i |J_ki u_i| + n_k * tiny64)`` (``n_k``
   the nonzero terms; ``tiny64`` the smallest normal number, what a flush-to-zero engine loses
@@ -48,6 +48,7 @@ from gradcheck.core.results import CheckResult, Status
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.oracle import fd
 from gradcheck.oracle.error_model import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
+from gradcheck.oracle.scaled import element_scales, scaled_central
 from gradcheck.sweep import extended
 from gradcheck.sweep.inventory.records import ELEMENTWISE, LINALG, Op
 
@@ -227,8 +228,8 @@ def scaled_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int,
     xs = [np.asarray(a, dtype=np.float64) for a in arrays]
     tgt = _target(op, xs, order, seed)
     rng = np.random.default_rng(seed)
-    us = [rng.normal(size=a.shape) * s for a, s in zip(xs, fd.element_scales(xs), strict=True)]
-    est = fd.scaled_central(lambda ys: _flat(tgt.evaluate(ys)), xs, us, kinks=True)
+    us = [rng.normal(size=a.shape) * s for a, s in zip(xs, element_scales(xs), strict=True)]
+    est = scaled_central(lambda ys: _flat(tgt.evaluate(ys)), xs, us, kinks=True)
     m = est.value.size
     ks = np.arange(m) if m <= ROW_LIMIT else np.sort(rng.choice(m, ROW_LIMIT, replace=False))
     rows = tgt.rows(xs, ks, "float64")
@@ -370,7 +371,7 @@ def ulp_units(op: Op, xs: Sequence[np.ndarray], order: int, seed: int, dtype: st
     of the output (``ulp(y)``, as the input change that moves ``y`` that much) moves it: a
     backward-stable rule computed in the dtype from its own ``x`` and ``y`` (``tanh``'s
     ``1 - y^2``) is off by a few units, not by a few ulps of ``d`` (at saturation
-    ``1 - y^2`` rounds to 0).  ``dd/dx_k`` by :func:`gradcheck.oracle.fd.scaled_central` of the
+    ``1 - y^2`` rounds to 0).  ``dd/dx_k`` by :func:`gradcheck.oracle.scaled.scaled_central` of the
     float64 derivative along input ``k`` (its estimate plus its error), at order 1 of a
     one-input op at least the float64 second derivative by AD."""
     tgt = _target(op, xs, order, seed)
@@ -379,7 +380,7 @@ def ulp_units(op: Op, xs: Sequence[np.ndarray], order: int, seed: int, dtype: st
     df = ref if order == 1 else _unit_derivatives(first, xs, "float64")
     y = np.asarray(tgt.backend.evaluate(op.fn, [np.asarray(a) for a in xs], "cpu")[0],
                    dtype=np.float64)
-    scales = fd.element_scales(list(xs))
+    scales = element_scales(list(xs))
     uy = _spacing(_rounded(y, dtype), dtype)
     # the next derivative by AD too where the op has one (FD of a float64 derivative that is
     # itself quantized, tanh' = 1 - y^2 at x = 17, sees a flat staircase)
@@ -397,7 +398,7 @@ def ulp_units(op: Op, xs: Sequence[np.ndarray], order: int, seed: int, dtype: st
             def deriv(zs: list[np.ndarray], j: int = j) -> np.ndarray:
                 return _unit_derivatives(tgt, zs, "float64")[j].ravel()
 
-            est = fd.scaled_central(deriv, list(xs), u)
+            est = scaled_central(deriv, list(xs), u)
             with np.errstate(all="ignore"):
                 dd = (np.abs(est.value) + est.error).reshape(d.shape) / scales[k]
                 if nxt is not None and nxt.shape == dd.shape:

@@ -24,7 +24,8 @@ def test_every_new_path_exists_and_no_old_path_is_a_file():
 
 @pytest.mark.parametrize("old", ["gradcheck.results", "gradcheck.tolerance",
                                  "gradcheck.backends.numpy_backend", "gradcheck.checks.audit",
-                                 "gradcheck.checks.numeric.judge"])
+                                 "gradcheck.checks.numeric.judge",
+                                 "gradcheck.checks._sparse_jacobian"])
 def test_an_old_path_is_the_same_module_with_a_deprecation_warning(old):
     code = (f"import warnings, importlib\n"
             f"warnings.simplefilter('error')\n"
@@ -49,4 +50,5 @@ def test_a_name_imported_from_an_old_path_is_the_new_object():
     from gradcheck.engines.torch.backend import TorchBackend as New
 
     assert TorchBackend is New
-    assert gradcheck.ErrorModel is importlib.import_module("gradcheck.oracle.error_model").ErrorModel
+    error_model = importlib.import_module("gradcheck.oracle.error_model")
+    assert gradcheck.ErrorModel is error_model.ErrorModel

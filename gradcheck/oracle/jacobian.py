@@ -1,8 +1,26 @@
-"""The FD Jacobian of a localization, compressed by column colouring where the Jacobian is sparse.
+"""The one finite-difference Jacobian of the oracle: :func:`fd_jacobian`.
 
-Localization (:func:`gradcheck.numeric.localize.localize`) needs every element of a block
-``J`` (m x n).  One FD direction per column costs ``16 n`` evaluations of ``f``; most of them
-are wasted on a sparse ``J`` (an elementwise op has one nonzero per row).
+Every FD Jacobian gradcheck builds comes from :func:`fd_jacobian`, by one of its methods:
+
+* ``"table"``: one coordinate direction per column, each through the Richardson table of
+  :func:`gradcheck.oracle.fd.directional_derivatives`, every coordinate stepped from the same
+  ``h0 = 2^-3 * max(1, rms(x))`` (``initial_step`` of a unit vector ``e_b`` would be
+  ``sqrt(n)`` times larger: steps of ~4 at n = 1000), without the kink tables, ``columns``
+  directions per batched call (memory ``2 * levels * columns`` points per call, plus the noise
+  points and retries).  The default without a ``pattern`` (the audit's gradient-flow map).
+* ``"coordinates"``: the same unit directions, each with its own step and the one-sided
+  (kink) tables, all in one call: the semantic probes' small Jacobians (``_detach``).
+* ``"stencil"``: a 5-point stencil per column with one noise measurement for the whole
+  Jacobian, guarded by the table (:mod:`gradcheck.oracle._stencil`).
+* ``"coloured"``: compressed by a colouring of the columns of ``pattern`` (the AD Jacobian)
+  where that needs at most ``n / 3`` colours, else the stencil.  The default with a
+  ``pattern`` (localization, :func:`gradcheck.numeric.localize.localize`).
+
+The coloured method
+-------------------
+Localization needs every element of a block ``J`` (m x n).  One FD direction per column costs
+``16 n`` evaluations of ``f``; most of them are wasted on a sparse ``J`` (an elementwise op has
+one nonzero per row).
 
 *Compression* (Curtis, Powell and Reid): columns that never share a nonzero row can be
 differentiated together.  Partition the columns into groups ("colours") such that within a
@@ -40,17 +58,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from gradcheck.checks import _dense_jacobian
+from gradcheck.oracle import _stencil, fd
 from gradcheck.oracle import error_model as tolerance
-from gradcheck.oracle import fd
 
 _COMPRESS_BELOW = tolerance.DEFAULT_MODEL.sparse_compress_below
-_DIRECTIONS_PER_CALL = 128  # FD directions per batched call (bounds memory, as fd.jacobian)
+_DIRECTIONS_PER_CALL = 128  # FD directions per batched call (bounds memory)
 _MIN_WEIGHT = tolerance.DEFAULT_MODEL.sparse_min_weight
 _LEAF = tolerance.DEFAULT_MODEL.sparse_leaf
+
+Method = Literal["auto", "table", "coordinates", "stencil", "coloured"]
 
 
 @dataclass(frozen=True)
@@ -59,8 +79,10 @@ class FDJacobian:
 
     ``value``/``error``: ``(m, n)``.  ``directions``: FD directions evaluated (each costs 6
     noise points and ``2 x levels`` table points, plus retries; a dense block's ``n`` columns
-    cost 5 points each, see :mod:`gradcheck.checks._dense_jacobian`).  ``how``: one line for the
-    report, e.g. ``"compressed: 1 colour group, 1 verified, 0 of 1000 columns refined"``.
+    cost 5 points each, see :mod:`gradcheck.oracle._stencil`).  ``evaluations``: points of
+    ``f`` evaluated.  ``how``: one line for the report, e.g. ``"compressed: 1 colour group, 1
+    verified, 0 of 1000 columns refined"``.  ``recomputed``: columns the stencil left to the
+    Richardson table.
     """
 
     value: np.ndarray
@@ -68,6 +90,84 @@ class FDJacobian:
     directions: int
     evaluations: int
     how: str
+    recomputed: int = 0
+
+
+def fd_jacobian(f_batch: Callable, x: np.ndarray, pattern: np.ndarray | None = None, *,
+                method: Method = "auto", rows: slice | None = None,
+                f0: np.ndarray | None = None, seed: int = 0, levels: int = 5,
+                model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL, chunk: int = 4096,
+                columns: int = _DIRECTIONS_PER_CALL) -> FDJacobian:
+    """The FD Jacobian ``J[rows, :]`` (``(m, n)``, default every row) of ``f_batch`` (points
+    ``(B, n)`` -> values ``(B, M)``) at ``x`` (flattened), with its error estimate.
+
+    ``method`` (module docstring): ``"auto"`` is ``"coloured"`` with a ``pattern`` (the AD
+    Jacobian block, ``(m, n)``; NaN counts as nonzero), else ``"table"``.  ``f0``: ``f(x)``,
+    evaluated when not given.  ``seed``: the random weights and spot checks of the coloured
+    and stencil methods.  ``levels``: the Richardson table's (``"coordinates"`` uses
+    :data:`gradcheck.oracle.fd.DEFAULT_LEVELS` whatever this says, and its own steps).  ``model``
+    judges whether two FD cells (or an FD cell and the pattern's) agree.  ``chunk``:
+    points per call of ``f_batch``; ``columns``: directions per call of the table."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    if method == "auto":
+        method = "table" if pattern is None else "coloured"
+    if method == "coordinates":
+        est = fd.directional_derivatives(f_batch, x, np.eye(x.size))
+        return _sliced(FDJacobian(est.value.T, est.error.T, x.size, est.evaluations,
+                                  "Richardson table per coordinate"), rows)
+    if f0 is None:
+        f0 = fd._evaluate(f_batch, x[None, :], chunk)[0]
+    f0 = np.asarray(f0, dtype=np.float64).ravel()
+    h0 = fd.initial_step(x, np.ones(1))  # the step of every coordinate
+    if method == "table":
+        return _sliced(_table(f_batch, x, h0, f0, levels, chunk, columns), rows)
+    if method == "stencil":
+        return _sliced(_dense(f_batch, x, h0, f0, levels, seed, model), rows)
+    if method != "coloured":
+        raise ValueError(f"unknown FD Jacobian method {method!r}")
+    if pattern is None:
+        raise ValueError("the coloured FD Jacobian needs a pattern")
+    return _coloured(f_batch, x, pattern, slice(None) if rows is None else rows, f0=f0,
+                     seed=seed, levels=levels, model=model, h0=h0)
+
+
+def _sliced(est: FDJacobian, rows: slice | None) -> FDJacobian:
+    if rows is None:
+        return est
+    return FDJacobian(est.value[rows], est.error[rows], est.directions, est.evaluations,
+                      est.how, est.recomputed)
+
+
+def _table(f_batch: Callable, x: np.ndarray, h0: float, f0: np.ndarray, levels: int,
+           chunk: int, columns: int) -> FDJacobian:
+    """The ``"table"`` method: unit directions, ``columns`` per batched call."""
+    n = x.size
+    J = np.empty((f0.size, n))
+    E = np.empty((f0.size, n))
+    evaluations = 0
+    for start in range(0, n, columns):
+        stop = min(start + columns, n)
+        dirs = np.zeros((stop - start, n))
+        dirs[np.arange(stop - start), np.arange(start, stop)] = 1.0
+        est = fd.directional_derivatives(f_batch, x, dirs, levels=levels, h0=h0, chunk=chunk,
+                                         f0=f0, one_sided=False)
+        J[:, start:stop] = est.value.T
+        E[:, start:stop] = est.error.T
+        evaluations += est.evaluations
+    return FDJacobian(J, E, n, evaluations, "Richardson table per column")
+
+
+def _dense(f_batch: Callable, x: np.ndarray, h0: float, f0: np.ndarray, levels: int,
+           seed: int, model: tolerance.ErrorModel) -> FDJacobian:
+    """The ``"stencil"`` method: a 5-point stencil per column, guarded by the table."""
+    n = x.size
+
+    def table(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        val, err, _, evaluations = _fd_along(f_batch, x, np.eye(n)[cols], h0, f0, levels)
+        return val, err, evaluations
+
+    est = _stencil.stencil_jacobian(f_batch, x, f0, table=table, seed=seed, model=model)
+    return FDJacobian(est.value, est.error, n, est.evaluations, est.how, est.recomputed)
 
 
 def colour_columns(pattern: np.ndarray, max_colours: int) -> np.ndarray | None:
@@ -209,29 +309,17 @@ class _Pass:
                 if self.fails[k].any() or np.any(np.abs(self.weight[cols]) < _MIN_WEIGHT)]
 
 
-def fd_jacobian(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *,
-                f0: np.ndarray, seed: int, levels: int = 5,
-                model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> FDJacobian:
-    """The FD block ``J[sl, :]`` of ``f_batch`` at ``x``, compressed by the colouring of
-    ``J_ad``'s pattern where that needs at most ``n / 3`` colours, else a 5-point stencil per
-    column (:mod:`gradcheck.checks._dense_jacobian`, guarded by this module's Richardson
-    table).  See the module docstring for why a wrong AD
-    pattern cannot hide an error.  ``model`` judges whether two FD cells (or an FD cell and
-    the AD one) agree."""
-    x = np.asarray(x, dtype=np.float64).ravel()
+def _coloured(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *,
+              f0: np.ndarray, seed: int, levels: int, model: tolerance.ErrorModel,
+              h0: float) -> FDJacobian:
+    """The ``"coloured"`` method: the FD block ``J[sl, :]``, compressed by the colouring of
+    ``J_ad``'s pattern where that needs at most ``n / 3`` colours, else the ``"stencil"``
+    method.  See the module docstring for why a wrong AD pattern cannot hide an error."""
     m, n = J_ad.shape
     pattern = J_ad != 0  # NaN counts as nonzero
     colours = colour_columns(pattern, n // _COMPRESS_BELOW)
-    h0 = fd.initial_step(x, np.ones(1))  # as fd.jacobian: the step of every coordinate
     if colours is None:  # dense: a 5-point stencil per column, guarded by the table
-
-        def table(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-            val, err, _, evaluations = _fd_along(f_batch, x, np.eye(n)[cols], h0, f0, levels)
-            return val, err, evaluations
-
-        est = _dense_jacobian.stencil_jacobian(f_batch, x, f0, table=table, seed=seed,
-                                               model=model)
-        return FDJacobian(est.value[sl], est.error[sl], n, est.evaluations, est.how)
+        return _sliced(_dense(f_batch, x, h0, f0, levels, seed, model), sl)
     rows, cols = np.nonzero(pattern)
     pb = _Problem(f_batch, x, J_ad, (rows, cols), h0, f0, levels, sl,
                   np.random.default_rng(seed), np.zeros((m, n)), np.zeros((m, n)), model)

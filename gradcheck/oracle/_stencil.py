@@ -1,6 +1,6 @@
-"""The FD Jacobian of a localization where the pattern is dense: one 5-point stencil per column.
+"""The stencil method of :func:`gradcheck.oracle.jacobian.fd_jacobian`: 5 points per column.
 
-:mod:`gradcheck.checks._sparse_jacobian` compresses sparse Jacobians; a dense one needs one FD
+The coloured strategy compresses sparse Jacobians; a dense one needs one FD
 direction per column, ``e_c``.  The Richardson table of
 :func:`gradcheck.oracle.fd.directional_derivatives`
 spends 6 noise points and ``2 x 5`` table points on each; here each column costs 5 points and the
