@@ -96,7 +96,9 @@ def validate_max_norm(max_norm: float) -> float:
 class TrainingHooks(ABC):
     """Stateful training operations of one engine on one device and dtype (see module doc)."""
 
-    clip_semantics: ClassVar[ClipSemantics] = ClipSemantics()
+    #: what :meth:`clip_grad_norm` returns and its epsilon: a class default that an instance may
+    #: replace (the op-protocol hooks take their engine session's own)
+    clip_semantics: ClipSemantics = ClipSemantics()
     #: how :meth:`compile` runs a gradient (shown in messages)
     runner_kind: ClassVar[str] = "plain call"
     #: False where the engine differentiates only op-protocol losses (:mod:`._training_ops`)

@@ -227,7 +227,7 @@ def _run(ctx, hooks, loss_fn, batch, stopped, monitor, train_step, report) -> No
         ctx.emit("backward", Status.ERROR, f"the loss cannot be differentiated: "
                  f"{observed.quoted(QUOTE)}" + (f"; cut points: {'; '.join(traced)}"
                                                  if traced else ""),
-                 bug=BugClass.HOST_ROUND_TRIP if host else None, kind=CheckKind.FLOW.value)
+                 bug=BugClass.HOST_ROUND_TRIP if host else None, kind=CheckKind.FLOW)
         report.cut_points = tuple(map(str, cuts))
         return
     report.loss, declared = observed
@@ -261,10 +261,10 @@ def _check_declarations(ctx: ProbeContext, declared: list) -> None:
             ctx.emit(name, Status.FAILED, f"{d}: the value still requires grad, so the gradient "
                      "flows through it; stop it in the code (.detach() / torch.no_grad()) or "
                      "remove the declaration", bug=BugClass.DECLARED_STOP_MISSING,
-                     kind=CheckKind.FLOW.value, details={"where": d.where})
+                     kind=CheckKind.FLOW, details={"where": d.where})
         else:
             ctx.emit(name, Status.PASSED, f"{d}: the value carries no gradient, as declared",
-                     kind=CheckKind.FLOW.value, details={"where": d.where})
+                     kind=CheckKind.FLOW, details={"where": d.where})
 
 
 def _check_randomness(ctx: ProbeContext, side: _Float64Side) -> bool:
@@ -285,14 +285,14 @@ def _check_randomness(ctx: ProbeContext, side: _Float64Side) -> bool:
                  f"identically: {a!r} vs {b!r} (|diff| {abs(a - b):.3g}); randomness from a "
                  "source the audit cannot seed (a private generator, os.urandom, threads): "
                  "finite differences would measure noise, so the FD verdicts are inconclusive",
-                 bug=BugClass.NONDETERMINISTIC, kind=CheckKind.FLOW.value, dtype="float64")
+                 bug=BugClass.NONDETERMINISTIC, kind=CheckKind.FLOW, dtype="float64")
         return True
     stochastic = c != a
     ctx.emit("rng.determinism", Status.PASSED,
              ("the forward is stochastic (the loss differs under another seed by "
               f"{abs(c - a):.3g}); " if stochastic else "the forward is deterministic; ")
              + "every evaluation runs with the global RNGs seeded identically, and two "
-               "evaluations at one point agree bitwise", kind=CheckKind.FLOW.value,
+               "evaluations at one point agree bitwise", kind=CheckKind.FLOW,
              dtype="float64", details={"stochastic": stochastic})
     return stochastic
 
@@ -357,7 +357,7 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
     mine = tuple(str(c) for c in cuts if name in c.params or not c.params)
     if isinstance(side, AdapterFailure):  # e.g. a loss that hard-codes float32 tensors
         ctx.emit(name, Status.ERROR, f"cannot evaluate the loss on a float64 copy of the model "
-                 f"for finite differences: {side.quoted(QUOTE)}", kind=CheckKind.FLOW.value)
+                 f"for finite differences: {side.quoted(QUOTE)}", kind=CheckKind.FLOW)
         return ParameterFlow(name, shape, FlowStatus.INCONCLUSIVE, declared, trainable, ad_norm,
                              float("nan"), float("nan"), Status.ERROR, mine)
     U, est = side.projections(name, index)
@@ -408,7 +408,7 @@ def _gradient_check(ctx: ProbeContext, name: str, g64: np.ndarray, U: np.ndarray
                "two evaluations)" if noisy else "the loss is not differentiable along the FD "
                "directions (kink or non-finite values)")
         ctx.emit(name, Status.INCONCLUSIVE, f"gradient of {name!r}: {why}",
-                 kind=CheckKind.VJP.value, dtype="float64")
+                 kind=CheckKind.VJP, dtype="float64")
         return Status.INCONCLUSIVE
     flat = U.reshape(len(U), -1)
     s_ad = flat @ g64.ravel()
@@ -433,7 +433,7 @@ def _gradient_check(ctx: ProbeContext, name: str, g64: np.ndarray, U: np.ndarray
     what = (f"projected gradient <dL/d{name}, u> (AD, float64 copy) vs FD of the "
             f"{'declared (intended) ' if declared else ''}loss along {len(U)} Gaussian "
             f"directions{hint if not a.ok else ''}")
-    r = ctx.record(name, a, kind=CheckKind.VJP.value, dtype="float64", bug=bug, what=what)
+    r = ctx.record(name, a, kind=CheckKind.VJP, dtype="float64", bug=bug, what=what)
     return r.status
 
 
@@ -473,5 +473,5 @@ def _emit_flow(ctx: ProbeContext, name: str, status: FlowStatus, message: str,
         bug = BugClass.HOST_ROUND_TRIP if host else BugClass.DETACH_IN_INPUT_PATH
     verdict = Status.PASSED if status in _FLOW_OK else (
         Status.INCONCLUSIVE if status is FlowStatus.INCONCLUSIVE else Status.FAILED)
-    ctx.emit(name, verdict, message, bug=bug, kind=CheckKind.FLOW.value,
+    ctx.emit(name, verdict, message, bug=bug, kind=CheckKind.FLOW,
              details={"flow": status.value, "cut_points": list(mine)})

@@ -125,7 +125,7 @@ def check_named_model(be: Any, spec: ModelSpec, cut: dict, *, seed: int, own: bo
         else:
             verdict, bug = Status.FAILED, BugClass.UNUSED_PARAMETER
             msg = f"{name!r}: gradient {ad_norm:.3g} but no effect on the loss ({fd_txt})"
-        ctx.emit(f"flow.{name}", verdict, msg, bug=bug, kind=CheckKind.FLOW.value,
+        ctx.emit(f"flow.{name}", verdict, msg, bug=bug, kind=CheckKind.FLOW,
                  details={"flow": status.value, "cut_points": [c["stage"] for c in mine],
                           "in_gradstore": raw[name] is not None})
         if status is FlowStatus.FLOWS or ad_norm > 0:

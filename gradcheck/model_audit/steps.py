@@ -94,7 +94,7 @@ def check_monitor(ctx: ProbeContext, hooks: Any, loss_fn: Any, batch: Any,
                   grads: Mapping[str, np.ndarray], monitor: Any, loss: float | None) -> float:
     """Compare the user's monitor with the global L2 norm; return that norm."""
     norm = global_norm(grads)
-    kind = CheckKind.GRAD_NORM.value
+    kind = CheckKind.GRAD_NORM
     if monitor is None:
         ctx.emit("grad_norm", Status.SKIPPED, f"no grad_norm_monitor given; the global L2 "
                  f"gradient norm is {norm:.6g}", kind=kind, details={"grad_norm": norm})

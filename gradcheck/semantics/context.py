@@ -99,7 +99,7 @@ class ProbeContext:
         return np.random.default_rng([self.seed, salt])
 
     def emit(self, name: str, status: Status, message: str, *, bug: BugClass | None = None,
-             dtype: str | None = None, kind: str = CheckKind.SEMANTIC.value,
+             dtype: str | None = None, kind: CheckKind = CheckKind.SEMANTIC,
              **fields: Any) -> CheckResult:
         """Record one result; a failure is prefixed with its bug class and checked against the
         known backend behaviours."""
@@ -131,7 +131,7 @@ class ProbeContext:
 
     def compare(self, name: str, actual: Any, expected: Any, magnitude: Any, *, what: str,
                 bug: BugClass, dtype: str | None = None, fd_error: Any = None,
-                kind: str = CheckKind.SEMANTIC.value, details: dict | None = None
+                kind: CheckKind = CheckKind.SEMANTIC, details: dict | None = None
                 ) -> CheckResult:
         """Elementwise ``actual`` vs ``expected`` (arrays or name -> array dicts) under the error
         model; the worst element (largest discrepancy / allowed) is the reported one."""
@@ -141,7 +141,7 @@ class ProbeContext:
                            bug=bug, dtype=dt, kind=kind, details=details)
 
     def record(self, name: str, a: Assessment, *, what: str, bug: BugClass,
-               dtype: str | None = None, kind: str = CheckKind.SEMANTIC.value,
+               dtype: str | None = None, kind: CheckKind = CheckKind.SEMANTIC,
                details: dict | None = None) -> CheckResult:
         """Emit one result from an :class:`Assessment`."""
         info = {**(details or {}), **a.details()}
@@ -233,7 +233,8 @@ def flatten(values: Any) -> tuple[np.ndarray, list[str]]:
     """A float64 vector and element labels (``"name[i, j]"``) from an array or a name -> array
     dict (``None`` entries count as zeros of unknown shape: they must come with a shape)."""
     if isinstance(values, Mapping):
-        parts, labels = [], []
+        parts: list[np.ndarray] = []
+        labels: list[str] = []
         for k, v in values.items():
             arr = np.zeros(0) if v is None else np.asarray(v, dtype=np.float64)
             parts.append(arr.ravel())

@@ -34,8 +34,12 @@ class _Functions:
     def __init__(self, hooks: Any, x0: np.ndarray, block: Block) -> None:
         xp = hooks.xp
         recorded: list[Any] = []
-        _probe_fn(xp, hooks.to_native(x0), lambda fn, *a: recorded.append(fn(*a)) or
-                  recorded[-1])
+
+        def record(fn: Callable[..., Any], *a: Any) -> Any:
+            recorded.append(fn(*a))
+            return recorded[-1]
+
+        _probe_fn(xp, hooks.to_native(x0), record)
         recorded = [hooks.stop_gradient(r) for r in recorded]
 
         def frozen(x: Any) -> Any:

@@ -10,7 +10,7 @@ dtype where it has no float64 (TensorFlow.js).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +20,7 @@ from gradcheck.backends.guarded import AdapterFailure, attempt
 from gradcheck.core.results import Status
 from gradcheck.oracle.error_model import ErrorModel
 from gradcheck.semantics import dag as _dag
-from gradcheck.semantics.context import QUOTE, BugClass, ProbeContext, assess, filled
+from gradcheck.semantics.context import QUOTE, Assessment, BugClass, ProbeContext, assess, filled
 from gradcheck.semantics.dag import Dag
 
 FIXED: dict[str, Dag] = {
@@ -34,11 +34,13 @@ FIXED: dict[str, Dag] = {
                                       (0.0, 0.0, 0.0, 1.0)),
 }
 _SIZE = 3
+#: a gradient: parameter name -> array
+_Grads = dict[str, np.ndarray]
 DEFAULT_EXAMPLES = 25
 
 
 class _Mismatch(Exception):
-    def __init__(self, dag: Dag, assessment: Any) -> None:
+    def __init__(self, dag: Dag, assessment: Assessment) -> None:
         super().__init__(dag.text())
         self.dag = dag
         self.assessment = assessment
@@ -59,7 +61,7 @@ def _dag_loss(hooks: Any, dag: Dag, inputs: tuple[str, ...] = ()) -> Callable:
 
 
 def _two_oracles(got: dict, fd_value: dict, fd_err: dict, exact: dict, mag: dict,
-                 dtype: str, model: ErrorModel) -> Any:
+                 dtype: str, model: ErrorModel) -> Assessment:
     """AD vs FD; where they disagree, AD vs the exact NumPy reference: the backend is blamed
     only when it disagrees with both (the FD estimate may undercover)."""
     a = assess(got, fd_value, mag, dtype, fd_error=fd_err, model=model)
@@ -73,7 +75,7 @@ def _two_oracles(got: dict, fd_value: dict, fd_err: dict, exact: dict, mag: dict
 
 
 def _assess_dag(hooks: Any, dag: Dag, values: dict[str, np.ndarray], dtype: str,
-                model: ErrorModel) -> Any:
+                model: ErrorModel) -> Assessment:
     hooks.create_parameters(values)
     p = hooks.parameter_values()
     loss = _dag_loss(hooks, dag)
@@ -119,8 +121,11 @@ def _op_fanout(ctx: ProbeContext, hooks: Any) -> None:
         hooks.zero_grad()
         hooks.backward(OpLoss(op, ("w", "w"), np.ones(_SIZE)))
         g = filled(hooks.gradients(), p)
-        ref, err = _dag.fd_gradient(lambda leaves, d=dag: _dag.evaluate(d, np, leaves.__getitem__),
-                                    p)
+
+        def forward(leaves: Mapping[str, np.ndarray], d: Dag = dag) -> np.ndarray:
+            return _dag.evaluate(d, np, leaves.__getitem__)
+
+        ref, err = _dag.fd_gradient(forward, p)
         exact, mag = _dag.reference_gradient(dag, p)
         ctx.record(name, _two_oracles(g, ref, err, exact, mag, ctx.rule_dtype,
                                       ctx.error_model),
@@ -232,8 +237,11 @@ def _compiled(ctx: ProbeContext, hooks: Any) -> None:
                     "values")
 
 
-def _runner_reference(p: dict[str, np.ndarray], x: np.ndarray) -> tuple:
-    def forward(leaves: dict[str, np.ndarray]) -> np.ndarray:
+def _runner_reference(p: Mapping[str, np.ndarray], x: np.ndarray
+                      ) -> tuple[_Grads, _Grads, _Grads, _Grads]:
+    """FD gradient, its error, the exact gradient and its magnitude of the runner's DAG at
+    parameters ``p`` and input ``x`` (the arguments of :func:`_two_oracles` after ``got``)."""
+    def forward(leaves: Mapping[str, np.ndarray]) -> np.ndarray:
         return _dag.evaluate(_RUNNER_DAG, np, lambda k: x if k == "x" else leaves[k])
 
     ref, err = _dag.fd_gradient(forward, p)

@@ -3,7 +3,7 @@ accumulates in float64 and rejects invalid thresholds."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ class NumpyTraining(TrainingHooks):
         self._np_dtype = numpy_dtype(dtype)
         self._params: dict[str, np.ndarray] = {}
         self._grads: dict[str, np.ndarray] | None = None
-        self._retained: tuple[Callable, tuple, float] | None = None
+        self._retained: tuple[NumpyLoss, tuple[Any, ...], float] | None = None
 
     @property
     def xp(self) -> Any:

@@ -241,17 +241,17 @@ class _CutRecorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
         first = args[0] if args else None
-        needs = isinstance(first, torch.Tensor) and first.requires_grad
-        if needs and name in _CUTS:
-            host = name in _HOST
-            kind = "host round trip" if host else "graph cut"
-            self._add(f"{kind}: Tensor.{name}()", host, first)
-        elif needs and name == "__get__" and getattr(getattr(func, "__self__", None),
-                                                     "__name__", "") == "data":
-            self._add("graph cut: Tensor.data", False, first)
-        elif needs and not torch.is_grad_enabled() and name not in ("__get__", "__set__") \
-                and not _in_custom_function():
-            self._add(f"no-grad region: {name} under torch.no_grad()", False, first)
+        if isinstance(first, torch.Tensor) and first.requires_grad:
+            if name in _CUTS:
+                host = name in _HOST
+                kind = "host round trip" if host else "graph cut"
+                self._add(f"{kind}: Tensor.{name}()", host, first)
+            elif name == "__get__" and getattr(getattr(func, "__self__", None),
+                                               "__name__", "") == "data":
+                self._add("graph cut: Tensor.data", False, first)
+            elif not torch.is_grad_enabled() and name not in ("__get__", "__set__") \
+                    and not _in_custom_function():
+                self._add(f"no-grad region: {name} under torch.no_grad()", False, first)
         return func(*args, **(kwargs or {}))
 
     def _add(self, what: str, host: bool, tensor: torch.Tensor) -> None:
