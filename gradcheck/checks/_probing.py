@@ -20,8 +20,6 @@ import numpy as np
 
 from gradcheck import tolerance
 from gradcheck.backends.base import Backend, widest_dtype
-from gradcheck.known import SEMANTIC as KNOWN_BEHAVIOURS  # noqa: F401  (re-exported)
-from gradcheck.known import KnownDiscrepancy as KnownBehaviour  # noqa: F401  (re-exported)
 from gradcheck.known import known_behaviour
 from gradcheck.results import CheckKind, CheckResult, Status
 
