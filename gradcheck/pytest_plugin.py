@@ -110,15 +110,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is None:
         config.pluginmanager.register(_SelectionErrorWatch(), "gradcheck-selection-errors")
     try:
-        from gradcheck.plugin import session_report as _pytest_report
+        from gradcheck.plugin import session_report
     except ImportError as exc:  # only "the report module is absent" is silent
-        absent = exc.name in (__package__, f"{__package__}._pytest_report") and \
-            "_pytest_report" in str(exc)
-        if not absent:
+        if exc.name != "gradcheck.plugin.session_report":
             raise
         return
-    if not config.pluginmanager.is_registered(_pytest_report):
-        config.pluginmanager.register(_pytest_report, "gradcheck-report")
+    if not config.pluginmanager.is_registered(session_report):
+        config.pluginmanager.register(session_report, "gradcheck-report")
 
 
 def _register_hypothesis_profiles(active: str) -> None:

@@ -2,7 +2,8 @@
 
 One ``check_semantics`` run per backend (all four probe families): every installed backend, or
 the ones named with ``--gradcheck-backend`` (``gradcheck run --backend``).  Failures that are real,
-documented backend behaviours (``KNOWN_BEHAVIOURS``) must still fail - strictly, so a fixed
+documented backend behaviours (``gradcheck.core.known.SEMANTIC``) must still fail - strictly, so a
+fixed
 upstream behaviour shows up here and the record is updated - and nothing else may fail.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import gradcheck
-from gradcheck.core.known import SEMANTIC as KNOWN_BEHAVIOURS
+from gradcheck.core.known import SEMANTIC
 from gradcheck.core.results import Status
 from gradcheck.pytest_plugin import settings_of
 from gradcheck.semantics.check import check_semantics
@@ -28,8 +29,8 @@ def test_semantics(backend: str) -> None:
     unexpected = [r for r in report.failures if "known_behaviour" not in r.details]
     assert not unexpected, "\n".join(f"{r.name}: {r.message}\n  reproduce: {r.reproducer}"
                                      for r in unexpected)
-    for known in (k for k in KNOWN_BEHAVIOURS if k.backend == backend):
-        hits = [r for r in report.results if r.name == known.probe]
+    for known in (k for k in SEMANTIC if k.backend == backend):
+        hits = [r for r in report.results if r.name == known.subject]
         assert hits and hits[0].status is Status.FAILED, (
-            f"{known.probe} no longer fails on {backend}: the known behaviour ({known.reason}) "
-            "seems fixed; update KNOWN_BEHAVIOURS and docs/semantics.md")
+            f"{known.subject} no longer fails on {backend}: the known behaviour ({known.reason}) "
+            "seems fixed; update gradcheck.core.known.SEMANTIC and docs/semantics.md")

@@ -112,13 +112,12 @@ def assert_outcome(spec: OpSpec, backend: str, dtype: str, out: Outcome) -> None
     __tracebackhide__ = True
     problems = out.unexpected + out.expectation_errors
     for k, known in enumerate(spec.known):
-        applies = (known.backend == backend and known.dtype in ("*", dtype)
-                   and known.profile == "*"  # a suite profile's search: not run here
-                   and any(known.check in ("*", kind) and known.point in ("*", point)
-                           for point, kind in out.kinds_run))
+        applies = any(  # a suite profile's search (profile not "*"): not run here
+            known.matches(backend, subject=spec.name, check=kind, dtype=dtype, point=point)
+            for point, kind in out.kinds_run)
         if applies and k not in out.known_hit:
             problems.append(f"known discrepancy no longer reproduces (fixed upstream?): "
-                            f"{known.check} on {backend}/{dtype}: {known.reason}")
+                            f"{', '.join(known.checks)} on {backend}/{dtype}: {known.reason}")
     if problems:
         pytest.fail(f"{spec.family}/{spec.name} on {backend} ({dtype}):\n" + "\n".join(problems),
                     pytrace=False)

@@ -45,9 +45,13 @@ def test_known_discrepancies_name_real_checks_points_and_dtypes(spec):
     can neither xfail nor report a fix (a merge once moved such entries onto another op)."""
     points = {sp.name for sp in spec.special} | {RANDOM, "*"}
     for k in spec.known:
-        assert k.point in points, f"{spec.name}: known entry for point {k.point!r}"
-        assert k.check in (*CHECKS, "*"), f"{spec.name}: known entry for check {k.check!r}"
-        assert k.dtype in (*spec.dtypes, "*"), f"{spec.name}: known entry for dtype {k.dtype!r}"
+        assert k.subject in (spec.name, "*"), f"{spec.name}: known entry for {k.subject!r}"
+        for p in k.points:
+            assert p in points, f"{spec.name}: known entry for point {p!r}"
+        for c in k.checks:
+            assert c in (*CHECKS, "*"), f"{spec.name}: known entry for check {c!r}"
+        for d in k.dtypes:
+            assert d in (*spec.dtypes, "*"), f"{spec.name}: known entry for dtype {d!r}"
         assert k.profile in (*PROFILES, "*"), f"{spec.name}: known entry for {k.profile!r}"
 
 
@@ -165,18 +169,27 @@ def test_plan_skips_dtypes_a_backend_lacks_with_a_reason():
 
 def test_known_discrepancies_are_one_record_with_a_check_kind():
     from gradcheck.core.known import SEMANTIC, KnownDiscrepancy, known_behaviour
+    from gradcheck.core.taxonomy import CheckKind
     from gradcheck.ops import engine_known
 
     with pytest.raises(ValueError):
-        KnownDiscrepancy("torch", "a typo in a check name", check="vjpp")
-    assert all(isinstance(row.checks, tuple) and row.checks and row.cause in engine_known.REASONS
-               for table in engine_known.TABLES.values() for row in table)
+        KnownDiscrepancy("torch", "a typo in a check name", checks=("vjpp",))
+    with pytest.raises(ValueError):
+        KnownDiscrepancy("torch", "a typo in a nature", nature="bugg")
+    with pytest.raises(TypeError):
+        KnownDiscrepancy("torch", "a check name, not a tuple of them", checks="vjp")
+    reasons = set(engine_known.REASONS.values())
+    assert all(type(k) is KnownDiscrepancy and k.checks and k.reason in reasons
+               and k.subject != "*" and k.backend == backend
+               for backend, table in engine_known.TABLES.items() for k in table)
     sin = engine_known.known_for_op("sin")
-    assert {(k.backend, k.dtype, k.point, k.check.value) for k in sin} >= {
-        ("mlx", "float32", "random", "rounding"), ("mlx", "float64", "mixed", "reference")}
-    assert all(type(k) is KnownDiscrepancy and k.subject == "sin" for k in sin)
+    assert {(k.backend, k.dtypes, k.points, k.checks) for k in sin} >= {
+        ("mlx", ("float32",), ("random",), ("rounding",)),
+        ("mlx", ("float64",), ("mixed",), ("reference",))}
+    assert all(type(k) is KnownDiscrepancy and k.subject == "sin" and len(k.checks) == 1
+               and type(k.checks[0]) is CheckKind for k in sin)
     probe = known_behaviour("torch", "clip.threshold_validation")
-    assert probe in SEMANTIC and probe.check == "semantic" and probe.evidence
+    assert probe in SEMANTIC and probe.checks == ("semantic",) and probe.evidence
 
 
 def test_a_known_entry_can_be_limited_to_one_profile():
@@ -199,8 +212,8 @@ def test_only_machine_dependent_known_entries_are_non_strict_xfails():
     from gradcheck.pytest_plugin import _marks
 
     loose = [(s.name, k) for s in catalog.all_specs() for k in s.known if not k.strict]
-    assert {(name, k.backend, k.point) for name, k in loose} == {("det", "jax",
-                                                                 "rank_deficient")}
+    assert {(name, k.backend, k.points) for name, k in loose} == {("det", "jax",
+                                                                  ("rank_deficient",))}
     assert all("machine" in k.reason and k.evidence for _, k in loose)
     planned = [p for p in plan("vjp_of_vjp", Selection(profile="thorough", backends=("jax",),
                                                        ops=("det",)))

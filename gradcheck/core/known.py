@@ -1,86 +1,144 @@
-"""Known discrepancies: one record for every expected failure, whatever checked it.
+"""Known discrepancies: one record for every expected failure, whatever found it.
 
 A :class:`KnownDiscrepancy` is a real, investigated discrepancy of a backend (or a documented
 behaviour that fails a semantic probe): which backend, why (``reason``, with a ``link`` to the
-evidence or the ``evidence`` itself), and which results it covers (``subject``: the catalog op
-or the probe name; ``check``: the :class:`~gradcheck.CheckKind`; ``dtype``; ``point``: the
-special point of the catalog, ``random`` for the seeded sample; ``profile``: the suite
-profile whose run shows it, for a Hypothesis search that finds it only with the larger example
-budget of ``thorough``), each ``"*"`` for any.  The
-matching suite test is a strict xfail and the result carries the reason (``details["known"]``
-or ``details["known_behaviour"]``), so the report shows it as ``known`` and a fixed upstream
-behaviour shows up as an unexpected pass.
+evidence or the upstream issue, or the ``evidence`` itself), what it is (``nature``: a ``bug``,
+``by_design``, or a ``limitation`` of the engine or of the oracle), and which results it covers.
+The covered results are given by globs (:func:`fnmatch.fnmatchcase`; ``"*"``: any): ``subject``
+(the catalog op, the sweep's qualified op name or the semantic probe), ``checks`` (each a
+:class:`~gradcheck.CheckKind` or ``"*"``), ``dtypes``, ``points`` (the catalog's special point,
+``random`` for the seeded sample, or the sweep's band) and ``profile`` (the suite profile whose
+run shows it, for a Hypothesis search that finds it only with the larger example budget of
+``thorough``).  :meth:`KnownDiscrepancy.matches` and :func:`find` are the one place a result is
+matched against records.
 
-The records are data in three places, all of this one type: on the op specs
+A matching suite test is a strict xfail (non-strict where ``strict`` is False) and the result
+carries the reason (``details["known"]`` or ``details["known_behaviour"]``), so the report shows
+it as ``known`` and a fixed upstream behaviour shows up as an unexpected pass.
+
+The records are data in four places, all of this one type: on the op specs
 (``gradcheck/ops/<family>.py``, built with :func:`gradcheck.ops.spec.known`), the tables of the
-engines added later (``gradcheck/ops/engine_known.py``), and :data:`SEMANTIC` below for the
-semantic probes.  Evidence and reproducers: ``docs/known-discrepancies*.md`` and
-``docs/semantics.md``.
+engines added later (``gradcheck/ops/engine_known.py``), the sweep's findings
+(``gradcheck/sweep/known.py``) and :data:`SEMANTIC` below for the semantic probes.  Evidence and
+reproducers: ``docs/known-discrepancies*.md``, ``docs/sweep.md`` and ``docs/semantics.md``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterable
+from dataclasses import KW_ONLY, dataclass, replace
+from fnmatch import fnmatchcase
 
 from gradcheck.core.taxonomy import CheckKind
 
 ANY = "*"
 
+#: what a discrepancy is: a wrong derivative (``bug``), the backend's documented definition
+#: (``by_design``), or a precision limit of the engine or the oracle (``limitation``)
+NATURES = ("bug", "by_design", "limitation")
+
+_GLOB = frozenset("*?[")
+
+
+def _covers(patterns: Iterable[str], value: str) -> bool:
+    """Whether ``value`` matches one of the glob ``patterns`` (a plain name matches itself)."""
+    value = str(value)
+    for p in patterns:
+        p = str(p)
+        if p == ANY or (fnmatchcase(value, p) if _GLOB.intersection(p) else p == value):
+            return True
+    return False
+
 
 @dataclass(frozen=True)
 class KnownDiscrepancy:
-    """A real, investigated backend discrepancy: the matching suite test is a strict xfail
-    (non-strict where ``strict`` is False: a discrepancy that depends on the machine).
+    """A real, investigated backend discrepancy: the results it covers are expected failures
+    (a strict xfail in the suites; non-strict where ``strict`` is False: a discrepancy that
+    depends on the machine).
 
-    ``check`` is a :class:`~gradcheck.CheckKind` (or its value) or ``"*"``; ``point`` is a
-    special-point name, ``"random"`` for the seeded sample or ``"*"``; ``subject`` is the op
-    (catalog entries) or the probe (semantic entries) or ``"*"``; ``profile`` is a suite
-    profile (``quick``, ``ci``, ``thorough``) or ``"*"``.
+    Everything after ``reason`` is a keyword.  ``subject``, ``profile`` and each entry of
+    ``checks``, ``dtypes`` and ``points`` are globs (``"*"``: any); a check is a
+    :class:`~gradcheck.CheckKind` (or its value), so a typo raises ``ValueError``.
     """
 
     backend: str
     reason: str
+    _: KW_ONLY
     link: str = ""
-    dtype: str = ANY
-    check: str = ANY
-    point: str = ANY
     subject: str = ANY
-    evidence: str = ""
+    checks: tuple[str, ...] = (ANY,)
+    dtypes: tuple[str, ...] = (ANY,)
+    points: tuple[str, ...] = (ANY,)
     profile: str = ANY
+    #: one of :data:`NATURES`; the sweep reports it (``details["known_nature"]``).  The
+    #: catalog's and the semantic entries keep the default: their reason says which it is
+    nature: str = "bug"
+    evidence: str = ""
     #: False only where the discrepancy shows on some machines and not others (the evidence
     #: says which): the suite test is then a non-strict xfail, so a machine without it passes
     strict: bool = True
 
     def __post_init__(self) -> None:
-        if self.check != ANY and type(self.check) is not CheckKind:
-            object.__setattr__(self, "check", CheckKind(self.check))  # a typo raises here
+        for name in ("checks", "dtypes", "points"):
+            if not isinstance(getattr(self, name), tuple):
+                raise TypeError(f"KnownDiscrepancy.{name} is a tuple, got "
+                                f"{getattr(self, name)!r}")
+        object.__setattr__(self, "checks", tuple(  # a typo raises here
+            c if c == ANY else CheckKind(c) for c in self.checks))
+        if self.nature not in NATURES:
+            raise ValueError(f"KnownDiscrepancy.nature must be one of {NATURES}, "
+                             f"got {self.nature!r}")
 
-    def matches(self, backend: str, dtype: str, check: str, point: str,
-                profile: str = ANY) -> bool:
-        """Whether this record covers a result of ``check`` on ``backend`` in ``dtype`` at
-        ``point`` (of the op it is attached to) in a run of ``profile`` (``"*"``: any)."""
+    def matches(self, backend: str, *, subject: str = ANY, check: str = ANY, dtype: str = ANY,
+                point: str = ANY, profile: str = ANY) -> bool:
+        """Whether this record covers a result of ``check`` on ``backend`` for ``subject`` in
+        ``dtype`` at ``point`` in a run of ``profile``.  A question left at ``"*"`` is matched
+        only by a record that does not narrow it."""
         return (
             self.backend == backend
-            and self.dtype in (ANY, dtype)
-            and self.check in (ANY, check)
-            and self.point in (ANY, point)
-            and self.profile in (ANY, profile)
+            and _covers((self.subject,), subject)
+            and _covers(self.checks, check)
+            and _covers(self.dtypes, dtype)
+            and _covers(self.points, point)
+            and _covers((self.profile,), profile)
         )
 
-    @property
-    def probe(self) -> str:
-        """The semantic probe a :data:`SEMANTIC` entry covers (its ``subject``)."""
-        return self.subject
+    def each(self) -> tuple[KnownDiscrepancy, ...]:
+        """This record split into one per (check, dtype, point) combination, in that order:
+        what the catalog attaches to an op spec, so that every combination is a strict
+        expected failure of its own (``tests/_family_checks.py`` requires each to reproduce)."""
+        return tuple(replace(self, checks=(c,), dtypes=(d,), points=(p,))
+                     for c, d, p in itertools.product(self.checks, self.dtypes, self.points))
 
     @property
     def shown(self) -> str:
         """The reason as an xfail shows it: with the link where there is one."""
         return f"{self.reason} ({self.link})" if self.link else self.reason
 
+    def details(self) -> dict[str, str]:
+        """What a matching failed sweep result's ``details`` get: ``known`` (the reason),
+        ``known_nature`` and, where there is a link, ``upstream``."""
+        out = {"known": self.reason, "known_nature": self.nature}
+        if self.link:
+            out["upstream"] = self.link
+        return out
+
+
+def find(records: Iterable[KnownDiscrepancy], backend: str, *, subject: str = ANY,
+         check: str = ANY, dtype: str = ANY, point: str = ANY,
+         profile: str = ANY) -> KnownDiscrepancy | None:
+    """The first of ``records`` that :meth:`~KnownDiscrepancy.matches` the result, or None."""
+    for k in records:
+        if k.matches(backend, subject=subject, check=check, dtype=dtype, point=point,
+                     profile=profile):
+            return k
+    return None
+
 
 def semantic(backend: str, probe: str, reason: str, evidence: str) -> KnownDiscrepancy:
     """A documented backend behaviour that fails the semantic probe ``probe``."""
-    return KnownDiscrepancy(backend, reason, check=CheckKind.SEMANTIC, subject=probe,
+    return KnownDiscrepancy(backend, reason, checks=(CheckKind.SEMANTIC,), subject=probe,
                             evidence=evidence)
 
 
@@ -128,7 +186,4 @@ SEMANTIC: tuple[KnownDiscrepancy, ...] = (
 
 def known_behaviour(backend: str, probe: str) -> KnownDiscrepancy | None:
     """The :data:`SEMANTIC` entry covering ``probe`` on ``backend``, if any."""
-    for k in SEMANTIC:
-        if k.backend == backend and k.subject == probe:
-            return k
-    return None
+    return find(SEMANTIC, backend, subject=probe, check=CheckKind.SEMANTIC)

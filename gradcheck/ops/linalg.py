@@ -121,7 +121,7 @@ def _known(backend: str, checks: tuple[str, ...], reason: str, link: str
            ) -> tuple[KnownDiscrepancy, ...]:
     """One entry per failing check (a ``"*"`` entry would also claim the checks that pass,
     e.g. eager-vs-functional, and strict xfails would then fail)."""
-    return tuple(KnownDiscrepancy(backend, reason, link, check=c) for c in checks)
+    return tuple(KnownDiscrepancy(backend, reason, link=link, checks=(c,)) for c in checks)
 
 
 _LOWER_TORCH = _known(
@@ -143,8 +143,8 @@ def _torch_nested_jvp(issue: int, points: tuple[str, ...] = ("*",)
     """torch's forward-AD rules of solve/det/slogdet read the LU factors as constants, so
     differentiating the JVP again (forward over forward) drops the d(A^{-1}) term."""
     return tuple(KnownDiscrepancy(
-        "torch", check="jvp_of_jvp", link=f"https://github.com/pytorch/pytorch/issues/{issue}",
-        point=p,
+        "torch", checks=("jvp_of_jvp",), link=f"https://github.com/pytorch/pytorch/issues/{issue}",
+        points=(p,),
         reason="forward-over-forward AD drops a second-order term: the JVP rule uses the LU "
                "factors of the forward pass as constants (also pytorch/pytorch#192540, #198017)")
         for p in points)
@@ -152,20 +152,22 @@ def _torch_nested_jvp(issue: int, points: tuple[str, ...] = ("*",)
 
 # at the zero matrix forward over forward is right (every second derivative of det is 0 there)
 _DET = _torch_nested_jvp(196696, ("random", "rank_deficient")) + tuple(
-    KnownDiscrepancy("torch", check=c, point="zero", link="docs/known-discrepancies.md",
+    KnownDiscrepancy("torch", checks=(c,), points=("zero",), link="docs/known-discrepancies.md",
                      reason="torch's double backward of det at the zero matrix is nan (exact 0: "
                             "det is a quartic, its second derivatives vanish at 0; jax: 0)")
     for c in ("vjp_of_vjp", "jvp_of_vjp")) + (
-    KnownDiscrepancy("jax", check="vjp_of_vjp", point="zero", link="docs/known-discrepancies.md",
+    KnownDiscrepancy("jax", checks=("vjp_of_vjp",), points=("zero",),
+                     link="docs/known-discrepancies.md",
                      reason="jax's reverse over reverse of det at the zero matrix is nan (exact "
                             "0; its forward over reverse and jax.hessian give 0)"),
-    KnownDiscrepancy("jax", check="jvp_of_vjp", point="zero", link="docs/known-discrepancies.md",
+    KnownDiscrepancy("jax", checks=("jvp_of_vjp",), points=("zero",),
+                     link="docs/known-discrepancies.md",
                      reason="oracle limitation: jax's forward over reverse is 0 there (right; "
                             "finite differences 1.4e-30), but the comparison's rounding terms "
                             "are nan, taken from the nan reverse-over-reverse values (see "
                             "vjp_of_vjp), so its allowance is nan"),
     *(KnownDiscrepancy(
-        "jax", check=c, point="rank_deficient", link="docs/known-discrepancies.md",
+        "jax", checks=(c,), points=("rank_deficient",), link="docs/known-discrepancies.md",
         strict=False,
         reason="jax's second derivatives of det are nan where LAPACK's LU of the matrix has an "
                "exact zero pivot (det is a polynomial: its second derivatives exist "
@@ -175,7 +177,8 @@ _DET = _torch_nested_jvp(196696, ("random", "rank_deficient")) + tuple(
                  "-1.17, 0.0) and jax.hessian(jnp.linalg.det)(A) is nan on one machine; on "
                  "another the pivot is nonzero and the checks pass")
       for c in SECOND_ORDER_KINDS),
-    KnownDiscrepancy("torch", check="search", dtype="float32", link="docs/known-discrepancies.md",
+    KnownDiscrepancy("torch", checks=("search",), dtypes=("float32",),
+                     link="docs/known-discrepancies.md",
                      reason="oracle limitation: at one well-conditioned sample (sampler seed "
                             "1220263) torch's eager and torch.func VJPs of det differ by 1.9e-14 "
                             "relative, 1.12x the eager-vs-functional bound (16 eps x the compared "

@@ -72,7 +72,7 @@ def _torch_nested_jvp(issue: int) -> tuple[KnownDiscrepancy, ...]:
     """torch's forward-AD rules of the normalizations use the saved mean / inverse std of the
     forward pass as constants, so forward over forward drops their derivatives."""
     return (KnownDiscrepancy(
-        "torch", check="jvp_of_jvp", link=f"https://github.com/pytorch/pytorch/issues/{issue}",
+        "torch", checks=("jvp_of_jvp",), link=f"https://github.com/pytorch/pytorch/issues/{issue}",
         reason="forward-over-forward AD drops a second-order term: the JVP rule reads the saved "
                "batch statistics as constants (umbrella pytorch/pytorch#198017)"),)
 
@@ -123,7 +123,7 @@ SPECS: tuple[OpSpec, ...] = (
     OpSpec("rms_norm", FAMILY, 2, normal((3, 5), (5,))),
     OpSpec("batch_norm_train", FAMILY, 3, normal((6, 3), (3,), (3,)),
            known=_torch_nested_jvp(196699) + (KnownDiscrepancy(
-               "torch", check="search", dtype="float32", profile="thorough",
+               "torch", checks=("search",), dtypes=("float32",), profile="thorough",
                link="docs/known-discrepancies.md",
                reason="oracle limitation (entry 38's class): the search reaches channels whose "
                       "batch is constant, where the exact derivative in the weight, x_hat, is 0; "

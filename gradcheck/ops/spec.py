@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcheck.core.known import KnownDiscrepancy
+from gradcheck.core.known import KnownDiscrepancy, find
 
 Sampler = Callable[[np.random.Generator], tuple[np.ndarray, ...]]
 
@@ -72,10 +72,8 @@ class OpSpec:
     def known_for(self, backend: str, dtype: str, check: str, point: str = "random",
                   profile: str = "*") -> KnownDiscrepancy | None:
         """The known discrepancy covering this combination (in a run of ``profile``), if any."""
-        for k in self.known:
-            if k.matches(backend, dtype, check, point, profile):
-                return k
-        return None
+        return find(self.known, backend, subject=self.name, check=check, dtype=dtype,
+                    point=point, profile=profile)
 
 
 def normal(*shapes: tuple[int, ...], scale: float = 1.0) -> Sampler:
@@ -107,10 +105,11 @@ def point(name: str, *args: object, expect: str = "passed", fd: bool = True,
 def known(backend: str, reason: str, *, checks: tuple[str, ...] = ("*",),
           dtypes: tuple[str, ...] = ("*",), points: tuple[str, ...] = ("*",), link: str = "",
           profile: str = "*") -> tuple[KnownDiscrepancy, ...]:
-    """One :class:`KnownDiscrepancy` per (check, dtype, point) combination of the arguments;
-    ``profile`` limits them to the runs of one suite profile."""
-    return tuple(KnownDiscrepancy(backend, reason, link, d, c, p, profile=profile)
-                 for c in checks for d in dtypes for p in points)
+    """One :class:`KnownDiscrepancy` per (check, dtype, point) combination of the arguments
+    (:meth:`KnownDiscrepancy.each`); ``profile`` limits them to the runs of one suite
+    profile."""
+    return KnownDiscrepancy(backend, reason, link=link, checks=checks, dtypes=dtypes,
+                            points=points, profile=profile).each()
 
 
 def with_cross_backend_known(specs: tuple[OpSpec, ...], wrong: dict[tuple[str, str], str],
@@ -122,5 +121,5 @@ def with_cross_backend_known(specs: tuple[OpSpec, ...], wrong: dict[tuple[str, s
 
     return tuple(replace(s, known=s.known + tuple(
         KnownDiscrepancy(be, f"{be} is known wrong at this point (see this op's other entries)",
-                         link, "float64", "cross_backend", pt)
+                         link=link, dtypes=("float64",), checks=("cross_backend",), points=(pt,))
         for (op, pt), be in wrong.items() if op == s.name)) for s in specs)

@@ -19,7 +19,8 @@
   and order-2 modes; no-grad regions in reverse vs forward mode as declared.
 
 A failed result's message starts with its bug class (:class:`BugClass`).  Failures that are real,
-investigated backend behaviours carry ``details["known_behaviour"]`` (see ``KNOWN_BEHAVIOURS``).
+investigated backend behaviours carry ``details["known_behaviour"]`` (see
+:data:`gradcheck.core.known.SEMANTIC`).
 """
 
 from __future__ import annotations

@@ -21,8 +21,6 @@ import numpy as np
 
 from gradcheck.backends.base import Backend
 from gradcheck.core.dtypes import widest_dtype
-from gradcheck.core.known import SEMANTIC as KNOWN_BEHAVIOURS  # noqa: F401  (re-exported)
-from gradcheck.core.known import KnownDiscrepancy as KnownBehaviour  # noqa: F401  (re-exported)
 from gradcheck.core.known import known_behaviour
 from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.oracle import error_model as tolerance
