@@ -52,3 +52,16 @@ def test_a_name_imported_from_an_old_path_is_the_new_object():
     assert TorchBackend is New
     error_model = importlib.import_module("gradcheck.oracle.error_model")
     assert gradcheck.ErrorModel is error_model.ErrorModel
+
+
+def test_the_names_backends_re_exported_still_import():
+    from gradcheck.core.rules import NumpyFunction as Function
+    from gradcheck.engines.numpy.backend import NumpyBackend as New
+
+    with pytest.warns(DeprecationWarning, match="gradcheck.backends.NumpyBackend moved"):
+        from gradcheck.backends import NumpyBackend
+    with pytest.warns(DeprecationWarning):
+        from gradcheck.backends import NumpyFunction
+    assert NumpyBackend is New and NumpyFunction is Function
+    with pytest.raises(ImportError):
+        from gradcheck.backends import NoSuchThing  # noqa: F401
