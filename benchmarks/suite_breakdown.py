@@ -7,7 +7,7 @@ Runs pytest in this process with a small instrumenting plugin.  Suite tests of o
 one memoized run, so a test's own duration says little (the first test of a case pays for all
 of them); instead the components of a run are timed where they are called:
 
-* ``prepare``: the evaluations at the point (``checks/numeric/prepare.py``),
+* ``prepare``: the evaluations at the point (``gradcheck/numeric/prepare.py``),
 * ``fd``: the finite-difference oracle (``fd.directional_derivatives``, all its evaluations),
 * ``vjp`` / ``eager_func`` / ``jvp``: the batched AD calls of the projected checks,
 * ``rounding``: the low-precision and float64 VJPs of the rounding check,

@@ -3,7 +3,7 @@
 steps.  Every one must pass with the model, optimizer and RNG left bitwise as found; the cost of
 each audit is counted (loss evaluations = forward passes, backward passes) and timed.
 
-Run ``python -m examples.blocks`` to print the table pasted in docs/semantics.md.
+Run ``python -m examples.blocks`` to print the table kept in docs/notes/semantics-measurements.md.
 """
 
 from __future__ import annotations
