@@ -19,7 +19,7 @@ class KnownFinding:
     dtypes: tuple[str, ...] = ("*",)
     points: tuple[str, ...] = ("*",)
     upstream: str = ""
-    #: ``bug`` (a wrong derivative, verified standalone: tests/test_sweep_known.py pins it
+    #: ``bug`` (a wrong derivative, verified standalone: tests/sweep/test_known.py pins it
     #: with a strict xfail) or ``by_design`` (the backend defines it so; the reason says why)
     nature: str = "bug"
 
