@@ -194,7 +194,7 @@ def test_runs_under_xdist(suite, monkeypatch):
 def test_the_report_hooks_module_is_registered_when_present(suite):
     import gradcheck
 
-    path = Path(gradcheck.__file__).parent / "_pytest_report.py"
+    path = Path(gradcheck.__file__).parent / "plugin" / "session_report.py"
     present = path.exists()
     result = suite.runpytest("--collect-only", "-q", "-k", "nothing", "--trace-config",
                              "--gradcheck-backend", "numpy")

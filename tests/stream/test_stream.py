@@ -67,7 +67,7 @@ def test_check_results_are_streamed_with_test_id_and_read_back(tmp_path):
 
 def test_no_stream_means_no_file_and_unchanged_results(tmp_path, monkeypatch):
     monkeypatch.delenv(stream.ENV_VAR, raising=False)
-    monkeypatch.setattr(stream, "_active", None)
+    monkeypatch.setattr(stream.writer, "_active", None)
     report = gradcheck.check(FUNCTIONS["sin"], np.ones(3), backend="numpy")
     # the report hooks set the current test id, stream or not
     assert report.passed and {r.test_id for r in report} == {
