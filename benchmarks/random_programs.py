@@ -1,6 +1,6 @@
 """Random smooth programs (elementwise ops, matmuls, broadcast biases) with hand-written rules.
 
-Shared by ``tests/test_threshold.py`` and ``benchmarks/detection_threshold.py``.  A
+Shared by ``tests/numeric/test_threshold.py`` and ``benchmarks/detection_threshold.py``.  A
 :class:`Program` is data: a chain of layers applied to input 0, some of which read further
 inputs (a weight matrix, a bias broadcast over rows).  It can be turned into
 
@@ -244,7 +244,7 @@ def _const(w: Any, like: Any, engine: str) -> Any:
     return jnp.asarray(w, dtype=like.dtype)
 
 
-# -- scans shared by tests/test_threshold.py and benchmarks/detection_threshold.py -------------
+# -- scans shared by tests/numeric/test_threshold.py and benchmarks/detection_threshold.py -----
 
 
 @dataclass(frozen=True)

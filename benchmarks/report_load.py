@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 import gradcheck  # noqa: E402
 from gradcheck import stream  # noqa: E402
 from gradcheck.report import write_report  # noqa: E402
-from tests._report_data import numpy_results  # noqa: E402
-from tests.chromium import Browser, find_chromium  # noqa: E402
+from tests.support.chromium import Browser, find_chromium  # noqa: E402
+from tests.support.report_data import numpy_results  # noqa: E402
 
 
 def base_results() -> list:

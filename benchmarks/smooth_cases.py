@@ -1,8 +1,8 @@
 """A catalog of smooth float64 test functions with exact directional derivatives.
 
-Shared by ``benchmarks/oracle_accuracy.py`` and ``tests/test_fd.py``.  Every :class:`Case` is a
-batched function ``f(X: (B, n)) -> (B, m)`` at a point ``x`` with a direction ``u`` and the exact
-directional derivative ``J(x) u`` written out by hand (no finite differences, no autodiff).
+Shared by ``benchmarks/oracle_accuracy.py`` and ``tests/oracle/test_fd.py``.  Every :class:`Case`
+is a batched function ``f(X: (B, n)) -> (B, m)`` at a point ``x`` with a direction ``u`` and the
+exact directional derivative ``J(x) u`` written out by hand (no finite differences, no autodiff).
 
 The catalog mixes elementwise functions at several input scales, linear and quadratic maps,
 reductions (softmax, logsumexp, norms, products) and matrix functions (inverse, log-det,

@@ -38,19 +38,3 @@ def controlled_rng(seed: int) -> Iterator[None]:
         finally:
             random.setstate(py_state)
             np.random.set_state(np_state)
-
-
-def rng_states() -> tuple[Any, ...]:
-    """A comparable snapshot of every global RNG state (tests: 'left as found')."""
-    torch = sys.modules.get("torch")
-    t = None if torch is None else torch.random.get_rng_state().clone()
-    return random.getstate(), np.random.get_state(), t
-
-
-def same_rng_states(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two :func:`rng_states` snapshots are bitwise equal."""
-    py = a[0] == b[0]
-    npy = a[1][0] == b[1][0] and np.array_equal(a[1][1], b[1][1]) and a[1][2:] == b[1][2:]
-    if a[2] is None or b[2] is None:
-        return py and npy and a[2] is b[2]
-    return py and npy and bool((a[2] == b[2]).all())

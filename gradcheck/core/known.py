@@ -107,7 +107,8 @@ class KnownDiscrepancy:
     def each(self) -> tuple[KnownDiscrepancy, ...]:
         """This record split into one per (check, dtype, point) combination, in that order:
         what the catalog attaches to an op spec, so that every combination is a strict
-        expected failure of its own (``tests/_family_checks.py`` requires each to reproduce)."""
+        expected failure of its own (``tests/support/family_checks.py`` requires each to
+        reproduce)."""
         return tuple(replace(self, checks=(c,), dtypes=(d,), points=(p,))
                      for c, d, p in itertools.product(self.checks, self.dtypes, self.points))
 

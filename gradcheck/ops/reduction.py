@@ -88,7 +88,7 @@ SPECS: tuple[OpSpec, ...] = (
         "jax", "oracle limitation, not a wrong jax derivative: the search reaches a constant "
         "array, where the exact gradient 2 (x - mean) / n is 0 and jax's jitted VJP returns "
         "~1e-20 (the mean off by 1 ulp: backward stable), which the rounding bound, relative "
-        "to the compared terms, calls a failure (tests/test_oracle_limitations.py)",
+        "to the compared terms, calls a failure (tests/oracle/test_oracle_limitations.py)",
         checks=("search",), dtypes=("float32",), points=("random",),
         link="docs/known-discrepancies.md")),
     _r("var_axis1"),

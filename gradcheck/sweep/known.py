@@ -4,7 +4,7 @@ dtype and point.  A failed sweep result matching an entry is shown as ``known`` 
 :meth:`~gradcheck.core.known.KnownDiscrepancy.details`: ``details["known"]`` holds the reason,
 ``details["upstream"]`` the upstream link where one exists) and does not fail the run; every
 entry was confirmed by the triage's independent evidence (docs/sweep.md).  An entry's
-``nature`` is ``bug`` (a wrong derivative, verified standalone: tests/test_sweep_known.py pins
+``nature`` is ``bug`` (a wrong derivative, verified standalone: tests/sweep/test_known.py pins
 it with a strict xfail) or ``by_design`` (the backend defines it so; the reason says why).
 """
 

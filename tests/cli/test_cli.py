@@ -1,0 +1,184 @@
+"""``gradcheck run | report | backends | ops``: exit codes, the report, xdist merge and CI shards.
+
+``gradcheck run`` runs a small sample suite (``tests/support/report_data.SAMPLE_SUITE``: two correct
+rules, a (1 + 1e-3) mutant, a test failing outside any check) in a subprocess, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gradcheck.cli
+from gradcheck import stream
+from gradcheck.cli import UsageError, find_suites, main
+from gradcheck.plugin.session_report import shard_of
+from tests.support.child_env import gradcheck_cli
+from tests.support.report_data import SAMPLE_SUITE, numpy_results
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = {f"test_rule[{n}]" for n in ("exp", "sin", "tanh_mutant")} | {"test_outside_any_check"}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("suite")
+    (path / "test_sample.py").write_text(SAMPLE_SUITE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def plain_run(suite, tmp_path_factory):
+    out = tmp_path_factory.mktemp("plain") / "reports"
+    proc = gradcheck_cli("run", "--suites", str(suite), "--report-dir", str(out), cwd=suite)
+    return proc, out
+
+
+def _names(data) -> set[str]:
+    return {t.split("::")[-1] for t in data}
+
+
+def test_run_streams_every_check_writes_the_report_and_exits_1(plain_run):
+    proc, out = plain_run
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"report written to {(out / 'index.html').resolve()}" in proc.stdout
+    assert "FAILED tanh_mutant: VJP of output 0 w.r.t. input 0 [numpy cpu float64]" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "junit.xml", "results.jsonl"]
+    data = stream.read_streams([out / "results.jsonl"])
+    assert data.problems == [] and all(r.ended for r in data.runs.values())
+    assert _names({c.test_id for c in data.checks}) == TESTS - {"test_outside_any_check"}
+    outcomes = {t.test_id.split("::")[-1]: t.outcome for t in data.tests}
+    assert outcomes == {"test_rule[exp]": "passed", "test_rule[sin]": "passed",
+                        "test_rule[tanh_mutant]": "failed", "test_outside_any_check": "failed"}
+    html = (out / "index.html").read_text()
+    assert "Tests that failed outside any check" in html and "&lt;b&gt;setup broke" in html
+
+
+def test_run_exits_0_when_everything_passes(suite, tmp_path):
+    proc = gradcheck_cli("run", "--suites", str(suite), "--report-dir", str(tmp_path), "--",
+                         "-k", "sin or exp", cwd=suite)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert stream.read_streams([tmp_path]).passed
+
+
+def test_xdist_workers_stream_separately_and_merge_into_one_report(suite, plain_run, tmp_path):
+    proc = gradcheck_cli("run", "--suites", str(suite), "--report-dir", str(tmp_path), "-j", "2",
+                         cwd=suite)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html", "junit.xml",
+                                                          "results.jsonl"]
+    data = stream.read_streams([tmp_path / "results.jsonl"])
+    roles = sorted(r.environment["role"] for r in data.runs.values())
+    assert roles == ["gw0", "gw1", "main"] and all(r.ended for r in data.runs.values())
+    plain = stream.read_streams([plain_run[1] / "results.jsonl"])
+    assert len(data.checks) == len(plain.checks) and data.problems == []
+    assert _names(t.test_id for t in data.tests) == TESTS  # recorded once, by the controller
+    assert len(data.tests) == len(TESTS)
+
+
+def test_shards_split_deterministically_and_merge_with_gradcheck_report(suite, plain_run,
+                                                                        tmp_path):
+    runs = tmp_path / "runs"
+    for i in (1, 2):
+        proc = gradcheck_cli("run", "--suites", str(suite), "--report-dir", str(runs),
+                             "--shard", f"{i}/2", cwd=suite)
+        assert proc.returncode in (0, 1, 2), proc.stdout + proc.stderr
+    shard_files = sorted(p.name for p in runs.glob("*.jsonl"))
+    assert shard_files == ["results.shard-1-of-2.jsonl", "results.shard-2-of-2.jsonl"]
+    parts = [stream.read_streams([runs / f]) for f in shard_files]
+    for i, part in enumerate(parts, start=1):
+        ids = {t.test_id for t in part.tests}
+        assert all(shard_of(t, 2) == i for t in ids)
+    assert not (_names(t.test_id for t in parts[0].tests)
+                & _names(t.test_id for t in parts[1].tests))
+    merged = tmp_path / "merged"
+    assert main(["report", str(runs), "-o", str(merged)]) == 1
+    data = stream.read_streams([runs])
+    plain = stream.read_streams([plain_run[1] / "results.jsonl"])
+    assert _names(t.test_id for t in data.tests) == TESTS
+    assert len(data.checks) == len(plain.checks)
+    assert (merged / "index.html").exists() and (merged / "junit.xml").exists()
+
+
+def test_usage_errors_exit_2(suite, tmp_path, capsys):
+    proc = gradcheck_cli("run", "--suites", str(suite), "--report-dir", str(tmp_path),
+                         "--shard", "3/2", cwd=suite)
+    assert proc.returncode == 2 and "need 1 <= I <= N" in proc.stdout + proc.stderr
+    assert main(["run", "--backend", "no-such-backend", "--suites", str(suite)]) == 2
+    assert "backend='no-such-backend' is not valid" in capsys.readouterr().err
+    assert main(["run", "--suites", str(tmp_path / "missing")]) == 2
+    assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+    (tmp_path / "empty.jsonl").write_text("")
+    assert main(["report", str(tmp_path / "empty.jsonl"), "-o", str(tmp_path / "o")]) == 2
+    assert main([]) == 2 and main(["frobnicate"]) == 2
+    assert main(["--help"]) == 0
+
+
+def test_report_exit_codes_follow_the_verdict(tmp_path):
+    results = numpy_results()
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(r.to_json() + "\n" for r in results if r.ok))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(r.to_json() + "\n" for r in results))
+    assert main(["report", str(good), "-o", str(tmp_path / "g")]) == 0
+    assert main(["report", str(good), str(bad), "-o", str(tmp_path / "b")]) == 1
+
+
+def test_backends_lists_versions_devices_and_semantics(capsys, monkeypatch):
+    # only numpy and a broken adapter: importing every installed engine is not under test here
+    monkeypatch.setattr("gradcheck.cli.installed_backends", lambda: ["numpy", "broken"])
+    monkeypatch.setattr("gradcheck.cli.known_backends", lambda: {
+        "numpy": "gradcheck.engines.numpy.backend:NumpyBackend", "broken": "nowhere:Nothing"})
+    real = gradcheck.cli.get_backend
+    monkeypatch.setattr("gradcheck.cli.get_backend",
+                        lambda name: real("nowhere_at_all:Nothing" if name == "broken" else name))
+    assert main(["backends", "--json"]) == 0
+    listing = {b["name"]: b for b in json.loads(capsys.readouterr().out)}
+    numpy = listing["numpy"]
+    assert numpy["devices"] == ["cpu"] and numpy["version"]
+    assert numpy["semantics"]["accumulation"] == "functional"
+    assert numpy["source"] == "gradcheck.engines.numpy.backend:NumpyBackend"
+    assert "cannot be imported" in listing["broken"]["error"]
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert "semantics: accumulation=functional" in out and "broken: unavailable (" in out
+
+
+def test_suites_are_found_explicitly_by_env_or_next_to_the_package(tmp_path, monkeypatch):
+    monkeypatch.delenv("GRADCHECK_SUITES", raising=False)
+    assert find_suites(str(tmp_path)) == tmp_path
+    monkeypatch.setenv("GRADCHECK_SUITES", str(tmp_path))
+    assert find_suites() == tmp_path
+    with pytest.raises(UsageError, match="does not exist"):
+        find_suites(str(tmp_path / "nope"))
+    monkeypatch.delenv("GRADCHECK_SUITES")
+    if (ROOT / "suites").is_dir():
+        assert find_suites() == ROOT / "suites"
+    else:
+        with pytest.raises(UsageError, match="cannot find the gradcheck suites"):
+            find_suites()
+
+
+def test_ops_lists_the_catalog_and_docs_catalog_md_is_current(capsys):
+    from gradcheck.ops import catalog
+
+    names = [s.name for s in catalog.all_specs()]
+    assert main(["ops", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == names
+    atan2 = next(r for r in rows if r["name"] == "atan2")
+    assert atan2["family"] == "binary" and atan2["arity"] == 2 and "huge" in atan2["points"]
+    # two investigated jax discrepancies, whatever their checks (the second: order 2 at 1e200,
+    # found by the thorough profile, docs/known-discrepancies.md)
+    assert atan2["known"]["jax"] == 2
+    assert main(["ops"]) == 0
+    assert f"{len(names)} ops: unary " in capsys.readouterr().out
+    assert main(["ops", "--family", "linalg", "--json"]) == 0
+    assert {r["family"] for r in json.loads(capsys.readouterr().out)} == {"linalg"}
+    assert main(["ops", "--family", "nope"]) == 2
+    assert "choose from unary" in capsys.readouterr().err
+    assert main(["ops", "--markdown"]) == 0
+    assert capsys.readouterr().out == (ROOT / "docs" / "catalog.md").read_text(), \
+        "docs/catalog.md is stale: regenerate it with `gradcheck ops --markdown > docs/catalog.md`"

@@ -1,0 +1,298 @@
+"""``gradcheck run`` and ``gradcheck report`` under what users do: selections that match nothing,
+signals, two runs into one folder, unusable report directories, closed pipes, hostile names."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gradcheck import stream
+from gradcheck.cli import _parser, main
+from gradcheck.plugin.session_report import LOCK_NAME, summary_lines
+from gradcheck.report import write_report
+from gradcheck.stream import StreamData
+from gradcheck.stream.reader import terminal_safe
+from tests.support.child_env import child_env as _env
+from tests.support.child_env import gradcheck_cli
+from tests.support.report_data import numpy_results
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: checks one rule per test, then sleeps (GC_SLEEP seconds, default 60): a run to interrupt
+SLOW_SUITE = '''
+import os, time
+import numpy as np
+import pytest
+import gradcheck
+from gradcheck import NumpyFunction
+
+@pytest.mark.parametrize("k", range(4))
+def test_slow(k):
+    fn = NumpyFunction(forward=np.sin, vjp=lambda a, c: (np.cos(a[0]) * c[0],), name=f"sin{k}")
+    gradcheck.assert_gradients(fn, np.ones(3), backend="numpy")
+    time.sleep(float(os.environ.get("GC_SLEEP", "60")))
+'''
+
+
+
+@pytest.fixture(scope="module")
+def slow_suite(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("slow")
+    (path / "test_slow.py").write_text(SLOW_SUITE)
+    return path
+
+
+def _start_run(suite: Path, out: Path, *extra: str, sleep: str = "60") -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gradcheck.cli", "run", "--suites", str(suite), "--report-dir",
+         str(out), *extra], cwd=suite, env=_env(GC_SLEEP=sleep), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_a_check(out: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(b'"record": "check"' in p.read_bytes() for p in out.glob("*.jsonl")):
+            return
+        if proc.poll() is not None:
+            pytest.fail("the run ended early:\n" + "".join(proc.communicate()))
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail("no check result reached the stream")
+
+
+# -- A: a selection that plans no numeric check --------------------------------------------
+
+
+def test_an_op_or_dtype_that_matches_nothing_is_a_usage_error_before_pytest(capsys):
+    suites = str(ROOT / "suites")
+    assert main(["run", "--op", "no_such_op", "--suites", suites]) == 2
+    err = capsys.readouterr().err
+    assert "--op 'no_such_op' matches no catalog op" in err and "gradcheck ops" in err
+    assert "gradcheck run: pytest" not in capsys.readouterr().out  # pytest never started
+    assert main(["run", "--dtype", "float128", "--backend", "numpy", "--suites", suites]) == 2
+    err = capsys.readouterr().err
+    assert "--dtype 'float128' is not a dtype of any selected backend" in err
+    assert "numpy: float64, float32, float16" in err
+    # a glob and a substring that do match go through validation
+    from gradcheck.cli import _validate_selection
+
+    _validate_selection(argparse.Namespace(op=["tan*", "atan"], dtype=["float32"],
+                                           backend=["numpy"]))
+
+
+@pytest.mark.parametrize("jobs", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_the_plugin_refuses_a_selection_that_plans_no_numeric_check(jobs, tmp_path):
+    def pytest_run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-q", "-p",
+             "no:cacheprovider", "--gradcheck-backend", "numpy", *jobs, *args],
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+
+    # numpy declares float16, but no catalog op is checked in it: nothing would be checked
+    proc = pytest_run("--gradcheck-dtype", "float16", "--co")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ("plans no numeric check: no selected op is defined for dtype 'float16'"
+            in proc.stdout + proc.stderr)
+    # every planned case skipped (an absent device) is nothing checked too
+    proc = pytest_run("--gradcheck-device", "cuda", "--gradcheck-op", "tanh", "--co")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "every planned case is skipped: device 'cuda' not available" in (proc.stdout
+                                                                             + proc.stderr)
+    if not jobs:  # a normal selection still collects (xdist: the same plan)
+        proc = pytest_run("--gradcheck-op", "tanh", "--co")
+        assert proc.returncode == 0 and "test_vjp[numpy-cpu-float64-tanh]" in proc.stdout
+
+
+def test_gradcheck_run_reports_the_plugins_refusal_as_a_usage_error(tmp_path):
+    proc = gradcheck_cli("run", "--backend", "numpy", "--dtype", "float16", "--report-dir",
+                         str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "no selected op is defined for dtype 'float16'" in proc.stdout + proc.stderr
+    assert "report written" not in proc.stdout
+
+
+# -- B: signals ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig, code, jobs", [(signal.SIGTERM, 143, ("-j", "2")),
+                                             (signal.SIGINT, 130, ())],
+                         ids=["sigterm-xdist", "sigint-serial"])
+def test_a_signal_stops_the_run_and_the_report_keeps_what_finished(slow_suite, tmp_path, sig,
+                                                                   code, jobs):
+    out = tmp_path / "out"
+    proc = _start_run(slow_suite, out, *jobs)
+    _wait_for_a_check(out, proc)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=120)
+    stopped_after = time.monotonic() - sent
+    assert proc.returncode == code, stdout[-3000:] + stderr[-3000:]
+    assert stopped_after < 30, stopped_after  # the 60 s sleeps were interrupted
+    assert f"interrupted by {signal.Signals(sig).name}" in stderr
+    assert f"the report of what finished is {(out / 'index.html').resolve()}" in stderr
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "junit.xml", "results.jsonl"]
+    data = stream.read_streams([out])
+    assert data.checks and {c.name for c in data.checks} <= {f"sin{k}" for k in range(4)}
+    html = (out / "index.html").read_text()
+    assert all(c.name in html for c in data.checks)  # the rebuilt report holds them
+    if jobs:  # the workers' files were merged
+        roles = {r.environment.get("role") for r in data.runs.values()}
+        assert {"gw0", "gw1"} <= roles, roles
+
+
+# -- C: two runs into one folder -------------------------------------------------------------
+
+
+def test_a_second_concurrent_run_into_the_same_folder_is_refused(slow_suite, tmp_path):
+    out = tmp_path / "out"
+    first = _start_run(slow_suite, out, "--", "-k", "test_slow[0] or test_slow[1]", sleep="10")
+    try:
+        _wait_for_a_check(out, first)
+        before = (out / "results.jsonl").read_bytes()
+        second = gradcheck_cli("run", "--suites", str(slow_suite), "--report-dir", str(out),
+                               cwd=slow_suite)
+        assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-2000:]
+        assert "is in use by another gradcheck run (pid " in second.stderr
+        assert f"pid {first.pid}" not in second.stderr  # the lock is pytest's, not the CLI's
+        # pytest itself (without the CLI's early check) refuses too
+        direct = subprocess.run(
+            [sys.executable, "-m", "pytest", str(slow_suite), "-q", "-p", "no:cacheprovider",
+             f"--gradcheck-report-dir={out}"], cwd=slow_suite, env=_env(GC_SLEEP="0"),
+            capture_output=True, text=True, timeout=300)
+        assert direct.returncode == 4, direct.stdout[-2000:] + direct.stderr[-2000:]
+        assert "in use by another gradcheck run" in direct.stderr
+        assert (out / "results.jsonl").read_bytes().startswith(before)  # nothing was deleted
+    finally:
+        stdout, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stdout[-2000:] + stderr[-2000:]
+    first_data = stream.read_streams([out])
+    assert len({t.test_id for t in first_data.tests}) == 2 and first_data.problems == []
+    assert not (out / LOCK_NAME).exists()
+    # a sequential rerun replaces the previous results
+    again = subprocess.run(
+        [sys.executable, "-m", "gradcheck.cli", "run", "--suites", str(slow_suite),
+         "--report-dir", str(out), "--", "-k", "test_slow[3]"], cwd=slow_suite,
+        env=_env(GC_SLEEP="0"), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    ids = {t.test_id.split("::")[-1] for t in stream.read_streams([out]).tests}
+    assert ids == {"test_slow[3]"}
+
+
+# -- F: report directories -------------------------------------------------------------------
+
+
+def test_an_unusable_report_directory_is_a_one_line_usage_error(tmp_path, capsys):
+    afile = tmp_path / "somefile"
+    afile.write_text("not a directory")
+    suites = str(ROOT / "suites")
+    for target in (afile, afile / "sub"):
+        assert main(["run", "--report-dir", str(target), "--suites", suites]) == 2
+        captured = capsys.readouterr()
+        assert "gradcheck run: pytest" not in captured.out  # before pytest starts
+        (line,) = captured.err.strip().splitlines()
+        assert f"--report-dir {str(target)!r}" in line and "is a file, not a directory" in line
+    good = tmp_path / "s.jsonl"
+    good.write_text("".join(r.to_json() + "\n" for r in numpy_results()[:3]))
+    assert main(["report", str(good), "-o", str(afile / "sub")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"-o/--output {str(afile / 'sub')!r}" in line and "is a file" in line
+
+
+# -- E: terminal hygiene ---------------------------------------------------------------------
+
+EVIL = "op\x1b[31mred\rover\u202e"
+
+
+def test_names_from_the_stream_print_with_visible_escapes(tmp_path, capsys):
+    assert terminal_safe(EVIL) == "op\\x1b[31mred\\rover\\u202e"
+    assert terminal_safe("plain é ∂ name") == "plain é ∂ name"
+    from dataclasses import replace
+
+    bad = next(r for r in numpy_results() if not r.ok)
+    evil = replace(bad, name=EVIL, backend="numpy\x1b]0;title\x07")
+    lines: list[str] = []
+    summary_lines(write_report(StreamData(checks=[evil]), tmp_path / "r"), lines.append)
+    text = "\n".join(lines)
+    assert "op\\x1b[31mred\\rover\\u202e" in text and "numpy\\x1b]0;title\\x07" in text
+    assert not any(c in text for c in "\x1b\r\x07\u202e")
+    # `gradcheck report` warnings: a malformed line's excerpt
+    stream_file = tmp_path / "s.jsonl"
+    stream_file.write_text(bad.to_json() + "\n{" + EVIL + "\n")
+    assert main(["report", str(stream_file), "-o", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "malformed JSON" in err and "\\x1b[31m" in err and "\x1b" not in err
+    # a kind that is no CheckKind is an invalid record, its text escaped in the warning
+    record = json.loads(bad.to_json())
+    stream_file.write_text(json.dumps({**record, "kind": "vjp\x1b[2J"}) + "\n")
+    assert main(["report", str(stream_file), "-o", str(tmp_path / "o2")]) == 2  # none left
+    err = capsys.readouterr().err
+    assert "invalid check record" in err and "is not a check kind" in err and "\x1b" not in err
+
+
+def test_backends_listing_escapes_adapter_text(capsys, monkeypatch):
+    desc = {"name": EVIL, "version": "1\r2", "devices": ["cpu\x1b[0m"], "dtypes": ["float64"],
+            "supports_jvp": True, "supports_order2": False,
+            "semantics": {"accumulation": "functional", "notes": "n\x1bote"}}
+    monkeypatch.setattr("gradcheck.cli.installed_backends", lambda: ["x"])
+    monkeypatch.setattr("gradcheck.cli.get_backend", lambda name: object())
+    monkeypatch.setattr("gradcheck.stream.environment.describe_backend", lambda be: dict(desc))
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert "op\\x1b[31mred\\rover\\u202e 1\\r2" in out and "cpu\\x1b[0m" in out
+    assert "n\\x1bote" in out and "\x1b" not in out and "\r" not in out
+
+
+def test_a_closed_pipe_ends_quietly_with_141():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line (like `| head -0`)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gradcheck.cli", "ops"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, env=_env(), timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141
+    assert proc.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored"
+
+
+def test_every_option_says_its_default_and_help_is_plain_text(capsys):
+    parser = _parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subparsers.choices) == {"run", "sweep", "report", "backends", "ops"}
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            assert action.help and "default" in action.help, (name, action.option_strings)
+        assert main([name, "--help"]) == 0
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for markup in ("``", "\n* ", ":func:", ":mod:"):
+        assert markup not in text, markup
+    assert "exit codes:" in text and "130" in text and "143" in text
+
+
+def test_an_interrupted_sweep_writes_the_report_of_what_finished(tmp_path, capsys):
+    """What the CLI does after the signal: the stream and the workers' streams on disk become
+    the report (the files stay for --resume), and the exit status says which signal."""
+    import signal
+
+    from gradcheck import stream
+    from gradcheck.cli import _sweep_interrupted
+    from gradcheck.core.results import CheckResult, Status
+
+    with stream.using(tmp_path / "results.sweep0.jsonl"):
+        stream.record(CheckResult(kind="vjp", status=Status.PASSED, backend="jax",
+                                  dtype="float64", name="jax.numpy.sin"))
+    assert _sweep_interrupted(tmp_path, signal.SIGTERM) == 143
+    assert "jax.numpy.sin" in (tmp_path / "index.html").read_text()
+    assert (tmp_path / "results.sweep0.jsonl").exists()
+    assert "--resume" in capsys.readouterr().err

@@ -1,0 +1,182 @@
+"""The argument conditioning of the rule in the symmetric exact comparisons (cross-backend,
+cross-device): ``acosh'(x) = 1 / sqrt(x^2 - 1)`` near 1 amplifies the rounding of its argument
+500-fold at 1.001, so two engines that form ``x^2 - 1`` and ``(x - 1)(x + 1)`` differ by far more
+than the final terms' rounding, while both are backward stable.
+
+NumPy rules stand in for the engines: ``ACCURATE`` uses ``(x - 1)(x + 1)`` (exact near 1),
+``NAIVE`` rounds ``x * x`` first (torch's form, ~90 ulps off at 1.001).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradcheck import NumpyFunction, Status
+from gradcheck.engines.numpy.backend import NumpyBackend
+from gradcheck.numeric.agreement import Side, compare_vjps
+from gradcheck.oracle.error_model import (
+    ARGUMENT_STEPS,
+    ROUNDING_GAMMA,
+    argument_conditioning_elements,
+    argument_sensitivity,
+    eps,
+)
+from tests.support.counting import CountingNumpyBackend
+
+# 10x closer to 1 than the catalog's arccosh@near_one point (1.001, where the naive rule's
+# error exceeds the final terms' bound for some probes only): 5000x amplification here
+NEAR_ONE = np.full((3, 4), 1.0001)
+WELL = np.random.default_rng(5).uniform(1.2, 4.0, (3, 4))  # the catalog's random range
+
+
+def _acosh(slope, name: str) -> NumpyFunction:
+    return NumpyFunction(np.arccosh, lambda a, c: [c[0] * slope(a[0])],
+                         lambda a, t: [t[0] * slope(a[0])], name=name)
+
+
+def _accurate_slope(x):
+    return 1.0 / np.sqrt((x - 1.0) * (x + 1.0))
+
+
+ACCURATE = _acosh(_accurate_slope, "accurate")
+NAIVE = _acosh(lambda x: 1.0 / np.sqrt(x * x - 1.0), "naive")
+
+
+def _scaled(delta: float) -> NumpyFunction:
+    return _acosh(lambda x: (1.0 + delta) / np.sqrt(x * x - 1.0), f"scaled_{delta:g}")
+
+
+def _offset(c: float) -> NumpyFunction:
+    return _acosh(lambda x: 1.0 / np.sqrt(x * x - 1.0) + c, f"offset_{c:g}")
+
+
+def _one(kind: str, actual: NumpyFunction, expected: NumpyFunction, x: np.ndarray, seed: int = 0):
+    (r,) = compare_vjps(kind, Side(NumpyBackend(), actual), Side(NumpyBackend(), expected), [x],
+                        seed=seed)
+    return r
+
+
+def _terms_bound_exceeded(r) -> bool:
+    terms = float(r.allowed_source.split("sum of |terms| ")[1].split(" ")[0].rstrip(")"))
+    return r.discrepancy > ROUNDING_GAMMA * eps("float64") * terms
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_backward_stable_rules_agree_at_the_ill_conditioned_point(seed):
+    for actual, expected in ((NAIVE, ACCURATE), (ACCURATE, NAIVE)):
+        r = _one("cross_backend", actual, expected, NEAR_ONE, seed)
+        assert _terms_bound_exceeded(r), "the case must be a false alarm of the final terms"
+        assert r.status is Status.PASSED, r.message
+        assert "conditioning" in r.allowed_source
+        assert r.discrepancy_ratio < 0.05
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_reference_check_gets_no_conditioning(seed):
+    # the reference is the oracle: the naive rule's accuracy loss stays reported there (torch's
+    # arccosh@near_one reference entry in the catalog)
+    r = _one("reference", NAIVE, ACCURATE, NEAR_ONE, seed)
+    assert r.status is Status.FAILED, r.message
+    assert "conditioning" not in r.allowed_source
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("mutant", [_scaled(1e-9), _scaled(1e-12), _offset(1e-12)],
+                         ids=["scaled_1e-9", "scaled_1e-12", "offset_1e-12"])
+def test_small_mutants_are_caught_at_a_well_conditioned_point(mutant, seed):
+    assert _one("cross_backend", NAIVE, ACCURATE, WELL, seed).status is Status.PASSED
+    assert _one("cross_backend", mutant, ACCURATE, WELL, seed).status is Status.FAILED
+    assert _one("cross_backend", ACCURATE, mutant, WELL, seed).status is Status.FAILED
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_mutant_beyond_the_conditioning_bound_is_caught_at_the_ill_conditioned_point(seed):
+    # the naive rule is at ratio ~0.003 there; these are 6-40x beyond the bound (8 seeds)
+    for mutant in (_scaled(1e-9), _offset(1e-7)):
+        r = _one("cross_backend", mutant, ACCURATE, NEAR_ONE, seed)
+        assert r.status is Status.FAILED, r.message
+        assert "conditioning" in r.allowed_source  # caught with the term, not before it
+
+
+def test_conditioning_is_measured_only_when_the_final_terms_bound_is_exceeded():
+    calls = {}
+    for name, actual in (("agrees", ACCURATE), ("needs conditioning", NAIVE)):
+        backend = CountingNumpyBackend()
+        (r,) = compare_vjps("cross_backend", Side(NumpyBackend(), actual),
+                            Side(backend, ACCURATE), [NEAR_ONE], seed=1)
+        assert r.status is Status.PASSED
+        calls[name] = backend.calls
+    # 3 probes: 3 VJPs for the comparison; the sensitivity adds 4 points x 3 probes per side,
+    # and the measured noise is not needed once the conditioning covers the discrepancy
+    assert calls == {"agrees": 3, "needs conditioning": 3 + 4 * 3}
+
+
+def _sensitivity(slope, x: np.ndarray) -> np.ndarray:
+    """What compare_vjps measures for an elementwise rule with v = 1 (step ladder included)."""
+    from gradcheck.numeric.agreement import _argument_sensitivity
+
+    fn = _acosh(slope, "rule")  # only the VJP is used
+    with np.errstate(all="ignore"):  # perturbed points off the domain
+        (sens,) = _argument_sensitivity(Side(NumpyBackend(), fn), [x], [0],
+                                        [[np.ones_like(x)]], seed=0)
+    return sens
+
+
+def test_the_sensitivity_of_an_elementwise_rule_is_v_f2_x():
+    # acosh''(x) = -x / (x^2 - 1)^(3/2): |v f'' x|, from the central differences, from 1e-4 to
+    # 1e-12 away from the singularity (the larger steps leave the domain or do not converge)
+    x = 1.0 + np.array([1e-4, 1e-6, 1e-8, 1e-10, 1e-12])
+    exact = x * x / ((x - 1.0) * (x + 1.0)) ** 1.5
+    np.testing.assert_allclose(_sensitivity(_accurate_slope, x), exact, rtol=0.05)
+
+
+def test_near_a_singularity_the_larger_step_is_not_trusted():
+    # erfinv at 1 - 1e-6 (the catalog's saturated point): the first step reaches 95 % of the
+    # way to the singularity at 1; its two differences disagree and the next step is used
+    from scipy.special import erfinv
+
+    def slope(x):
+        return np.sqrt(np.pi) / 2 * np.exp(erfinv(x) ** 2)
+
+    x = np.array([0.999999])
+    exact = x * slope(x) * 2 * erfinv(x) * slope(x)  # f'' = f' 2 y f' with y = erfinv(x)
+    h = ARGUMENT_STEPS[0]
+    g_at = np.array([slope(x + sign * t * x) for t in (h, h / 4) for sign in (1.0, -1.0)])
+    assert np.isnan(argument_sensitivity(g_at, h))
+    np.testing.assert_allclose(_sensitivity(slope, x), exact, rtol=0.01)
+
+
+def test_the_smaller_sensitivity_counts_and_kinks_or_off_domain_give_no_credit():
+    np.testing.assert_array_equal(argument_conditioning_elements(np.array([1.0, 5.0]),
+                                                                 np.array([3.0, 2.0])), [2.0, 4.0])
+    # relu's slope (a jump at 0) at x = 1e-300 .. 1e-6 around the kink: every stencil of a
+    # relative perturbation keeps the sign of x, so the slope is flat there: 0; a slope with a
+    # jump at 1 next to x = 1 + 1e-9: the jump is inside every stencil down to 2^-28, then flat
+    x = np.array([1e-6, 1.0 + 1e-9, np.inf])
+    sens = _sensitivity(lambda z: np.where(z > 1.0, 2.0, 1.0) + 0.0 * z, x)
+    assert sens[0] == 0.0 and sens[2] == 0.0
+    assert sens[1] <= 1e-3  # flat beyond the jump (the steps that straddle it do not converge)
+    g_at = np.array([[np.nan, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
+    assert np.isnan(argument_sensitivity(g_at, 1e-6)[0])  # off the domain: try a smaller step
+    assert argument_sensitivity(g_at, 1e-6)[1] == 0.0  # flat
+
+
+def test_the_catalog_pair_passes_and_scaled_torch_rules_are_caught():
+    """The suite case that was a false alarm (ratio 1.02), with the real engines; torch's rule
+    scaled by 1 + delta (value and derivative: the VJP comparison sees the derivative) is caught
+    at the ill-conditioned point (1e-10, beyond the conditioning) and at random points (1e-12)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    import gradcheck
+    from gradcheck.harness.runner import Case, cross_backend_results
+
+    (r,) = cross_backend_results(Case.parse("torch+jax-cpu-float64-arccosh@near_one"))
+    assert r.status is Status.PASSED and r.discrepancy_ratio < 0.05, r.message
+    tb, jb = gradcheck.get_backend("torch"), gradcheck.get_backend("jax")
+    for x, delta in ((np.full((3, 4), 1.001), 1e-10), (WELL, 1e-12)):
+        for seed in range(3):
+            (bad,) = compare_vjps("cross_backend",
+                                  Side(tb, lambda t, d=delta: torch.arccosh(t) * (1 + d)),
+                                  Side(jb, jb.op("arccosh")), [x], seed=seed)
+            assert bad.status is Status.FAILED, bad.message
