@@ -238,8 +238,7 @@ def format_failure(report: Report) -> str:
     lines = [f"gradient check failed: {report.summary()}"]
     for r in report.failures:
         lines.append("")
-        computed = r.details.get("computed_in")
-        dtype = f"{r.dtype} (checked in {computed})" if computed else r.dtype
+        dtype = f"{r.dtype} (checked in {r.computed_in})" if r.computed_in else r.dtype
         lines.append(f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
                      f"device={r.device}, dtype={dtype}, seed={r.seed})")
         values = shown(r) if r.status is Status.FAILED else None
@@ -271,8 +270,8 @@ def _comparison_lines(r: CheckResult, values: Shown) -> list[str]:
                      f"{rel}{over}")
     elif "localized" in d:
         lines.append(f"  localization: {d['localized']}")
-    if "rounding_level" in d:
-        lines.append(f"  at the rounding level: |difference| within {number(d['rounding_level'])}"
+    if r.rounding_level is not None:
+        lines.append(f"  at the rounding level: |difference| within {number(r.rounding_level)}"
                      " (docs/error-model.md section 5b): a rounding inconsistency of the rule, "
                      "not a wrong rule")
     if r.worst:

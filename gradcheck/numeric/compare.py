@@ -189,14 +189,10 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
         details["path"] = c.label
     if oracle_note:
         details["oracle"] = oracle_note
-    if c.dtype != prep.dtype:
-        details["computed_in"] = c.dtype
     level = None
     if not v.ok:
         level = prep.cfg.error_model.rounding_level(v.discrepancy, v.terms,
                                                     probe_norms(pr, i, j, v.probe), c.dtype)
-        if level is not None:
-            details["rounding_level"] = level
     loc = Localization("")
     if not v.ok and c.kind in (CheckKind.VJP, CheckKind.JVP) and prep.cfg.localize:
         loc = localize(prep, c.kind, i, j)
@@ -207,6 +203,7 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
         discrepancy=v.discrepancy, relative_discrepancy=v.relative, allowed=v.allowed,
         allowed_source=v.source, discrepancy_ratio=v.ratio, worst=loc.worst,
         convergence=conv[v.probe] if conv else (), details=details,
+        computed_in=c.dtype if c.dtype != prep.dtype else None, rounding_level=level,
         message=_verdict_message(v, c.label, level, oracle, prep.cfg.error_model),
     )
 
