@@ -1,5 +1,6 @@
 """The typed fields of the ``details`` keys read outside the package that writes them
-(``computed_in``, ``rounding_level``, ``flow``, ``sweep``, ``triage``): round trips through
+(``computed_in``, ``rounding_level``, ``flow``, ``sweep``, ``triage``, ``probe``/``probes``,
+``alternative`` (``details["path"]``), ``localized`` and the element summary): round trips through
 ``to_json``/``from_json`` and the stream reader, streams written before them (the key only in
 ``details``), and the report's gradient-flow map of a real audit."""
 
@@ -26,7 +27,7 @@ from gradcheck.core.results import (
 from gradcheck.core.rules import NumpyFunction
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.report import html as report_html
-from gradcheck.report import model
+from gradcheck.report import junit, model
 from gradcheck.stream import StreamData, read_streams
 from gradcheck.stream.fields import InvalidField, check_fields
 
@@ -52,6 +53,10 @@ TYPED = {
                                     repaired=0, oracle="check"),
                     triage=Triage("confirmed", "wrong value", "numpy|f|vjp|confirmed|wrong",
                                   {"fd": {"ad": 1.0, "fd_pow2": 1.5}}, "print('repro')")),
+    "probe": _base(probe=1, probes=3),
+    "alternative": _base(alternative="functional"),
+    "localized": _base(localized="full Jacobian 3x3", max_abs_discrepancy=0.5,
+                       max_rel_discrepancy=0.25, elements_over=2),
 }
 #: what a stream written before the typed fields carries in ``details`` instead
 OLD_DETAILS = {"computed_in": {"computed_in": "float64"},
@@ -59,16 +64,25 @@ OLD_DETAILS = {"computed_in": {"computed_in": "float64"},
                "flow": {"flow": "blocked unintentionally",
                         "cut_points": ["Tensor.item() at m.py:3"]},
                "sweep": {"sweep": {"left_out": "no float input: int"}},
+               "probe": {"probe": 1, "probes": 3},
+               "alternative": {"path": "functional"},
+               "localized": {"localized": "full Jacobian 3x3", "max_abs_discrepancy": 0.5,
+                             "max_rel_discrepancy": 0.25, "elements_over": 2},
                "triage": {"triage": {"class": "confirmed", "symptom": "wrong value",
                                      "key": "numpy|f|vjp|confirmed|wrong",
                                      "evidence": {"fd": {"ad": 1.0, "fd_pow2": 1.5}},
                                      "reproducer": "print('repro')"}}}
 
 
+NEW_FIELDS = ("computed_in", "rounding_level", "flow", "sweep", "triage", "probe", "probes",
+              "alternative", "localized", "max_abs_discrepancy", "max_rel_discrepancy",
+              "elements_over")
+
+
 def _old_line(field: str) -> str:
     """``TYPED[field]`` as a stream before the typed field wrote it: the key only in details."""
     data = json.loads(TYPED[field].to_json())
-    for name in OLD_DETAILS:  # no typed field at all; ``to_json`` mirrored each in details
+    for name in NEW_FIELDS:  # no typed field at all; ``to_json`` mirrored each in details
         data.pop(name, None)
     assert {k: data["details"][k] for k in OLD_DETAILS[field]} == OLD_DETAILS[field]
     return json.dumps(data)
@@ -105,6 +119,8 @@ def test_a_typed_field_round_trips_through_the_stream_reader(field, tmp_path):
 def test_an_old_line_with_the_key_only_in_details_reads_into_the_field(field):
     old = CheckResult.from_json(_old_line(field))
     assert getattr(old, field) is not None
+    if field in ("probe", "localized"):  # and the other fields of the same details
+        assert old == TYPED[field]
     # details unchanged: the report's detail panel shows them as before
     assert {k: old.details[k] for k in OLD_DETAILS[field]} == OLD_DETAILS[field]
 
@@ -120,6 +136,10 @@ def test_an_old_line_with_the_key_only_in_details_reads_into_the_field(field):
     ("flow", {**FLOW.to_dict(), "shape": ["2"]}, "flow.shape[0]: expected an integer"),
     ("flow", {**FLOW.to_dict(), "cut_points": [3]}, "flow.cut_points[0]: expected a string"),
     ("flow", {k: v for k, v in FLOW.to_dict().items() if k != "name"}, "name: missing"),
+    ("probe", "1", "probe: expected an integer"),
+    ("alternative", 3, "alternative: expected a string"),
+    ("localized", [], "localized: expected a string"),
+    ("localized", {}, "localized: expected a string"),
     ("sweep", [], "sweep: expected an object"),
     ("sweep", {"point": 3}, "point: expected a string"),
     ("sweep", {"order": "1"}, "sweep.order: expected an integer"),
@@ -150,6 +170,14 @@ def test_the_consumers_read_the_fields():
     from gradcheck.sweep.triage import _rounding_level
 
     assert _rounding_level(r) and not _rounding_level(_base())
+    r = _base(probe=1, probes=3, localized="full Jacobian 3x3", max_abs_discrepancy=0.5,
+              max_rel_discrepancy=0.25, elements_over=2)
+    text = format_failure(Report([r]))
+    assert "(probe 2 of 3)" in text
+    assert ("largest element difference (full Jacobian 3x3): 0.5, relative 0.25, 2 element(s) "
+            "over the allowed error") in text
+    xml = junit.render(StreamData(checks=[_base(alternative="functional")])).decode()
+    assert "(functional)" in xml
 
 
 def test_check_writes_computed_in_as_the_field():

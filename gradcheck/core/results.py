@@ -204,6 +204,16 @@ class CheckResult:
     flow: ParameterFlow | None = None
     sweep: SweepInfo | None = None  # a sweep result's origin
     triage: Triage | None = None  # the sweep's triage of a failed one
+    # which probe (0-based) of how many was the worst; the alternative derivative path
+    # compared (eager vs functional: ``details["path"]``); a Jacobian block's localization
+    # (``localized``: the block compared, or why not) and its element summary
+    probe: int | None = None
+    probes: int | None = None
+    alternative: str | None = None
+    localized: str | None = None
+    max_abs_discrepancy: float | None = None
+    max_rel_discrepancy: float | None = None
+    elements_over: int | None = None
 
     def __post_init__(self) -> None:
         if type(self.kind) is not CheckKind:
@@ -262,10 +272,8 @@ class CheckResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["status"] = self.status.value
         data["kind"] = self.kind.value
-        mirrored = {key: getattr(self, name) for name, key in _DETAIL_KEYS
-                    if key not in self.details and getattr(self, name) != _DEFAULTS[name]}
-        if mirrored:  # readers of streams written before the typed fields read `details`
-            data["details"] = {**self.details, **mirrored}
+        # readers of streams written before the typed fields read them in ``details``, which
+        # holds every set one (__post_init__)
         data["worst"] = [dataclasses.asdict(w) for w in self.worst]
         for name in ("flow", "sweep", "triage"):
             value = getattr(self, name)
@@ -306,13 +314,16 @@ class CheckResult:
 _DETAIL_KEYS = (("order", "order"), ("path", "output_path"), ("bug_class", "bug_class"),
                 ("section", "section"), ("computed_in", "computed_in"),
                 ("rounding_level", "rounding_level"), ("flow", "flow"), ("sweep", "sweep"),
-                ("triage", "triage"))
+                ("triage", "triage"), ("probe", "probe"), ("probes", "probes"),
+                ("alternative", "path"), ("localized", "localized"),
+                ("max_abs_discrepancy", "max_abs_discrepancy"),
+                ("max_rel_discrepancy", "max_rel_discrepancy"),
+                ("elements_over", "elements_over"))
 _DEFAULTS: dict[str, Any] = {"order": 1, "path": None, "bug_class": None, "section": None,
-                             "computed_in": None, "rounding_level": None, "flow": None,
-                             "sweep": None, "triage": None}
+                             **{name: None for name, _ in _DETAIL_KEYS[4:]}}
 #: the fields whose value replaces a different one in ``details`` (a record updated with
 #: ``dataclasses.replace`` keeps ``details`` in step); the older ones only fill a missing key
-_FIELD_WINS = frozenset({"computed_in", "rounding_level", "flow", "sweep", "triage"})
+_FIELD_WINS = frozenset(name for name, _ in _DETAIL_KEYS[4:])
 
 
 def _flow_from_details(r: CheckResult) -> ParameterFlow | None:

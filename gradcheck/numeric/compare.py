@@ -183,10 +183,7 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
     """Record the verdict of ``c`` (its worst probe), localized where it failed."""
     v = judge(c, model_of(prep))
     i, j = where["output_index"], where["input_index"]
-    details: dict[str, object] = {"probe": v.probe, "probes": c.probes,
-                                  "resolution": v.resolution}
-    if c.label:
-        details["path"] = c.label
+    details: dict[str, object] = {"resolution": v.resolution}
     if oracle_note:
         details["oracle"] = oracle_note
     level = None
@@ -204,6 +201,7 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
         allowed_source=v.source, discrepancy_ratio=v.ratio, worst=loc.worst,
         convergence=conv[v.probe] if conv else (), details=details,
         computed_in=c.dtype if c.dtype != prep.dtype else None, rounding_level=level,
+        probe=v.probe, probes=c.probes, alternative=c.label or None, **loc.fields(),
         message=_verdict_message(v, c.label, level, oracle, prep.cfg.error_model),
     )
 
@@ -310,10 +308,9 @@ def compare_low(prep: Prepared, where: dict[str, int],
         allowed_source=source, discrepancy_ratio=float(ratio),
         worst=() if ok else cmp.worst,
         details={"compared": f"L2 norm of the whole VJP, {prep.dtype} vs float64",
-                 "measured_noise": cmp.noise, "conditioning": cond,
-                 "max_abs_discrepancy": max((abs(w.actual - w.expected) for w in cmp.worst),
-                                            default=0.0),
-                 "max_rel_discrepancy": float(rel)},
+                 "measured_noise": cmp.noise, "conditioning": cond},
+        max_abs_discrepancy=max((abs(w.actual - w.expected) for w in cmp.worst), default=0.0),
+        max_rel_discrepancy=float(rel),
         message=message,
     )
 

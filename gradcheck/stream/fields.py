@@ -22,6 +22,10 @@ _STR_FIELDS = ("device", "dtype", "name", "allowed_source", "message", "reproduc
 _INT_FIELDS = ("input_index", "output_index", "seed")
 _NUMBER_FIELDS = ("expected", "actual", "discrepancy", "relative_discrepancy", "allowed",
                   "discrepancy_ratio", "duration_s")
+#: the typed fields of keys that older streams carry in ``details`` (both forms are accepted)
+_TYPED_STRINGS = ("path", "bug_class", "section", "computed_in", "alternative", "localized")
+_TYPED_INTS = ("probe", "probes", "elements_over")
+_TYPED_NUMBERS = ("rounding_level", "max_abs_discrepancy", "max_rel_discrepancy")
 _ENV_STRINGS = ("role", "host", "started", "gradcheck", "python", "implementation", "platform",
                 "machine")
 
@@ -107,10 +111,14 @@ def check_fields(obj: dict[str, Any]) -> dict[str, Any]:
     for key in _INT_FIELDS:
         if key in obj:
             out[key] = integer(obj[key], key)
-    for key in ("path", "bug_class", "section", "computed_in"):  # typed fields streams
-        string(obj, key, nullable=True)                           # before them lack
-    if "rounding_level" in obj:
-        out["rounding_level"] = number(obj["rounding_level"], "rounding_level")
+    for key in _TYPED_STRINGS:  # typed fields streams before them lack
+        string(obj, key, nullable=True)
+    for key in _TYPED_INTS:
+        if key in obj:
+            out[key] = integer(obj[key], key)
+    for key in _TYPED_NUMBERS:
+        if key in obj:
+            out[key] = number(obj[key], key)
     if obj.get("flow") is not None:
         out["flow"] = _flow(obj["flow"], "flow")
     if obj.get("sweep") is not None:
