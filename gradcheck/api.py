@@ -238,8 +238,7 @@ def format_failure(report: Report) -> str:
     lines = [f"gradient check failed: {report.summary()}"]
     for r in report.failures:
         lines.append("")
-        computed = r.details.get("computed_in")
-        dtype = f"{r.dtype} (checked in {computed})" if computed else r.dtype
+        dtype = f"{r.dtype} (checked in {r.computed_in})" if r.computed_in else r.dtype
         lines.append(f"* {r.subject} [{r.status.value}] ({r.name}, backend={r.backend}, "
                      f"device={r.device}, dtype={dtype}, seed={r.seed})")
         values = shown(r) if r.status is Status.FAILED else None
@@ -253,26 +252,25 @@ def format_failure(report: Report) -> str:
 
 
 def _comparison_lines(r: CheckResult, values: Shown) -> list[str]:
-    d = r.details
     kind = INFO[r.kind]
     what, by_ad, by_ref = kind.compared, kind.actual_by, kind.expected_by
-    probe = f" (probe {d['probe'] + 1} of {d['probes']})" if "probe" in d else ""
+    probe = f" (probe {r.probe + 1} of {r.probes})" if r.probe is not None else ""
     lines = [f"  compared {what}{probe}: {values.actual} {by_ad} vs {values.expected} {by_ref}",
              f"  |difference| {values.difference} (relative {values.relative}), allowed "
              f"{values.allowed} from {r.allowed_source}; ratio {values.ratio}"]
-    if "max_abs_discrepancy" in d:
-        over = f", {d['elements_over']} element(s) over the allowed error" if \
-            "elements_over" in d else ""
+    if r.max_abs_discrepancy is not None:
+        over = f", {r.elements_over} element(s) over the allowed error" if \
+            r.elements_over is not None else ""
         # relative to the block's largest oracle element where a Jacobian was localized
-        rel = (f", relative {number(d.get('max_rel_discrepancy'))}" if "localized" in d
+        rel = (f", relative {number(r.max_rel_discrepancy)}" if r.localized is not None
                else "")
-        where = f" ({d['localized']})" if "localized" in d else ""
-        lines.append(f"  largest element difference{where}: {number(d['max_abs_discrepancy'])}"
+        where = f" ({r.localized})" if r.localized is not None else ""
+        lines.append(f"  largest element difference{where}: {number(r.max_abs_discrepancy)}"
                      f"{rel}{over}")
-    elif "localized" in d:
-        lines.append(f"  localization: {d['localized']}")
-    if "rounding_level" in d:
-        lines.append(f"  at the rounding level: |difference| within {number(d['rounding_level'])}"
+    elif r.localized is not None:
+        lines.append(f"  localization: {r.localized}")
+    if r.rounding_level is not None:
+        lines.append(f"  at the rounding level: |difference| within {number(r.rounding_level)}"
                      " (docs/error-model.md section 5b): a rounding inconsistency of the rule, "
                      "not a wrong rule")
     if r.worst:

@@ -41,6 +41,123 @@ class WorstElement:
     allowed: float
 
 
+class FlowStatus(str, enum.Enum):
+    """How the gradient reaches one parameter of an audited model."""
+
+    FLOWS = "flows"
+    BLOCKED_AS_INTENDED = "blocked as intended"
+    BLOCKED_UNINTENTIONALLY = "blocked unintentionally"
+    LEAK = "leak"
+    UNUSED = "unused"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class ParameterFlow:
+    """The audit of one parameter (:func:`gradcheck.audit`; carried by its ``flow`` result as
+    :attr:`CheckResult.flow`).  ``ad_norm``: L2 norm of its AD gradient in the model's dtype
+    (0 where none arrives); ``fd_dependence``: largest ``|<dL/dp, u>|`` measured by FD along the
+    random directions, significant when above ``fd_noise`` (10 x the FD error estimate);
+    ``gradient_check``: verdict of the projected FD check of its gradient; ``ad_projection``:
+    largest ``|<dL/dp, u>|`` from AD on the float64 copy along the same directions (comparable
+    with ``fd_dependence``; ``ad_norm`` is not).  A number the audit did not measure is nan."""
+
+    name: str
+    shape: tuple[int, ...]
+    status: FlowStatus
+    declared_stopped: bool
+    trainable: bool
+    ad_norm: float
+    fd_dependence: float
+    fd_noise: float
+    gradient_check: Status
+    cut_points: tuple[str, ...] = ()
+    message: str = ""
+    ad_projection: float = float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON object (enums as their values, tuples as lists)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out.update(status=self.status.value, gradient_check=self.gradient_check.value,
+                   shape=list(self.shape), cut_points=list(self.cut_points))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ParameterFlow:
+        """Inverse of :meth:`to_dict` (numbers as ``"inf"``/``"nan"`` strings accepted)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: _from_jsonable(v) for k, v in data.items() if k in names}
+        kw["status"] = FlowStatus(kw["status"])
+        kw["gradient_check"] = Status(kw["gradient_check"])
+        kw["shape"] = tuple(kw.get("shape", ()))
+        kw["cut_points"] = tuple(kw.get("cut_points", ()))
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """Where a result of the op sweep (:mod:`gradcheck.sweep`) comes from: the point, order,
+    profile, op family, elements repaired into the domain and the oracle that judged it
+    (``check`` or a resolution check); or why it was not checked (``skipped`` at a point,
+    ``left_out`` of the inventory, a worker crash's ``exitcode``/``hung_s``); ``overruled``:
+    why the sweep's own resolution checks overrule a failed verdict.  Unset is None."""
+
+    point: str | None = None
+    order: int | None = None
+    profile: str | None = None
+    family: str | None = None
+    repaired: int | None = None
+    oracle: str | None = None
+    skipped: str | None = None
+    exitcode: int | None = None
+    hung_s: float | None = None
+    left_out: str | None = None
+    overruled: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The set fields, in declaration order (``details["sweep"]`` as streams carry it)."""
+        return {f.name: v for f in dataclasses.fields(self)
+                if (v := getattr(self, f.name)) is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepInfo:
+        """Inverse of :meth:`to_dict`; keys it does not know are left out."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The sweep triage of a failed or errored result (:mod:`gradcheck.sweep.triage`): its
+    class (``confirmed``, ``false_alarm``, ``crash``, ...), symptom, de-duplication key, the
+    independent evidence it was classified from (None where none was collected) and a
+    reproducer script."""
+
+    cls: str
+    symptom: str = ""
+    key: str | None = None  # None: an older stream's triage without one (not a finding)
+    evidence: dict[str, Any] | None = None
+    reproducer: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``details["triage"]`` as streams carry it (``class`` for :attr:`cls`)."""
+        out: dict[str, Any] = {"class": self.cls, "symptom": self.symptom}
+        if self.key is not None:
+            out["key"] = self.key
+        if self.evidence is not None:
+            out["evidence"] = self.evidence
+        out["reproducer"] = self.reproducer
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Triage:
+        """Inverse of :meth:`to_dict`."""
+        evidence, key = data.get("evidence"), data.get("key")
+        return cls(str(data.get("class", "")), str(data.get("symptom", "")),
+                   key if isinstance(key, str) else None,
+                   evidence if isinstance(evidence, dict) else None,
+                   str(data.get("reproducer", "")))
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """One comparison and its evidence.  ``discrepancy_ratio`` = |actual - expected| / allowed."""
@@ -76,6 +193,27 @@ class CheckResult:
     path: str | None = None
     bug_class: str | None = None
     section: str | None = None
+    # typed fields of the keys read outside the package that writes them: the dtype a numeric
+    # comparison was computed in where it is not the check's (``computed_in``), the rounding
+    # level a failed comparison lies within (``rounding_level``, docs/error-model.md section
+    # 5b), an audited parameter's gradient flow (``flow``), the sweep's records.  Read from
+    # ``details`` when not given; when given, ``details`` mirrors them (what older readers and
+    # the report's detail panel read).
+    computed_in: str | None = None
+    rounding_level: float | None = None
+    flow: ParameterFlow | None = None
+    sweep: SweepInfo | None = None  # a sweep result's origin
+    triage: Triage | None = None  # the sweep's triage of a failed one
+    # which probe (0-based) of how many was the worst; the alternative derivative path
+    # compared (eager vs functional: ``details["path"]``); a Jacobian block's localization
+    # (``localized``: the block compared, or why not) and its element summary
+    probe: int | None = None
+    probes: int | None = None
+    alternative: str | None = None
+    localized: str | None = None
+    max_abs_discrepancy: float | None = None
+    max_rel_discrepancy: float | None = None
+    elements_over: int | None = None
 
     def __post_init__(self) -> None:
         if type(self.kind) is not CheckKind:
@@ -86,10 +224,22 @@ class CheckResult:
                                  f"{', '.join(k.value for k in CheckKind)}") from None
             object.__setattr__(self, "kind", kind)
         d = self.details
-        if d:
-            for name, key in _DETAIL_KEYS:
-                if key in d and getattr(self, name) == _DEFAULTS[name]:
-                    object.__setattr__(self, name, d[key])
+        mirrored: dict[str, Any] = {}
+        for name, key in _DETAIL_KEYS:
+            value = getattr(self, name)
+            if value is None or value == _DEFAULTS[name]:
+                if key in d:  # an older stream, or a producer that writes only ``details``
+                    read = _FROM_DETAILS.get(name)
+                    value = d[key] if read is None else read(self)
+                    if value is not None:
+                        object.__setattr__(self, name, value)
+            else:  # written to both: ``details`` is what older readers and the report read
+                write = _TO_DETAILS.get(name)
+                for k, v in ({key: value} if write is None else write(value)).items():
+                    if k not in d or (name in _FIELD_WINS and d[k] != v):
+                        mirrored[k] = v
+        if mirrored:
+            object.__setattr__(self, "details", {**d, **mirrored})
 
     @property
     def ok(self) -> bool:
@@ -122,11 +272,13 @@ class CheckResult:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["status"] = self.status.value
         data["kind"] = self.kind.value
-        mirrored = {key: getattr(self, name) for name, key in _DETAIL_KEYS
-                    if key not in self.details and getattr(self, name) != _DEFAULTS[name]}
-        if mirrored:  # readers of streams written before the typed fields read `details`
-            data["details"] = {**self.details, **mirrored}
+        # readers of streams written before the typed fields read them in ``details``, which
+        # holds every set one (__post_init__)
         data["worst"] = [dataclasses.asdict(w) for w in self.worst]
+        for name in ("flow", "sweep", "triage"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value.to_dict()
         data = {k: _finite_or_str(v) for k, v in data.items()}
         return json.dumps({"schema": SCHEMA_VERSION, "record": "check", **data}, default=str)
 
@@ -152,13 +304,61 @@ class CheckResult:
         )
         kwargs["shapes"] = tuple(tuple(s) for s in kwargs.get("shapes", ()))
         kwargs["convergence"] = tuple(tuple(c) for c in kwargs.get("convergence", ()))
+        for name, record in (("flow", ParameterFlow), ("sweep", SweepInfo), ("triage", Triage)):
+            if isinstance(kwargs.get(name), dict):
+                kwargs[name] = record.from_dict(kwargs[name])
         return cls(**kwargs)
 
 
 #: (typed field, its key in ``details``) of the fields older streams carry in ``details``
 _DETAIL_KEYS = (("order", "order"), ("path", "output_path"), ("bug_class", "bug_class"),
-                ("section", "section"))
-_DEFAULTS: dict[str, Any] = {"order": 1, "path": None, "bug_class": None, "section": None}
+                ("section", "section"), ("computed_in", "computed_in"),
+                ("rounding_level", "rounding_level"), ("flow", "flow"), ("sweep", "sweep"),
+                ("triage", "triage"), ("probe", "probe"), ("probes", "probes"),
+                ("alternative", "path"), ("localized", "localized"),
+                ("max_abs_discrepancy", "max_abs_discrepancy"),
+                ("max_rel_discrepancy", "max_rel_discrepancy"),
+                ("elements_over", "elements_over"))
+_DEFAULTS: dict[str, Any] = {"order": 1, "path": None, "bug_class": None, "section": None,
+                             **{name: None for name, _ in _DETAIL_KEYS[4:]}}
+#: the fields whose value replaces a different one in ``details`` (a record updated with
+#: ``dataclasses.replace`` keeps ``details`` in step); the older ones only fill a missing key
+_FIELD_WINS = frozenset(name for name, _ in _DETAIL_KEYS[4:])
+
+
+def _flow_from_details(r: CheckResult) -> ParameterFlow | None:
+    """The flow record of a stream written before :attr:`CheckResult.flow`: the status and
+    cut points the audit wrote in ``details``; the numbers it did not write are nan."""
+    status = r.details.get("flow")
+    if not isinstance(status, str) or status not in {s.value for s in FlowStatus}:
+        return None
+    cuts = r.details.get("cut_points")
+    nan = float("nan")
+    return ParameterFlow(r.name, (), FlowStatus(status),
+                         status == FlowStatus.BLOCKED_AS_INTENDED.value, True, nan, nan, nan,
+                         Status.SKIPPED, tuple(map(str, cuts)) if isinstance(cuts, list) else (),
+                         r.message)
+
+
+def _flow_to_details(flow: ParameterFlow) -> dict[str, Any]:
+    return {"flow": flow.status.value, "cut_points": list(flow.cut_points)}
+
+
+#: how a field is read from (the result, its ``details`` set) and written to ``details`` where
+#: it is not the value itself
+def _record_from_details(name: str, record: Any) -> Any:
+    def read(r: CheckResult) -> Any:
+        value = r.details.get(name)
+        return record.from_dict(value) if isinstance(value, dict) else None
+    return read
+
+
+_FROM_DETAILS: dict[str, Any] = {"flow": _flow_from_details,
+                                 "sweep": _record_from_details("sweep", SweepInfo),
+                                 "triage": _record_from_details("triage", Triage)}
+_TO_DETAILS: dict[str, Any] = {"flow": _flow_to_details,
+                               "sweep": lambda v: {"sweep": v.to_dict()},
+                               "triage": lambda v: {"triage": v.to_dict()}}
 
 
 # -- how values are written: one helper for the assert message, the result messages and the

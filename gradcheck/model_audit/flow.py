@@ -30,7 +30,6 @@ modes, the optimizer / scheduler / scaler state and the global RNG states are re
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +42,7 @@ from gradcheck.backends.guarded import AdapterFailure, attempt
 from gradcheck.backends.registry import get_backend
 from gradcheck.core import arguments as _args
 from gradcheck.core.errors import InvalidArgument
-from gradcheck.core.results import CheckKind, Report, Status
+from gradcheck.core.results import CheckKind, FlowStatus, ParameterFlow, Report, Status
 from gradcheck.model_audit import intent as _intent
 from gradcheck.model_audit.steps import AfterBackward, TrainStep, check_monitor, check_train_step
 from gradcheck.oracle import fd
@@ -53,40 +52,6 @@ from gradcheck.semantics.context import QUOTE, BugClass, ProbeContext, filled
 __all__ = ["AfterBackward", "AuditReport", "FlowStatus", "ParameterFlow", "TrainStep", "audit"]
 
 _PROBES = 2  # random directions per parameter for the FD measurements
-
-
-class FlowStatus(str, enum.Enum):
-    """How the gradient reaches one parameter."""
-
-    FLOWS = "flows"
-    BLOCKED_AS_INTENDED = "blocked as intended"
-    BLOCKED_UNINTENTIONALLY = "blocked unintentionally"
-    LEAK = "leak"
-    UNUSED = "unused"
-    INCONCLUSIVE = "inconclusive"
-
-
-@dataclass(frozen=True)
-class ParameterFlow:
-    """The audit of one parameter.  ``ad_norm``: L2 norm of its AD gradient in the model's dtype
-    (0 where none arrives); ``fd_dependence``: largest ``|<dL/dp, u>|`` measured by FD along the
-    random directions, significant when above ``fd_noise`` (10 x the FD error estimate);
-    ``gradient_check``: verdict of the projected FD check of its gradient; ``ad_projection``:
-    largest ``|<dL/dp, u>|`` from AD on the float64 copy along the same directions (comparable
-    with ``fd_dependence``; ``ad_norm`` is not)."""
-
-    name: str
-    shape: tuple[int, ...]
-    status: FlowStatus
-    declared_stopped: bool
-    trainable: bool
-    ad_norm: float
-    fd_dependence: float
-    fd_noise: float
-    gradient_check: Status
-    cut_points: tuple[str, ...] = ()
-    message: str = ""
-    ad_projection: float = float("nan")
 
 
 @dataclass
@@ -356,10 +321,12 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
     trainable = hooks.trainable(name)
     mine = tuple(str(c) for c in cuts if name in c.params or not c.params)
     if isinstance(side, AdapterFailure):  # e.g. a loss that hard-codes float32 tensors
+        record = ParameterFlow(name, shape, FlowStatus.INCONCLUSIVE, declared, trainable,
+                               ad_norm, float("nan"), float("nan"), Status.ERROR, mine)
         ctx.emit(name, Status.ERROR, f"cannot evaluate the loss on a float64 copy of the model "
-                 f"for finite differences: {side.quoted(QUOTE)}", kind=CheckKind.FLOW)
-        return ParameterFlow(name, shape, FlowStatus.INCONCLUSIVE, declared, trainable, ad_norm,
-                             float("nan"), float("nan"), Status.ERROR, mine)
+                 f"for finite differences: {side.quoted(QUOTE)}", kind=CheckKind.FLOW,
+                 flow=record)
+        return record
     U, est = side.projections(name, index)
     s_fd, e_fd = est.value[:, 0], est.error[:, 0]
     # an FD value is told from 0 where it exceeds what its error estimate allows
@@ -385,9 +352,10 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
     if by_marker:
         message = (f"{name!r}: blocked as intended: the loss depends on it (FD {dependence:.3g}) "
                    f"only through values declared stopped ({by_marker})")
-    _emit_flow(ctx, name, status, message, mine, cuts)
-    return ParameterFlow(name, shape, status, declared, trainable, ad_norm, dependence, noise,
-                         check, mine, message, ad_proj)
+    record = ParameterFlow(name, shape, status, declared, trainable, ad_norm, dependence, noise,
+                           check, mine, message, ad_proj)
+    _emit_flow(ctx, record, cuts)
+    return record
 
 
 def _classify(declared: bool, ad: bool, dependent: bool, kink: bool) -> FlowStatus:
@@ -461,8 +429,10 @@ def _flow_message(name: str, status: FlowStatus, ad_norm: float, dep: float, noi
     }[status]
 
 
-def _emit_flow(ctx: ProbeContext, name: str, status: FlowStatus, message: str,
-               mine: tuple[str, ...], cuts: list) -> None:
+def _emit_flow(ctx: ProbeContext, record: ParameterFlow, cuts: list) -> None:
+    """The ``flow`` result of one parameter, carrying its record (what the report's flow map
+    shows)."""
+    status, mine = record.status, record.cut_points
     bug = None
     if status is FlowStatus.LEAK:
         bug = BugClass.STOP_GRADIENT_LEAKS
@@ -473,5 +443,5 @@ def _emit_flow(ctx: ProbeContext, name: str, status: FlowStatus, message: str,
         bug = BugClass.HOST_ROUND_TRIP if host else BugClass.DETACH_IN_INPUT_PATH
     verdict = Status.PASSED if status in _FLOW_OK else (
         Status.INCONCLUSIVE if status is FlowStatus.INCONCLUSIVE else Status.FAILED)
-    ctx.emit(name, verdict, message, bug=bug, kind=CheckKind.FLOW,
-             details={"flow": status.value, "cut_points": list(mine)})
+    ctx.emit(record.name, verdict, record.message, bug=bug, kind=CheckKind.FLOW,
+             flow=record)

@@ -31,7 +31,7 @@ from gradcheck.engines.gorgonia import (
     MODEL_VIAS,
     GorgoniaBackend,
 )
-from gradcheck.model_audit.flow import FlowStatus
+from gradcheck.model_audit.flow import FlowStatus, ParameterFlow
 from gradcheck.model_audit.steps import _diagnose
 from gradcheck.oracle.jacobian import fd_jacobian
 from gradcheck.semantics.context import BugClass, ProbeContext, global_norm
@@ -125,14 +125,22 @@ def check_named_model(be: Any, spec: ModelSpec, cut: dict, *, seed: int, own: bo
         else:
             verdict, bug = Status.FAILED, BugClass.UNUSED_PARAMETER
             msg = f"{name!r}: gradient {ad_norm:.3g} but no effect on the loss ({fd_txt})"
-        ctx.emit(f"flow.{name}", verdict, msg, bug=bug, kind=CheckKind.FLOW,
-                 details={"flow": status.value, "cut_points": [c["stage"] for c in mine],
-                          "in_gradstore": raw[name] is not None})
+        checked = None  # the gradient's FD check, recorded after the flow result
         if status is FlowStatus.FLOWS or ad_norm > 0:
-            ctx.compare(f"{spec.prefix}.grad.{name}", g, fd_g, np.abs(g) + np.abs(fd_g),
-                        fd_error=fd_e.reshape(g.shape), bug=BugClass.WRONG_GRADIENT,
-                        what=f"gradient of {name!r} extracted from {spec.store} by {spec.by} "
-                             "vs central FD of the loss")
+            checked = ctx.assess(g, fd_g, np.abs(g) + np.abs(fd_g), ctx.dtype,
+                                 fd_e.reshape(g.shape))
+        record = ParameterFlow(
+            name, tuple(values[name].shape), status, status is FlowStatus.BLOCKED_AS_INTENDED,
+            True, ad_norm, dep, noise, Status.SKIPPED if checked is None else
+            Status.PASSED if checked.ok or checked.elements == 0 else Status.FAILED,
+            tuple(str(c["stage"]) for c in mine), msg)
+        ctx.emit(f"flow.{name}", verdict, msg, bug=bug, kind=CheckKind.FLOW,
+                 details={"in_gradstore": raw[name] is not None}, flow=record)
+        if checked is not None:
+            ctx.record(f"{spec.prefix}.grad.{name}", checked, bug=BugClass.WRONG_GRADIENT,
+                       dtype=ctx.dtype,
+                       what=f"gradient of {name!r} extracted from {spec.store} by {spec.by} "
+                            "vs central FD of the loss")
     reported = decode_scalar(res["grad_norm"])
     norm = global_norm(grads)
     a = ctx.assess(reported, norm, norm + abs(reported), "float64")

@@ -222,7 +222,7 @@ def _judge(model: tolerance.ErrorModel, base: dict, actual: Side, expected: Side
         actual=float(sa[p]), discrepancy=disc, relative_discrepancy=float(rel),
         allowed=allows[p].allowed, allowed_source=allows[p].source,
         discrepancy_ratio=float(ratios[p]), worst=worst, message=message,
-        details={"probe": p, "probes": len(sa), "expected_side": expected.label}, **base)
+        probe=p, probes=len(sa), details={"expected_side": expected.label}, **base)
 
 
 def _ratios(sa: np.ndarray, sb: np.ndarray, allows: list[tolerance.Allowance]) -> list[float]:

@@ -183,20 +183,13 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
     """Record the verdict of ``c`` (its worst probe), localized where it failed."""
     v = judge(c, model_of(prep))
     i, j = where["output_index"], where["input_index"]
-    details: dict[str, object] = {"probe": v.probe, "probes": c.probes,
-                                  "resolution": v.resolution}
-    if c.label:
-        details["path"] = c.label
+    details: dict[str, object] = {"resolution": v.resolution}
     if oracle_note:
         details["oracle"] = oracle_note
-    if c.dtype != prep.dtype:
-        details["computed_in"] = c.dtype
     level = None
     if not v.ok:
         level = prep.cfg.error_model.rounding_level(v.discrepancy, v.terms,
                                                     probe_norms(pr, i, j, v.probe), c.dtype)
-        if level is not None:
-            details["rounding_level"] = level
     loc = Localization("")
     if not v.ok and c.kind in (CheckKind.VJP, CheckKind.JVP) and prep.cfg.localize:
         loc = localize(prep, c.kind, i, j)
@@ -207,6 +200,8 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
         discrepancy=v.discrepancy, relative_discrepancy=v.relative, allowed=v.allowed,
         allowed_source=v.source, discrepancy_ratio=v.ratio, worst=loc.worst,
         convergence=conv[v.probe] if conv else (), details=details,
+        computed_in=c.dtype if c.dtype != prep.dtype else None, rounding_level=level,
+        probe=v.probe, probes=c.probes, alternative=c.label or None, **loc.fields(),
         message=_verdict_message(v, c.label, level, oracle, prep.cfg.error_model),
     )
 
@@ -313,10 +308,9 @@ def compare_low(prep: Prepared, where: dict[str, int],
         allowed_source=source, discrepancy_ratio=float(ratio),
         worst=() if ok else cmp.worst,
         details={"compared": f"L2 norm of the whole VJP, {prep.dtype} vs float64",
-                 "measured_noise": cmp.noise, "conditioning": cond,
-                 "max_abs_discrepancy": max((abs(w.actual - w.expected) for w in cmp.worst),
-                                            default=0.0),
-                 "max_rel_discrepancy": float(rel)},
+                 "measured_noise": cmp.noise, "conditioning": cond},
+        max_abs_discrepancy=max((abs(w.actual - w.expected) for w in cmp.worst), default=0.0),
+        max_rel_discrepancy=float(rel),
         message=message,
     )
 

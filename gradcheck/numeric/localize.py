@@ -23,16 +23,27 @@ WORST = 5
 
 @dataclass(frozen=True)
 class Localization:
-    """What localizing one block found: ``how`` (``details["localized"]``: the block compared,
-    or why it was not), the worst elements over their allowance and the block's summary
-    (empty where it was not compared)."""
+    """What localizing one block found: ``how`` (:attr:`CheckResult.localized`: the block
+    compared, or why it was not; empty where nothing was localized), the worst elements over
+    their allowance and the block's summary (empty where it was not compared)."""
 
     how: str
     worst: tuple[WorstElement, ...] = ()
     summary: dict[str, Any] = field(default_factory=dict)
 
+    def fields(self) -> dict[str, Any]:
+        """The result's typed fields: ``localized`` and the block's element summary."""
+        if not self.how:
+            return {}
+        return {"localized": self.how, **{k: v for k, v in self.summary.items()
+                                          if k in _SUMMARY_FIELDS}}
+
     def details(self) -> dict[str, Any]:
-        return {"localized": self.how, **self.summary}
+        """The rest of the summary (how the FD Jacobian was built), shown as is."""
+        return {k: v for k, v in self.summary.items() if k not in _SUMMARY_FIELDS}
+
+
+_SUMMARY_FIELDS = ("max_abs_discrepancy", "max_rel_discrepancy", "elements_over")
 
 
 def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:

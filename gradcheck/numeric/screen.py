@@ -267,6 +267,6 @@ def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.Projec
         "discrepancy_ratio": float(ratios[p]),
         "convergence": tuple((float(h), float(c))
                              for h, c in zip(e.steps[p], e.table[p, :, r], strict=True)),
-        "details": {"probe": p, "probes": len(s_ad), key: "passed", "resolution": resolution,
-                    "fd_evaluations": e.evaluations},
+        "probe": p, "probes": len(s_ad),
+        "details": {key: "passed", "resolution": resolution, "fd_evaluations": e.evaluations},
     })

@@ -1,8 +1,8 @@
 """The report's sweep sections: the triaged findings (one row per de-duplicated finding, with
 its class, evidence and reproducer) and the names each backend's inventory left out, by reason.
 
-Both read only the stream: a sweep result carries ``details["sweep"]`` (its point, or
-``left_out``) and a triaged one ``details["triage"]`` (:mod:`gradcheck.sweep.triage`).  A
+Both read only the stream: a sweep result carries :attr:`CheckResult.sweep` (its point, or
+``left_out``) and a triaged one :attr:`CheckResult.triage` (:mod:`gradcheck.sweep.triage`).  A
 stream without sweep results renders nothing here.
 """
 
@@ -52,8 +52,7 @@ def findings_section(data: StreamData, section: Section, esc: Escape,
                      link: Callable[[int], str]) -> str:
     """The findings of the sweep results in ``data`` ('' where none was triaged)."""
     found = findings(data.checks)
-    left = [r for r in data.checks if isinstance(r.details.get("sweep"), dict)
-            and "left_out" in r.details["sweep"]]
+    left = [r for r in data.checks if r.sweep is not None and r.sweep.left_out is not None]
     if not found and not left:
         return ""
     index = {id(r): i for i, r in enumerate(data.checks)}
@@ -72,7 +71,8 @@ def findings_section(data: StreamData, section: Section, esc: Escape,
     table = ('<table class="grid"><thead><tr><th>class</th><th>op</th><th>check</th>'
              "<th>symptom</th><th>results</th><th>dtypes</th><th>points</th><th>evidence</th>"
              f"</tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows else ""
-    reasons = Counter((r.backend, r.details["sweep"]["left_out"].split(":")[0]) for r in left)
+    reasons = Counter((r.backend, str(r.sweep.left_out).split(":")[0]) for r in left
+                      if r.sweep is not None)
     left_rows = "".join(f"<tr><td>{esc(b)}</td><td>{esc(why)}</td><td>{n}</td></tr>"
                         for (b, why), n in sorted(reasons.items(), key=lambda t: -t[1]))
     left_html = ('<h3>Left out of the inventory</h3><table class="grid"><thead><tr><th>backend'

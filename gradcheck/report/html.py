@@ -158,7 +158,7 @@ def _flow(data: StreamData) -> str:
                           "</h3><p class=\"note\">no per-parameter records</p>")
             continue
         cells = "".join(
-            f'<div class="param fl-{esc(re.sub("[^a-z_]", "", s.lower()))}" '
+            f'<div class="param fl-{esc(re.sub("[^a-z_]", "", s.lower().replace(" ", "_")))}" '
             f'title="{esc(f"{n}: {s}" + (f" ({note})" if note else ""))}">'
             f"<span>{esc(n)}</span><b>{esc(s)}</b></div>" for n, s, note in fm.parameters)
         blocks.append(f'<h3><a href="{esc(_hash_link(check=fm.index))}">{esc(fm.title)}</a>'

@@ -54,7 +54,8 @@ def _case(suite: ET.Element, classname: str, name: str, seconds: float | None) -
 
 
 def _check_case(suite: ET.Element, r: CheckResult) -> None:
-    name = f"{r.name}: {r.subject}" + (f" ({r.details['path']})" if "path" in r.details else "")
+    name = f"{r.name}: {r.subject}" + (f" ({r.alternative})" if r.alternative is not None
+                                       else "")
     if r.test_id:
         name += f" [{r.test_id}]"
     case = _case(suite, f"gradcheck.{r.backend}.{r.device}.{r.dtype}", name, r.duration_s)

@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradcheck.core.results import CheckResult, Status, shown, shown_element
+from gradcheck.core.results import (
+    CheckResult,
+    ParameterFlow,
+    Status,
+    number,
+    shown,
+    shown_element,
+)
 from gradcheck.core.taxonomy import CheckGroup, kinds
 from gradcheck.stream import StreamData
 
@@ -88,14 +95,25 @@ class Matrix:
 
 
 def build_matrix(checks: Iterable[CheckResult]) -> Matrix:
+    """The op matrix: every check but the semantic probes, the flow records and the checks of
+    an audited parameter (the audit's own gradient checks, named by the parameter: they are
+    in the flow map, not ops)."""
+    checks = list(checks)
+    audited = _audited(checks)
     cells: dict[tuple[str, tuple[str, str, str]], MatrixCell] = defaultdict(MatrixCell)
     for r in checks:
-        if r.kind in SEMANTIC_KINDS or r.kind in FLOW_KINDS:
+        if r.kind in SEMANTIC_KINDS or r.kind in FLOW_KINDS or (
+                (r.test_id, r.backend, r.device, r.name) in audited):
             continue
         cells[(r.name, (r.backend, r.device, r.dtype))].add(r)
     columns = sorted({col for _, col in cells})
     ops = sorted({op for op, _ in cells}, key=lambda s: (s.lower(), s))
     return Matrix(columns, ops, dict(cells))
+
+
+def _audited(checks: Iterable[CheckResult]) -> set[tuple[str, str, str, str]]:
+    """(test, backend, device, parameter) of every parameter a model audit recorded."""
+    return {(r.test_id, r.backend, r.device, r.flow.name) for r in checks if r.flow is not None}
 
 
 def counts_by_target(checks: Iterable[CheckResult]) -> list[tuple[tuple[str, str, str], Counter]]:
@@ -108,9 +126,10 @@ def counts_by_target(checks: Iterable[CheckResult]) -> list[tuple[tuple[str, str
 
 @dataclass(frozen=True)
 class FlowMap:
-    """Per-parameter gradient status of one audit (one ``flow`` record)."""
+    """Per-parameter gradient status of one audit (its ``flow`` records, or one record listing
+    ``parameters`` in its details)."""
 
-    index: int  # row id of the record in the table
+    index: int  # row id of the (first) record in the table
     title: str
     parameters: list[tuple[str, str, str]]  # (parameter name, status, note)
 
@@ -134,12 +153,41 @@ def _flow_parameters(details: dict[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
+def _flow_note(p: ParameterFlow) -> str:
+    """The evidence of one parameter's flow status: the numbers the audit measured."""
+    parts = [f"|grad| {number(p.ad_norm)}", f"|<grad,u>| AD {number(p.ad_projection)}",
+             f"FD {number(p.fd_dependence)} (noise {number(p.fd_noise)})",
+             f"FD check {p.gradient_check.value}"]
+    if p.declared_stopped:
+        parts.append("declared stopped")
+    if not p.trainable:
+        parts.append("not trainable")
+    if p.cut_points:
+        parts.append("cut points: " + "; ".join(p.cut_points))
+    return ", ".join(parts)
+
+
 def flow_maps(checks: list[CheckResult]) -> list[FlowMap]:
-    out = []
+    """One map per audit: the consecutive flow records of one test and backend (a parameter
+    seen again starts the next audit's map); a flow-kind check listing ``parameters`` in its
+    details is a map of its own, and other flow-kind checks (the audit's determinism and
+    declaration checks) are in the checks table only."""
+    out: list[FlowMap] = []
+    current: tuple[Any, ...] | None = None
     for i, r in enumerate(checks):
-        if r.kind in FLOW_KINDS:
-            title = f"{r.name} [{r.backend} {r.device} {r.dtype}] {r.test_id}".strip()
-            out.append(FlowMap(i, title, _flow_parameters(r.details)))
+        if r.flow is not None:
+            key = (r.test_id, r.backend, r.device, r.dtype)
+            names = {n for n, _, _ in out[-1].parameters} if current == key else set()
+            if current != key or r.flow.name in names:
+                title = f"model audit [{r.backend} {r.device} {r.dtype}] {r.test_id}".strip()
+                out.append(FlowMap(i, title, []))
+                current = key
+            out[-1].parameters.append((r.flow.name, r.flow.status.value, _flow_note(r.flow)))
+        elif r.kind in FLOW_KINDS:
+            params = _flow_parameters(r.details)
+            if params or "parameters" in r.details or "params" in r.details:
+                title = f"{r.name} [{r.backend} {r.device} {r.dtype}] {r.test_id}".strip()
+                out.append(FlowMap(i, title, params))
     return out
 
 

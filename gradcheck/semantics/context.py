@@ -145,12 +145,12 @@ class ProbeContext:
         info = {**(details or {}), **a.details()}
         if a.elements == 0:
             return self.emit(name, Status.PASSED, f"{what}: nothing to compare", dtype=dtype,
-                             kind=kind, details=info)
+                             kind=kind, details=info, elements_over=a.elements_over)
         return self.emit(name, Status.PASSED if a.ok else Status.FAILED, a.message(what),
                          bug=bug, dtype=dtype, kind=kind, expected=a.expected, actual=a.actual,
                          discrepancy=a.discrepancy, relative_discrepancy=a.relative,
                          allowed=a.allowed, allowed_source=a.source, discrepancy_ratio=a.ratio,
-                         details=info)
+                         details=info, elements_over=a.elements_over)
 
 
 @dataclass(frozen=True)
@@ -172,8 +172,8 @@ class Assessment:
     note: str = ""
 
     def details(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"worst_element": self.label, "elements": self.elements,
-                               "elements_over": self.elements_over}
+        """Shown as is; ``elements_over`` is the result's typed field."""
+        out: dict[str, Any] = {"worst_element": self.label, "elements": self.elements}
         if self.factor is not None:
             out["factor"] = self.factor
         return out

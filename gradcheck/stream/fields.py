@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gradcheck.core.results import Status
+from gradcheck.core.results import FlowStatus, Status
 
 #: deeper JSON is refused: the report walks nested values recursively
 MAX_DEPTH = 64
@@ -22,6 +22,10 @@ _STR_FIELDS = ("device", "dtype", "name", "allowed_source", "message", "reproduc
 _INT_FIELDS = ("input_index", "output_index", "seed")
 _NUMBER_FIELDS = ("expected", "actual", "discrepancy", "relative_discrepancy", "allowed",
                   "discrepancy_ratio", "duration_s")
+#: the typed fields of keys that older streams carry in ``details`` (both forms are accepted)
+_TYPED_STRINGS = ("path", "bug_class", "section", "computed_in", "alternative", "localized")
+_TYPED_INTS = ("probe", "probes", "elements_over")
+_TYPED_NUMBERS = ("rounding_level", "max_abs_discrepancy", "max_rel_discrepancy")
 _ENV_STRINGS = ("role", "host", "started", "gradcheck", "python", "implementation", "platform",
                 "machine")
 
@@ -107,8 +111,20 @@ def check_fields(obj: dict[str, Any]) -> dict[str, Any]:
     for key in _INT_FIELDS:
         if key in obj:
             out[key] = integer(obj[key], key)
-    for key in ("path", "bug_class", "section"):  # typed fields streams before them lack
+    for key in _TYPED_STRINGS:  # typed fields streams before them lack
         string(obj, key, nullable=True)
+    for key in _TYPED_INTS:
+        if key in obj:
+            out[key] = integer(obj[key], key)
+    for key in _TYPED_NUMBERS:
+        if key in obj:
+            out[key] = number(obj[key], key)
+    if obj.get("flow") is not None:
+        out["flow"] = _flow(obj["flow"], "flow")
+    if obj.get("sweep") is not None:
+        _sweep(obj["sweep"], "sweep")
+    if obj.get("triage") is not None:
+        _triage(obj["triage"], "triage")
     if "order" in obj:
         out["order"] = integer(obj["order"], "order", nullable=False)
     for key in _NUMBER_FIELDS:
@@ -127,6 +143,62 @@ def check_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if "details" in obj and not isinstance(obj["details"], dict):
         raise _fail("details", "an object", obj["details"])
     return out
+
+
+def _flow(value: Any, where: str) -> dict[str, Any]:
+    """An audited parameter's flow record (:class:`gradcheck.core.results.ParameterFlow`)."""
+    if not isinstance(value, dict):
+        raise _fail(where, "an object", value)
+    out = dict(value)
+    string(value, "name", required=True)
+    string(value, "message")
+    for key, values in (("status", FlowStatus), ("gradient_check", Status)):
+        if value.get(key) not in {v.value for v in values}:
+            raise InvalidField(f"{where}.{key}: expected one of "
+                               f"{', '.join(v.value for v in values)}, got "
+                               f"{value.get(key)!r}"[:200])
+    for key in ("declared_stopped", "trainable"):
+        if not isinstance(value.get(key), bool):
+            raise _fail(f"{where}.{key}", "a boolean", value.get(key))
+    for key in ("ad_norm", "fd_dependence", "fd_noise", "ad_projection"):
+        if key in value:
+            out[key] = number(value[key], f"{where}.{key}")
+            if out[key] is None:
+                raise InvalidField(f"{where}.{key}: expected a number, got null")
+    for key in ("ad_norm", "fd_dependence", "fd_noise"):
+        if key not in value:
+            raise InvalidField(f"{where}.{key}: missing")
+    out["shape"] = [integer(n, f"{where}.shape[{j}]", nullable=False)
+                    for j, n in enumerate(_array(value.get("shape", []), f"{where}.shape"))]
+    for j, c in enumerate(_array(value.get("cut_points", []), f"{where}.cut_points")):
+        if not isinstance(c, str):
+            raise _fail(f"{where}.cut_points[{j}]", "a string", c)
+    return out
+
+
+def _sweep(value: Any, where: str) -> None:
+    """A sweep result's origin (:class:`gradcheck.core.results.SweepInfo`)."""
+    if not isinstance(value, dict):
+        raise _fail(where, "an object", value)
+    for key in ("point", "profile", "family", "oracle", "skipped", "left_out", "overruled"):
+        string(value, key, nullable=True)
+    for key in ("order", "repaired", "exitcode"):
+        if key in value:
+            integer(value[key], f"{where}.{key}")
+    if "hung_s" in value:
+        number(value["hung_s"], f"{where}.hung_s")
+
+
+def _triage(value: Any, where: str) -> None:
+    """A sweep triage (:class:`gradcheck.core.results.Triage`)."""
+    if not isinstance(value, dict):
+        raise _fail(where, "an object", value)
+    string(value, "class", required=True)
+    for key in ("symptom", "reproducer"):
+        string(value, key)
+    string(value, "key", nullable=True)
+    if value.get("evidence") is not None and not isinstance(value["evidence"], dict):
+        raise _fail(f"{where}.evidence", "an object or null", value["evidence"])
 
 
 def _worst(value: Any, where: str) -> dict[str, Any]:

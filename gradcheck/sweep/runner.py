@@ -26,7 +26,7 @@ import numpy as np
 from gradcheck import stream
 from gradcheck.backends import limits as _limits
 from gradcheck.core.dtypes import numpy_dtype
-from gradcheck.core.results import CheckResult, Status
+from gradcheck.core.results import CheckResult, Status, SweepInfo, Triage
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.sweep import known, points, resolution, triage
 from gradcheck.sweep.inventory.discover import inventory
@@ -108,7 +108,7 @@ def left_out_results(inv: Inventory) -> list[CheckResult]:
     """One skipped ``call`` result per name the inventory left out, with the reason."""
     return [CheckResult(kind=CheckKind.CALL, status=Status.SKIPPED, backend=x.backend, name=x.name,
                         message=f"left out of the sweep: {x.reason}",
-                        details={"sweep": {"left_out": x.reason}},
+                        sweep=SweepInfo(left_out=x.reason),
                         test_id=f"sweep:{x.backend}-{x.name}")
             for x in inv.left_out]
 
@@ -119,16 +119,15 @@ def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype
     out = []
     for r in results:
         details = {k: v for k, v in r.details.items() if k != "sweep_oracle"}
-        details["sweep"] = {"point": point.name, "order": order, "profile": profile,
-                            "family": op.family, "repaired": point.repaired,
-                            "oracle": r.details.get("sweep_oracle", "check")}
+        sweep = SweepInfo(point=point.name, order=order, profile=profile, family=op.family,
+                          repaired=point.repaired, oracle=r.details.get("sweep_oracle", "check"))
         entry = known.lookup(op.backend, op.name, r.kind, dtype, point.name)
         if entry is not None and not r.ok:
             details.update(entry.details())
         # gradcheck's own reproducer cannot import the sweep's functions (closures over an
         # OpInfo sample): the triage writes one for each finding instead
         out.append(dataclasses.replace(r, name=op.name, test_id=tid, details=details,
-                                       reproducer=""))
+                                       sweep=sweep, reproducer=""))
     return out
 
 
@@ -146,7 +145,7 @@ def check_op(op: Op, cfg: SweepConfig, budget_s: float = OP_BUDGET_S) -> list[Ch
         for s in skipped:
             out.append(stream.record(_skipped(op, dtype, s.name, f"point {s.name!r} not "
                                               f"checked: {s.reason}",
-                                              {"point": s.name, "skipped": s.reason})))
+                                              SweepInfo(point=s.name, skipped=s.reason))))
         low = dtype in ("float16", "bfloat16")
         for point in pts:
             if low and not cfg.dtypes and not _wanted(point.name, plan.low_precision_bands):
@@ -156,7 +155,7 @@ def check_op(op: Op, cfg: SweepConfig, budget_s: float = OP_BUDGET_S) -> list[Ch
                 out.append(stream.record(_skipped(
                     op, dtype, point.name, f"point {point.name!r} not checked: the op's time "
                     f"budget ({budget_s:g} s for all its checks) was spent",
-                    {"point": point.name, "skipped": "op time budget spent"})))
+                    SweepInfo(point=point.name, skipped="op time budget spent"))))
                 continue
             order2 = op.order2 and _wanted(point.name, plan.order2_bands)
             second = order2 and (cfg.profile == "thorough" or dtype == "float64")
@@ -167,9 +166,9 @@ def check_op(op: Op, cfg: SweepConfig, budget_s: float = OP_BUDGET_S) -> list[Ch
     return out
 
 
-def _skipped(op: Op, dtype: str, band: str, message: str, sweep: dict[str, Any]) -> CheckResult:
+def _skipped(op: Op, dtype: str, band: str, message: str, sweep: SweepInfo) -> CheckResult:
     return CheckResult(kind=CheckKind.CALL, status=Status.SKIPPED, backend=op.backend,
-                       dtype=dtype, name=op.name, message=message, details={"sweep": sweep},
+                       dtype=dtype, name=op.name, message=message, sweep=sweep,
                        test_id=f"sweep:{op.backend}-{dtype}-{op.name}@{band}")
 
 
@@ -280,18 +279,15 @@ def crash_result(backend: str, name: str, exitcode: int | None,
                    "worker")
         symptom = "raised"
     key = "|".join((backend, name, "call", "crash", symptom))
-    sweep_info: dict[str, Any] = {"point": "crash", "exitcode": exitcode}
-    if hung_s is not None:
-        sweep_info["hung_s"] = round(hung_s, 1)
-    details: dict[str, Any] = {"sweep": sweep_info,
-                               "triage": {"class": "crash", "symptom": symptom, "key": key,
-                                          "evidence": {}, "reproducer": ""}}
+    sweep = SweepInfo(point="crash", exitcode=exitcode,
+                      hung_s=None if hung_s is None else round(hung_s, 1))
+    details: dict[str, Any] = {}
     entry = known.lookup(backend, name, "call", "*", "crash")
     if entry is not None:
         details.update(entry.details())
     return CheckResult(kind=CheckKind.CALL, status=Status.ERROR, backend=backend, name=name,
                        message=message, test_id=f"sweep:{backend}-{name}@crash",
-                       details=details)
+                       details=details, sweep=sweep, triage=Triage("crash", symptom, key, {}, ""))
 
 
 @dataclass
@@ -411,8 +407,7 @@ def _resume_state(out: Path) -> tuple[set[tuple[str, str]], bool]:
     done: set[tuple[str, str]] = set()
     left = False
     for r in read_streams([target]).checks:
-        sw = r.details.get("sweep", {}) if isinstance(r.details, dict) else {}
-        if "left_out" in sw:
+        if r.sweep is not None and r.sweep.left_out is not None:
             left = True
         elif r.name and r.name not in current:
             done.add((r.backend, r.name))

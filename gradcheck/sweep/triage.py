@@ -1,6 +1,6 @@
 """Triage: every sweep result that failed or errored is classified with its evidence.
 
-Classes (``details["triage"]["class"]``):
+Classes (``CheckResult.triage.cls``, ``details["triage"]["class"]`` in the stream):
 
 * ``confirmed``: independent evidence disagrees with the backend's derivative too: the
   scaled FD at two step families (agreeing with each other), mpmath, a NumPy/SciPy reference
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gradcheck.core.results import CheckResult, Status
+from gradcheck.core.results import CheckResult, Status, SweepInfo, Triage
 from gradcheck.core.taxonomy import SECOND_ORDER_KINDS
 from gradcheck.sweep import evidence, known, reproducer
 from gradcheck.sweep.evidence import AGREE, FORWARD_KEYS, relative
@@ -94,8 +94,8 @@ def _collect(op: Op, point: Point, dtype: str, order: int) -> dict[str, Any]:
 
 def _oracle(r: CheckResult) -> str:
     """Which oracle judged ``r``: ``check`` (gradcheck.check) or a resolution check."""
-    sw = r.details.get("sweep", {}) if isinstance(r.details, dict) else {}
-    return str(sw.get("oracle") or r.details.get("sweep_oracle") or "check")
+    return str((r.sweep is not None and r.sweep.oracle) or r.details.get("sweep_oracle")
+               or "check")
 
 
 def _component(r: CheckResult) -> float | None:
@@ -240,13 +240,13 @@ def _rounding_level(r: CheckResult) -> bool:
     """The two compared values agree to :data:`AGREE` relative, or a comparison of two AD
     paths (or dtypes) missed a pure rounding bound by at most :data:`ROUNDING_RATIO`, or
     :func:`gradcheck.check` itself labelled the failure as within the rounding level of its
-    comparison's scale (``details["rounding_level"]``, docs/error-model.md section 5b): the
+    comparison's scale (:attr:`CheckResult.rounding_level`, docs/error-model.md section 5b): the
     error model's bound, not a derivative, is in question."""
     a, e = r.actual, r.expected
     if a is None or e is None or not (math.isfinite(a) and math.isfinite(e)):
         return False
     ratio = r.discrepancy_ratio
-    return relative(a, e) <= AGREE or "rounding_level" in r.details or (
+    return relative(a, e) <= AGREE or r.rounding_level is not None or (
         r.kind in ("fwd_rev", "eager_func") and ratio is not None and math.isfinite(ratio)
         and ratio <= ROUNDING_RATIO)
 
@@ -306,7 +306,7 @@ def about_order(r: CheckResult, order: int) -> int:
 
 def triage(op: Op, point: Point, dtype: str, order: int,
            results: Sequence[CheckResult]) -> list[CheckResult]:
-    """``results`` with ``details["triage"]`` on each that failed or errored, each with the
+    """``results`` with :attr:`CheckResult.triage` on each that failed or errored, each with the
     evidence of the derivative order it is about (:func:`about_order`)."""
     evs: dict[int, dict[str, Any]] = {}
     out = []
@@ -321,9 +321,8 @@ def triage(op: Op, point: Point, dtype: str, order: int,
         cls = classify(r, ev, results)
         key = "|".join((op.backend, op.name, kind_family(r.kind), cls, symptom(r)))
         script = reproducer.script(op, point, dtype, k, r)
-        info = {"class": cls, "symptom": symptom(r), "key": key, "evidence": ev,
-                "reproducer": script}
-        r = dataclasses.replace(r, details={**r.details, "triage": info}, reproducer=script)
+        r = dataclasses.replace(r, triage=Triage(cls, symptom(r), key, ev, script),
+                                reproducer=script)
         out.append(overruled(r, results) if cls == "false_alarm" else r)
     return out
 
@@ -332,17 +331,17 @@ def overruled(r: CheckResult, siblings: Sequence[CheckResult]) -> CheckResult:
     """A failed verdict of ``gradcheck.check`` that the sweep's own resolution checks overrule:
     the triage's evidence says the derivative is right and a resolution check of the same
     reverse mode passed at the same point.  Its status becomes ``inconclusive`` (the sweep
-    does not fail on it), ``details["sweep"]["overruled"]`` says why, and it stays a
+    does not fail on it), ``r.sweep.overruled`` says why, and it stays a
     ``false_alarm`` finding (counted as one of the oracle's)."""
     if _oracle(r) != "check" or r.status is not Status.FAILED or True not in [
             v for s in siblings if _oracle(s) != "check" for v in _resolution_votes(r, [s])]:
         return r
-    sweep = {**r.details.get("sweep", {}), "overruled": "the sweep's resolution checks (per-"
-             "element scaled FD, mpmath) passed the same derivative here and the triage's "
-             "evidence agrees"}
-    return dataclasses.replace(r, status=Status.INCONCLUSIVE, details={**r.details,
-                               "sweep": sweep}, message="overruled by the sweep (false alarm "
-                               "of gradcheck.check's oracle at this point): " + r.message)
+    sweep = dataclasses.replace(r.sweep or SweepInfo(), overruled="the sweep's resolution "
+                                "checks (per-element scaled FD, mpmath) passed the same "
+                                "derivative here and the triage's evidence agrees")
+    return dataclasses.replace(r, status=Status.INCONCLUSIVE, sweep=sweep,
+                               message="overruled by the sweep (false alarm of "
+                               "gradcheck.check's oracle at this point): " + r.message)
 
 
 def untriaged(op: Op, results: Sequence[CheckResult], why: str) -> list[CheckResult]:
@@ -355,9 +354,7 @@ def untriaged(op: Op, results: Sequence[CheckResult], why: str) -> list[CheckRes
             continue
         cls = "crash" if r.status is Status.ERROR or r.kind == "call" else "unresolved"
         key = "|".join((op.backend, op.name, kind_family(r.kind), cls, symptom(r)))
-        info = {"class": cls, "symptom": symptom(r), "key": key,
-                "evidence": {"error": why}, "reproducer": ""}
-        out.append(dataclasses.replace(r, details={**r.details, "triage": info}))
+        out.append(dataclasses.replace(r, triage=Triage(cls, symptom(r), key, {"error": why})))
     return out
 
 
@@ -383,11 +380,12 @@ class Finding:
 
     @property
     def evidence(self) -> dict[str, Any]:
-        return self.worst.details.get("triage", {}).get("evidence", {})
+        t = self.worst.triage
+        return {} if t is None or t.evidence is None else t.evidence
 
     @property
     def reproducer(self) -> str:
-        return self.worst.details.get("triage", {}).get("reproducer", "")
+        return "" if self.worst.triage is None else self.worst.triage.reproducer
 
 
 def findings(checks: Iterable[CheckResult]) -> list[Finding]:
@@ -395,9 +393,8 @@ def findings(checks: Iterable[CheckResult]) -> list[Finding]:
     by the current rules from the stored evidence: :func:`reclassified`)."""
     groups: dict[str, list[CheckResult]] = {}
     for r in reclassified(list(checks)):
-        info = r.details.get("triage") if isinstance(r.details, dict) else None
-        if isinstance(info, dict) and isinstance(info.get("key"), str) and not r.known:
-            groups.setdefault(info["key"], []).append(r)
+        if r.triage is not None and r.triage.key is not None and not r.known:
+            groups.setdefault(r.triage.key, []).append(r)
     out = []
     for key, rs in groups.items():
         backend, op, family, cls, sym = (key.split("|") + [""] * 5)[:5]
@@ -406,7 +403,7 @@ def findings(checks: Iterable[CheckResult]) -> list[Finding]:
                     else math.inf)
         out.append(Finding(key, backend, op, family, cls, sym, len(rs),
                            tuple(sorted({r.dtype for r in rs})),
-                           tuple(sorted({str(r.details.get("sweep", {}).get("point", ""))
+                           tuple(sorted({str((r.sweep.point or "") if r.sweep else "")
                                          for r in rs})), worst))
     rank = {c: k for k, c in enumerate(CLASSES)}
     return sorted(out, key=lambda f: (rank.get(f.cls, len(rank)), f.backend, f.op, f.key))
@@ -417,8 +414,7 @@ def _as_judged(r: CheckResult) -> CheckResult:
     stored as ``inconclusive`` but was a failure when it was classified, and the rules that
     look at siblings (a JVP judged against the FD value shown wrong for reverse mode) need
     it as one."""
-    sweep = r.details.get("sweep") if isinstance(r.details, dict) else None
-    if isinstance(sweep, dict) and sweep.get("overruled"):
+    if r.sweep is not None and r.sweep.overruled:
         return dataclasses.replace(r, status=Status.FAILED)
     return r
 
@@ -426,10 +422,9 @@ def _as_judged(r: CheckResult) -> CheckResult:
 def _known_now(r: CheckResult) -> CheckResult:
     """``r`` marked with the known discrepancy the current ``known.py`` has for it (a stream
     written before the entry was added), as the sweep marks a new result."""
-    sweep = r.details.get("sweep") if isinstance(r.details, dict) else None
-    if r.ok or r.known or not isinstance(sweep, dict):
+    if r.ok or r.known or r.sweep is None:
         return r
-    entry = known.lookup(r.backend, r.name, r.kind, r.dtype, str(sweep.get("point", "")))
+    entry = known.lookup(r.backend, r.name, r.kind, r.dtype, str(r.sweep.point or ""))
     if entry is None:
         return r
     return dataclasses.replace(r, details={**r.details, **entry.details()})
@@ -445,13 +440,12 @@ def reclassified(checks: Sequence[CheckResult]) -> list[CheckResult]:
         calls.setdefault(r.test_id, []).append(_as_judged(r))
     out = []
     for r in map(_known_now, checks):
-        info = r.details.get("triage")
-        if not isinstance(info, dict) or "evidence" not in info:
+        info = r.triage
+        if info is None or info.evidence is None:
             out.append(r)
             continue
-        cls = classify(_as_judged(r), info["evidence"], calls[r.test_id])
-        backend, op, family = (info.get("key", "").split("|") + ["", "", ""])[:3]
+        cls = classify(_as_judged(r), info.evidence, calls[r.test_id])
+        backend, op, family = ((info.key or "").split("|") + ["", "", ""])[:3]
         key = "|".join((backend or r.backend, op or r.name, kind_family(r.kind), cls, symptom(r)))
-        out.append(dataclasses.replace(r, details={**r.details, "triage": {
-            **info, "class": cls, "key": key}}))
+        out.append(dataclasses.replace(r, triage=dataclasses.replace(info, cls=cls, key=key)))
     return out
