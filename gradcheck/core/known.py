@@ -13,7 +13,7 @@ run shows it, for a Hypothesis search that finds it only with the larger example
 matched against records.
 
 A matching suite test is a strict xfail (non-strict where ``strict`` is False) and the result
-carries the reason (``details["known"]`` or ``details["known_behaviour"]``), so the report shows
+carries the reason (:attr:`~gradcheck.core.results.CheckResult.known_as`), so the report shows
 it as ``known`` and a fixed upstream behaviour shows up as an unexpected pass.
 
 The records are data in four places, all of this one type: on the op specs
@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass, replace
 from fnmatch import fnmatchcase
 
+from gradcheck.core.results import KnownMark
 from gradcheck.core.taxonomy import CheckKind
 
 ANY = "*"
@@ -117,13 +118,10 @@ class KnownDiscrepancy:
         """The reason as an xfail shows it: with the link where there is one."""
         return f"{self.reason} ({self.link})" if self.link else self.reason
 
-    def details(self) -> dict[str, str]:
-        """What a matching failed sweep result's ``details`` get: ``known`` (the reason),
-        ``known_nature`` and, where there is a link, ``upstream``."""
-        out = {"known": self.reason, "known_nature": self.nature}
-        if self.link:
-            out["upstream"] = self.link
-        return out
+    def mark(self) -> KnownMark:
+        """What a matching failed result carries (:attr:`CheckResult.known_as
+        <gradcheck.core.results.CheckResult.known_as>`): the reason, the nature, the link."""
+        return KnownMark(self.reason, self.nature, self.link or None)
 
 
 def find(records: Iterable[KnownDiscrepancy], backend: str, *, subject: str = ANY,

@@ -95,6 +95,41 @@ class ParameterFlow:
 
 
 @dataclass(frozen=True)
+class KnownMark:
+    """The known discrepancy a failed result is expected to show (its record is
+    :class:`gradcheck.core.known.KnownDiscrepancy`): the reason, its nature (``bug``,
+    ``by_design``, ``limitation``), the upstream link where one exists, and ``behaviour``: a
+    documented backend behaviour of the semantic probes rather than an entry of the catalog or
+    the sweep (streams carry it as ``details["known_behaviour"]`` instead of ``"known"``)."""
+
+    reason: str
+    nature: str = "bug"
+    link: str | None = None
+    behaviour: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as streams carry it in ``details`` (``known`` or ``known_behaviour``,
+        ``known_nature``, ``upstream``)."""
+        if self.behaviour:
+            return {"known_behaviour": self.reason}
+        out: dict[str, Any] = {"known": self.reason, "known_nature": self.nature}
+        if self.link:
+            out["upstream"] = self.link
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KnownMark | None:
+        """Inverse of :meth:`to_dict` (None where ``data`` marks nothing as known)."""
+        if data.get("known"):
+            link = data.get("upstream")
+            return cls(str(data["known"]), str(data.get("known_nature", "bug")),
+                       link if isinstance(link, str) else None)
+        if data.get("known_behaviour"):
+            return cls(str(data["known_behaviour"]), "by_design", None, True)
+        return None
+
+
+@dataclass(frozen=True)
 class SweepInfo:
     """Where a result of the op sweep (:mod:`gradcheck.sweep`) comes from: the point, order,
     profile, op family, elements repaired into the domain and the oracle that judged it
@@ -204,6 +239,7 @@ class CheckResult:
     flow: ParameterFlow | None = None
     sweep: SweepInfo | None = None  # a sweep result's origin
     triage: Triage | None = None  # the sweep's triage of a failed one
+    known_as: KnownMark | None = None  # the known discrepancy it is expected to show
     # which probe (0-based) of how many was the worst; the alternative derivative path
     # compared (eager vs functional: ``details["path"]``); a Jacobian block's localization
     # (``localized``: the block compared, or why not) and its element summary
@@ -249,11 +285,10 @@ class CheckResult:
     @property
     def known(self) -> bool:
         """A failed (or errored) check whose outcome is expected: a recorded known discrepancy
-        of the catalog (``details["known"]``, a strict xfail in the suites) or a documented
-        backend behaviour of the semantic probes (``details["known_behaviour"]``).  It keeps its
+        of the catalog (a strict xfail in the suites) or of the sweep, or a documented backend
+        behaviour of the semantic probes (:attr:`known_as`).  It keeps its
         status; the report shows it as ``known`` and it does not fail a run."""
-        return self.status in (Status.FAILED, Status.ERROR) and bool(
-            self.details.get("known") or self.details.get("known_behaviour"))
+        return self.status in (Status.FAILED, Status.ERROR) and self.known_as is not None
 
     @property
     def subject(self) -> str:
@@ -275,7 +310,7 @@ class CheckResult:
         # readers of streams written before the typed fields read them in ``details``, which
         # holds every set one (__post_init__)
         data["worst"] = [dataclasses.asdict(w) for w in self.worst]
-        for name in ("flow", "sweep", "triage"):
+        for name in ("flow", "sweep", "triage", "known_as"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value.to_dict()
@@ -304,7 +339,8 @@ class CheckResult:
         )
         kwargs["shapes"] = tuple(tuple(s) for s in kwargs.get("shapes", ()))
         kwargs["convergence"] = tuple(tuple(c) for c in kwargs.get("convergence", ()))
-        for name, record in (("flow", ParameterFlow), ("sweep", SweepInfo), ("triage", Triage)):
+        for name, record in (("flow", ParameterFlow), ("sweep", SweepInfo), ("triage", Triage),
+                             ("known_as", KnownMark)):
             if isinstance(kwargs.get(name), dict):
                 kwargs[name] = record.from_dict(kwargs[name])
         return cls(**kwargs)
@@ -318,7 +354,8 @@ _DETAIL_KEYS = (("order", "order"), ("path", "output_path"), ("bug_class", "bug_
                 ("alternative", "path"), ("localized", "localized"),
                 ("max_abs_discrepancy", "max_abs_discrepancy"),
                 ("max_rel_discrepancy", "max_rel_discrepancy"),
-                ("elements_over", "elements_over"))
+                ("elements_over", "elements_over"), ("known_as", "known"),
+                ("known_as", "known_behaviour"))
 _DEFAULTS: dict[str, Any] = {"order": 1, "path": None, "bug_class": None, "section": None,
                              **{name: None for name, _ in _DETAIL_KEYS[4:]}}
 #: the fields whose value replaces a different one in ``details`` (a record updated with
@@ -354,11 +391,13 @@ def _record_from_details(name: str, record: Any) -> Any:
 
 
 _FROM_DETAILS: dict[str, Any] = {"flow": _flow_from_details,
+                                 "known_as": lambda r: KnownMark.from_dict(r.details),
                                  "sweep": _record_from_details("sweep", SweepInfo),
                                  "triage": _record_from_details("triage", Triage)}
 _TO_DETAILS: dict[str, Any] = {"flow": _flow_to_details,
                                "sweep": lambda v: {"sweep": v.to_dict()},
-                               "triage": lambda v: {"triage": v.to_dict()}}
+                               "triage": lambda v: {"triage": v.to_dict()},
+                               "known_as": lambda v: v.to_dict()}
 
 
 # -- how values are written: one helper for the assert message, the result messages and the

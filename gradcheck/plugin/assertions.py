@@ -61,7 +61,7 @@ def record(planned: Planned, results: list[CheckResult]) -> list[CheckResult]:
     """Append the results this test reads its verdict from to the active result stream (the
     report of ``gradcheck run``), stamped with the pytest test id (the case id is in the
     reproducer); a known discrepancy of the case
-    (a strict xfail) is carried on each result as ``details["known"]``, so the report can tell
+    (a strict xfail) is carried on each result (its ``known_as``), so the report can tell
     an expected failure from a new one."""
     known = {"known": planned.xfail} if planned.xfail else {}
     test_id = stream.current_test_id() or planned.case.id  # the pytest node id under pytest

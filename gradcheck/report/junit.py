@@ -61,7 +61,7 @@ def _check_case(suite: ET.Element, r: CheckResult) -> None:
     case = _case(suite, f"gradcheck.{r.backend}.{r.device}.{r.dtype}", name, r.duration_s)
     short = shorten(_clean(r.message.splitlines()[0] if r.message else r.status.value), 500)
     if model.is_known(r):  # an expected failure (recorded known discrepancy): not a new one
-        reason = r.details.get("known") or r.details.get("known_behaviour")
+        reason = r.known_as.reason if r.known_as is not None else None
         ET.SubElement(case, "skipped", message=shorten(_clean(f"known discrepancy: {reason}"),
                                                        500))
     elif r.status is Status.FAILED:

@@ -19,7 +19,7 @@
   and order-2 modes; no-grad regions in reverse vs forward mode as declared.
 
 A failed result's message starts with its bug class (:class:`BugClass`).  Failures that are real,
-investigated backend behaviours carry ``details["known_behaviour"]`` (see
+investigated backend behaviours carry a ``known_as`` mark with ``behaviour`` set (see
 :data:`gradcheck.core.known.SEMANTIC`).
 """
 
@@ -148,7 +148,7 @@ def semantics_table(reports: Mapping[str, Report]) -> str:
                 continue
             r = found[0]
             cell = r.status.value
-            if r.status is Status.FAILED and "known_behaviour" in r.details:
+            if r.status is Status.FAILED and r.known_as is not None and r.known_as.behaviour:
                 cell += " (known)"
             cells.append(cell)
         lines.append(f"| `{n}` | " + " | ".join(cells) + " |")

@@ -125,6 +125,8 @@ def check_fields(obj: dict[str, Any]) -> dict[str, Any]:
         _sweep(obj["sweep"], "sweep")
     if obj.get("triage") is not None:
         _triage(obj["triage"], "triage")
+    if obj.get("known_as") is not None:
+        _known_as(obj["known_as"], "known_as")
     if "order" in obj:
         out["order"] = integer(obj["order"], "order", nullable=False)
     for key in _NUMBER_FIELDS:
@@ -187,6 +189,17 @@ def _sweep(value: Any, where: str) -> None:
             integer(value[key], f"{where}.{key}")
     if "hung_s" in value:
         number(value["hung_s"], f"{where}.hung_s")
+
+
+def _known_as(value: Any, where: str) -> None:
+    """The known discrepancy a result shows (:class:`gradcheck.core.results.KnownMark`, as
+    ``details`` carries it: ``known`` or ``known_behaviour``, ``known_nature``, ``upstream``)."""
+    if not isinstance(value, dict):
+        raise _fail(where, "an object", value)
+    for key in ("known", "known_behaviour", "known_nature", "upstream"):
+        string(value, key, nullable=True)
+    if not (value.get("known") or value.get("known_behaviour")):
+        raise _fail(where, "an object with a 'known' or 'known_behaviour' reason", value)
 
 
 def _triage(value: Any, where: str) -> None:

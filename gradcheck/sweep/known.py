@@ -1,8 +1,8 @@
 """Known discrepancies found by the sweep: data, :class:`~gradcheck.core.known.KnownDiscrepancy`
 records matched by backend, op glob (``subject``: a glob over qualified names), check kind,
 dtype and point.  A failed sweep result matching an entry is shown as ``known`` (its
-:meth:`~gradcheck.core.known.KnownDiscrepancy.details`: ``details["known"]`` holds the reason,
-``details["upstream"]`` the upstream link where one exists) and does not fail the run; every
+:meth:`~gradcheck.core.known.KnownDiscrepancy.mark`, its ``known_as``: the reason, the nature
+and the upstream link where one exists) and does not fail the run; every
 entry was confirmed by the triage's independent evidence (docs/sweep.md).  An entry's
 ``nature`` is ``bug`` (a wrong derivative, verified standalone: tests/sweep/test_known.py pins
 it with a strict xfail) or ``by_design`` (the backend defines it so; the reason says why).

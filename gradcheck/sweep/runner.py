@@ -122,12 +122,11 @@ def _annotate(results: Sequence[CheckResult], op: Op, point: points.Point, dtype
         sweep = SweepInfo(point=point.name, order=order, profile=profile, family=op.family,
                           repaired=point.repaired, oracle=r.details.get("sweep_oracle", "check"))
         entry = known.lookup(op.backend, op.name, r.kind, dtype, point.name)
-        if entry is not None and not r.ok:
-            details.update(entry.details())
+        mark = entry.mark() if entry is not None and not r.ok else r.known_as
         # gradcheck's own reproducer cannot import the sweep's functions (closures over an
         # OpInfo sample): the triage writes one for each finding instead
         out.append(dataclasses.replace(r, name=op.name, test_id=tid, details=details,
-                                       sweep=sweep, reproducer=""))
+                                       sweep=sweep, reproducer="", known_as=mark))
     return out
 
 
@@ -281,13 +280,11 @@ def crash_result(backend: str, name: str, exitcode: int | None,
     key = "|".join((backend, name, "call", "crash", symptom))
     sweep = SweepInfo(point="crash", exitcode=exitcode,
                       hung_s=None if hung_s is None else round(hung_s, 1))
-    details: dict[str, Any] = {}
     entry = known.lookup(backend, name, "call", "*", "crash")
-    if entry is not None:
-        details.update(entry.details())
     return CheckResult(kind=CheckKind.CALL, status=Status.ERROR, backend=backend, name=name,
                        message=message, test_id=f"sweep:{backend}-{name}@crash",
-                       details=details, sweep=sweep, triage=Triage("crash", symptom, key, {}, ""))
+                       sweep=sweep, triage=Triage("crash", symptom, key, {}, ""),
+                       known_as=None if entry is None else entry.mark())
 
 
 @dataclass

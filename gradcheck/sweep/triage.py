@@ -427,7 +427,7 @@ def _known_now(r: CheckResult) -> CheckResult:
     entry = known.lookup(r.backend, r.name, r.kind, r.dtype, str(r.sweep.point or ""))
     if entry is None:
         return r
-    return dataclasses.replace(r, details={**r.details, **entry.details()})
+    return dataclasses.replace(r, known_as=entry.mark())
 
 
 def reclassified(checks: Sequence[CheckResult]) -> list[CheckResult]:

@@ -18,6 +18,7 @@ from gradcheck.api import format_failure
 from gradcheck.core.results import (
     CheckResult,
     FlowStatus,
+    KnownMark,
     ParameterFlow,
     Report,
     Status,
@@ -57,6 +58,8 @@ TYPED = {
     "alternative": _base(alternative="functional"),
     "localized": _base(localized="full Jacobian 3x3", max_abs_discrepancy=0.5,
                        max_rel_discrepancy=0.25, elements_over=2),
+    "known_as": _base(known_as=KnownMark("the rule reuses the rounded output", "by_design",
+                                         "https://example.org/issue/1")),
 }
 #: what a stream written before the typed fields carries in ``details`` instead
 OLD_DETAILS = {"computed_in": {"computed_in": "float64"},
@@ -68,6 +71,9 @@ OLD_DETAILS = {"computed_in": {"computed_in": "float64"},
                "alternative": {"path": "functional"},
                "localized": {"localized": "full Jacobian 3x3", "max_abs_discrepancy": 0.5,
                              "max_rel_discrepancy": 0.25, "elements_over": 2},
+               "known_as": {"known": "the rule reuses the rounded output",
+                            "known_nature": "by_design",
+                            "upstream": "https://example.org/issue/1"},
                "triage": {"triage": {"class": "confirmed", "symptom": "wrong value",
                                      "key": "numpy|f|vjp|confirmed|wrong",
                                      "evidence": {"fd": {"ad": 1.0, "fd_pow2": 1.5}},
@@ -76,7 +82,7 @@ OLD_DETAILS = {"computed_in": {"computed_in": "float64"},
 
 NEW_FIELDS = ("computed_in", "rounding_level", "flow", "sweep", "triage", "probe", "probes",
               "alternative", "localized", "max_abs_discrepancy", "max_rel_discrepancy",
-              "elements_over")
+              "elements_over", "known_as")
 
 
 def _old_line(field: str) -> str:
@@ -147,6 +153,9 @@ def test_an_old_line_with_the_key_only_in_details_reads_into_the_field(field):
     ("triage", "confirmed", "triage: expected an object"),
     ("triage", {"symptom": "x"}, "class: missing"),
     ("triage", {"class": "confirmed", "evidence": []}, "triage.evidence: expected an object"),
+    ("known_as", "known", "known_as: expected an object"),
+    ("known_as", {"known_nature": "bug"}, "known_as: expected an object with a 'known'"),
+    ("known_as", {"known": 3}, "known: expected a string"),
 ])
 def test_the_stream_reader_validates_the_typed_fields(field, value, message):
     data = json.loads(TYPED[field].to_json())
@@ -286,3 +295,30 @@ def test_a_replaced_record_keeps_details_in_step():
     over = replace(r, sweep=replace(r.sweep, overruled="resolution checks passed"))
     assert over.details["sweep"]["overruled"] == "resolution checks passed"
     assert CheckResult.from_json(over.to_json()).sweep.overruled == "resolution checks passed"
+
+
+def test_a_documented_backend_behaviour_is_known_as_one_and_junit_reads_the_field():
+    old = CheckResult(kind=CheckKind.SEMANTIC, status=Status.FAILED, backend="torch",
+                      name="accumulation.second_backward",
+                      details={"known_behaviour": "torch adds into .grad"})
+    assert old.known and old.known_as == KnownMark("torch adds into .grad", "by_design", None,
+                                                   True)
+    back = CheckResult.from_json(old.to_json())
+    assert back.known_as == old.known_as and back.details["known_behaviour"]
+    fresh = replace(old, details={}, known_as=None)
+    assert not fresh.known  # no mark, no known discrepancy: a failure like any other
+    xml = junit.render(StreamData(checks=[old, fresh])).decode()
+    assert "known discrepancy: torch adds into .grad" in xml
+    assert xml.count("<failure") == 1
+
+
+def test_the_sweep_marks_a_known_result_through_the_field():
+    from gradcheck.sweep import known
+
+    entry = next(k for k in known.KNOWN if k.link)
+    mark = entry.mark()
+    assert (mark.reason, mark.nature, mark.link, mark.behaviour) == (
+        entry.reason, entry.nature, entry.link, False)
+    r = _base(known_as=mark)
+    assert r.known and r.details["known"] == entry.reason
+    assert r.details["upstream"] == entry.link
