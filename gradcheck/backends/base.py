@@ -222,6 +222,12 @@ class Backend(ABC):
             return {}
         return {name: _stack_rows([r[name] for r in rows], len(diff)) for name in rows[0]}
 
+    def user_function(self, fn: Callable) -> Callable:
+        """Wrap a user's function so that it runs as this adapter runs its own (JAX: with 64-bit
+        mode on, the caller's setting restored afterwards).  The default returns ``fn``: the
+        utilities checks and the model audit call a user's helper through this."""
+        return fn
+
     # -- stateful training hooks (semantic checks) -----------------------------------------
     def training(self, device: str, dtype: str) -> Any:
         """Return a :class:`gradcheck.backends.training.TrainingHooks` for this engine, or raise

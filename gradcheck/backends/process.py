@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gradcheck.backends.base import Backend
+from gradcheck.backends.process_model import ModelSpec
 from gradcheck.backends.process_training import ProcessTraining
 from gradcheck.backends.protocol_ops import PROTOCOL_OPS
 from gradcheck.backends.wire import (
@@ -201,6 +202,9 @@ class ProcessBackend(Backend):
 
     name: ClassVar[str] = "process"
     declared_devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    # the named model the child builds for the model audit (Candle's VarMap model, Gorgonia's
+    # model: gradcheck.model_audit.model_flow), or None where it builds none
+    model_spec: ClassVar[ModelSpec | None] = None
     request_timeout: float = 60.0
     startup_timeout: float = 30.0
     max_restarts: int = 3

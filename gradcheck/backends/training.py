@@ -31,7 +31,7 @@ The torch and JAX implementations live in their own modules and are imported on 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -300,3 +300,20 @@ class TrainingHooks(ABC):
         """Places where the loss leaves the gradient graph (host round trips, detach, no-grad
         regions, stop-gradient); empty where the engine cannot trace them."""
         return []
+
+    @property
+    def views_inplace_loss(self) -> Callable[[Any, Any], Any] | None:
+        """The fan-out probe's views-and-in-place loss ``loss(model, x)`` (``model["a"]`` a
+        vector of 4, read through a product, a slice multiplied in place, an in-place add and a
+        transposed view; :mod:`gradcheck.semantics.fanout`) spelled in this engine's idiom, or
+        None where the engine has no such spelling (the probe is then skipped)."""
+        return None
+
+    def gradient_at_zeros(self, f: Callable[[list[Any]], Any], bases: Sequence[Any]
+                          ) -> list[Any]:
+        """The gradient of the scalar ``f(zs)`` at ``zs`` = zeros like each of ``bases`` (this
+        engine's arrays): one array per base, zeros where ``f`` does not depend on it.  The
+        model audit takes the cotangent reaching each marked value this way
+        (:func:`gradcheck.model_audit.intent.capture_cotangents`); an engine without it raises
+        ``NotImplementedError`` and those cotangents stay unset."""
+        raise NotImplementedError(f"{self.name} hooks take no gradient at zeros")

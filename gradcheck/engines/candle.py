@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gradcheck.backends.base import Accumulation, Semantics
 from gradcheck.backends.process import ProcessBackend
+from gradcheck.backends.process_model import ModelSpec
 
 _ADAPTER = Path(__file__).resolve().parents[2] / "adapters" / "candle"
 _DEFAULT_BIN = _ADAPTER / "target" / "release" / "gradcheck-candle"
@@ -37,6 +38,15 @@ def unavailable_reason() -> str | None:
     return None
 
 
+# ---- Candle-specific probes: a VarMap model (candle.varmap_model, not part of the protocol) ---
+VARMAP_NAMES = ("fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight")
+CANDLE_STAGES = ("hidden", "logits")
+CANDLE_VIAS = ("to_vec1", "to_vec2", "to_scalar")
+# what gradcheck.model_audit.model_flow.check_varmap_model asks the child for
+VARMAP_MODEL = ModelSpec("candle.varmap_model", VARMAP_NAMES, CANDLE_STAGES, "varmap",
+                         "VarMap name", "the GradStore", vias=CANDLE_VIAS)
+
+
 class CandleBackend(ProcessBackend):
     """Candle 0.11 on CPU, float64 and float32, reverse mode only; training through ``Var``,
     ``Tensor::backward`` (fresh ``GradStore``), ``Tensor::detach`` and ``candle_nn::SGD``."""
@@ -53,6 +63,7 @@ class CandleBackend(ProcessBackend):
     supports_order2 = False
     dtypes = ("float64", "float32")
     declared_devices = ("cpu",)
+    model_spec = VARMAP_MODEL
 
     def __init__(self, *, request_timeout: float | None = None,
                  env: dict[str, str] | None = None) -> None:
@@ -64,8 +75,3 @@ class CandleBackend(ProcessBackend):
     def child_argv(self) -> list[str]:
         return [str(binary_path())]
 
-
-# ---- Candle-specific probes: a VarMap model (candle.varmap_model, not part of the protocol) ---
-VARMAP_NAMES = ("fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight")
-CANDLE_STAGES = ("hidden", "logits")
-CANDLE_VIAS = ("to_vec1", "to_vec2", "to_scalar")

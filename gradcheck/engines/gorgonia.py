@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gradcheck.backends.base import Accumulation, Semantics
 from gradcheck.backends.process import ProcessBackend
+from gradcheck.backends.process_model import ModelSpec
 
 _ADAPTER = Path(__file__).resolve().parents[2] / "adapters" / "gorgonia"
 
@@ -34,6 +35,15 @@ def unavailable_reason() -> str | None:
     return None
 
 
+# ---- Gorgonia-specific probe: a two-layer model (gorgonia.model, not part of the protocol) ----
+MODEL_NAMES = ("fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight")
+MODEL_STAGES = ("hidden", "logits")
+MODEL_VIAS = ("constant", "input")
+# what gradcheck.model_audit.model_flow.check_model_flow asks the child for
+MODEL = ModelSpec("gorgonia.model", MODEL_NAMES, MODEL_STAGES, "model", "learnable node name",
+                  "the learnables' dual-value store", vias=MODEL_VIAS)
+
+
 class GorgoniaBackend(ProcessBackend):
     """Gorgonia v0.9.x, CPU, float64 and float32, reverse mode (symbolic ``gorgonia.Grad``),
     order 2 by differentiating a graph that holds gradient nodes; training through a
@@ -51,6 +61,7 @@ class GorgoniaBackend(ProcessBackend):
     supports_order2 = True
     dtypes = ("float64", "float32")
     declared_devices = ("cpu",)
+    model_spec = MODEL
 
     def __init__(self, *, request_timeout: float | None = None,
                  env: dict[str, str] | None = None) -> None:
@@ -62,8 +73,3 @@ class GorgoniaBackend(ProcessBackend):
     def child_argv(self) -> list[str]:
         return [str(binary_path())]
 
-
-# ---- Gorgonia-specific probe: a two-layer model (gorgonia.model, not part of the protocol) ----
-MODEL_NAMES = ("fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight")
-MODEL_STAGES = ("hidden", "logits")
-MODEL_VIAS = ("constant", "input")

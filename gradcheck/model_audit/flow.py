@@ -285,13 +285,9 @@ class _Float64Side:
             with _intent.session("record") as rec:
                 self.hooks.evaluate_eagerly(loss_fn, self.batch)
             self.seen = rec.seen
-            capture = _intent.capture_cotangents
-            if ctx.backend.name == "jax":
-                from gradcheck.engines.jax.x64 import x64
-
-                capture = x64(capture)
+            capture = ctx.backend.user_function(_intent.capture_cotangents)
             with self.hooks.seeded():
-                capture(self.hooks.model, loss_fn, (self.batch,), self.seen)
+                capture(self.hooks, self.hooks.model, loss_fn, (self.batch,), self.seen)
             self.fd_loss = _intent.freezing(loss_fn, self.seen)
 
     def projections(self, name: str, salt: int, plain: bool = False

@@ -149,34 +149,30 @@ def surrogate(value: Any, gradient_of: Any = None, label: str = "", *,
     return _mark("surrogate", value, gradient_of, label, vjp)
 
 
-def capture_cotangents(model: Any, loss_fn: Callable, inputs: tuple, seen: list[Declaration]
-                       ) -> None:
+def capture_cotangents(hooks: Any, model: Any, loss_fn: Callable, inputs: tuple,
+                       seen: list[Declaration]) -> None:
     """For declarations with a ``vjp``: the cotangent ``g`` reaching each marked value at the
-    base point (one gradient pass with a zero added at every marker), ``vjp(g)`` and ``<g, g>``,
-    stored on the declarations.  Torch and JAX values; other engines leave them unset."""
+    base point (one gradient pass with a zero added at every marker, taken by the engine's
+    ``hooks.gradient_at_zeros``), ``vjp(g)`` and ``<g, g>``, stored on the declarations.  Torch
+    and JAX values; other engines (no gradient at zeros) leave them unset."""
     if not any(d.vjp is not None for d in seen):
         return
-    first = seen[0].base
-    if type(first).__module__.startswith("torch"):
-        import torch
 
-        zs = [torch.zeros_like(d.base, requires_grad=True) for d in seen]
+    called = False
+
+    def f(zs: list) -> Any:
+        nonlocal called
+        called = True
         with session("capture", seen) as s:
             s.zs = zs
-            out = loss_fn(model, *inputs)
-        raw = torch.autograd.grad(out, zs, allow_unused=True)
-        gs: Any = [torch.zeros_like(z) if g is None else g.detach()
-                   for z, g in zip(zs, raw, strict=True)]
-    else:
-        import jax
-        import jax.numpy as jnp
+            return loss_fn(model, *inputs)
 
-        def f(zs: list) -> Any:
-            with session("capture", seen) as s:
-                s.zs = zs
-                return loss_fn(model, *inputs)
-
-        gs = jax.grad(f)([jnp.zeros_like(d.base) for d in seen])
+    try:
+        gs = hooks.gradient_at_zeros(f, [d.base for d in seen])
+    except NotImplementedError:
+        if called:  # the user's loss raised it, not a missing hook
+            raise
+        return
     for d, g in zip(seen, gs, strict=True):
         if d.vjp is None:
             continue

@@ -2,7 +2,8 @@
 
 A process child (Candle's ``candle.varmap_model``, Gorgonia's ``gorgonia.model``) builds a small
 two-layer model in the engine and answers one request in three forms (the engine half, the
-request names and stages, is :mod:`gradcheck.backends.process_model`).
+request names and stages, is :mod:`gradcheck.backends.process_model`; each engine's backend
+carries its :class:`~gradcheck.backends.process_model.ModelSpec` as ``model_spec``).
 :func:`check_named_model` compares the extracted gradients with FD by name, checks the reported
 global norm and turns the cut log into flow findings that name the stage;
 :func:`check_varmap_model` (Candle) and :func:`check_model_flow` (Gorgonia) are the entry points.
@@ -16,21 +17,11 @@ from typing import Any
 import numpy as np
 
 from gradcheck import stream
-from gradcheck.backends.process_model import ModelSpec, validate_declared
+from gradcheck.backends.base import Backend
+from gradcheck.backends.process_model import ModelSpec, model_spec_of, validate_declared
+from gradcheck.backends.registry import get_backend
 from gradcheck.backends.wire import decode_array, decode_scalar, encode_array
 from gradcheck.core.results import CheckKind, Report, Status
-from gradcheck.engines.candle import (
-    CANDLE_STAGES,
-    CANDLE_VIAS,
-    VARMAP_NAMES,
-    CandleBackend,
-)
-from gradcheck.engines.gorgonia import (
-    MODEL_NAMES,
-    MODEL_STAGES,
-    MODEL_VIAS,
-    GorgoniaBackend,
-)
 from gradcheck.model_audit.flow import FlowStatus, ParameterFlow
 from gradcheck.model_audit.steps import _diagnose
 from gradcheck.oracle.jacobian import fd_jacobian
@@ -164,7 +155,7 @@ def _roundtrip(roundtrip: tuple[str, str] | None, stages: Sequence[str],
     return {"stage": roundtrip[0], "via": roundtrip[1]}
 
 
-def check_varmap_model(backend: CandleBackend | None = None, *, seed: int = 0,
+def check_varmap_model(backend: Backend | None = None, *, seed: int = 0,
                        roundtrip: tuple[str, str] | None = None, detach: str | None = None,
                        declared: Sequence[str] = ()) -> Any:
     """Measure gradient extraction by ``VarMap`` name, the GradStore's global norm and gradient
@@ -184,18 +175,17 @@ def check_varmap_model(backend: CandleBackend | None = None, *, seed: int = 0,
     stage and how it was cut), ``grad_norm`` (the norm the child computes from the GradStore vs
     the float64 norm of the returned gradients, loss-magnitude proxies named).
     """
-    spec = ModelSpec("candle.varmap_model", VARMAP_NAMES, CANDLE_STAGES, "varmap", "VarMap name",
-                     "the GradStore")
-    validate_declared(spec, declared)
-    cut = {"roundtrip": _roundtrip(roundtrip, CANDLE_STAGES, CANDLE_VIAS), "detach": detach}
     own = backend is None
-    be = CandleBackend() if backend is None else backend
+    be = get_backend("candle") if backend is None else backend
+    spec = model_spec_of(be)
+    validate_declared(spec, declared)
+    cut = {"roundtrip": _roundtrip(roundtrip, spec.stages, spec.vias), "detach": detach}
     return check_named_model(be, spec, cut, seed=seed, own=own, declared=declared, reproducer=(
         f"gradcheck.model_audit.model_flow.check_varmap_model(seed={seed}, "
         f"roundtrip={roundtrip!r}, detach={detach!r}, declared={tuple(declared)!r})"))
 
 
-def check_model_flow(backend: GorgoniaBackend | None = None, *, seed: int = 0,
+def check_model_flow(backend: Backend | None = None, *, seed: int = 0,
                      roundtrip: tuple[str, str] | None = None,
                      declared: Sequence[str] = ()) -> Any:
     """Measure gradient extraction by learnable name, the global norm and gradient flow on a
@@ -215,12 +205,11 @@ def check_model_flow(backend: GorgoniaBackend | None = None, *, seed: int = 0,
     Results, as Candle's ``check_varmap_model``: ``model.names``, ``model.grad.<name>``,
     ``flow.<name>`` (a blocked one names the stage and how it was cut), ``grad_norm``.
     """
-    spec = ModelSpec("gorgonia.model", MODEL_NAMES, MODEL_STAGES, "model",
-                     "learnable node name", "the learnables' dual-value store")
-    validate_declared(spec, declared)
-    cut = {"roundtrip": _roundtrip(roundtrip, MODEL_STAGES, MODEL_VIAS)}
     own = backend is None
-    be = GorgoniaBackend() if backend is None else backend
+    be = get_backend("gorgonia") if backend is None else backend
+    spec = model_spec_of(be)
+    validate_declared(spec, declared)
+    cut = {"roundtrip": _roundtrip(roundtrip, spec.stages, spec.vias)}
     return check_named_model(be, spec, cut, seed=seed, own=own, declared=declared, reproducer=(
         f"gradcheck.model_audit.model_flow.check_model_flow(seed={seed}, "
         f"roundtrip={roundtrip!r}, declared={tuple(declared)!r})"))

@@ -39,12 +39,9 @@ __all__ = ["check_accumulation_function", "check_clip_function", "check_grad_nor
 
 
 def _scoped(fn: Callable, backend: Any) -> Callable:
-    """JAX: the user's function runs with float64 enabled (as the hooks do), then restored."""
-    if get_backend(backend).name != "jax":
-        return fn
-    from gradcheck.engines.jax.x64 import x64
-
-    return x64(fn)
+    """The user's function run as the adapter runs its own (JAX: float64 enabled, as the hooks
+    do, then restored): :meth:`~gradcheck.backends.base.Backend.user_function`."""
+    return get_backend(backend).user_function(fn)
 
 
 def _context(backend: Any, device: str, dtype: str, seed: int, what: str,

@@ -240,3 +240,26 @@ def test_a_child_with_a_noisy_evaluate_is_never_passed(make, wrong):
     if wrong == 1.0:  # the same child without the noise passes
         clean = make()
         gradcheck.assert_gradients(clean.op("sin"), X, backend=clean, modes=("rev",))
+
+
+def test_the_process_engines_carry_the_named_model_they_build():
+    """model_audit.model_flow names no engine: the spec comes from the backend (model_spec)."""
+    from gradcheck.backends.process_model import ModelSpec, model_spec_of
+    from gradcheck.engines.candle import CANDLE_STAGES, CANDLE_VIAS, VARMAP_NAMES, CandleBackend
+    from gradcheck.engines.gorgonia import (
+        MODEL_NAMES,
+        MODEL_STAGES,
+        MODEL_VIAS,
+        GorgoniaBackend,
+    )
+
+    assert model_spec_of(CandleBackend()) == ModelSpec(
+        "candle.varmap_model", VARMAP_NAMES, CANDLE_STAGES, "varmap", "VarMap name",
+        "the GradStore", CANDLE_VIAS)
+    assert model_spec_of(GorgoniaBackend()) == ModelSpec(
+        "gorgonia.model", MODEL_NAMES, MODEL_STAGES, "model", "learnable node name",
+        "the learnables' dual-value store", MODEL_VIAS)
+    assert ChildBackend.model_spec is None
+    for plain in (ChildBackend(command=[sys.executable, CHILD]), gradcheck.get_backend("numpy")):
+        with pytest.raises(ValueError, match="declares no named model"):
+            model_spec_of(plain)

@@ -127,3 +127,40 @@ def test_op_protocol_hooks_are_bridged():
         hooks.make_loss(lambda xp, m: 0.0)
     with pytest.raises(ValueError, match="max_norm"):
         hooks.clip_grad_norm(-1.0)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gradient_at_zeros(engine):
+    """The model audit's cotangent pass: d/dz f(z) at z = 0, zeros where f ignores a base."""
+    hooks = _hooks(engine)
+    if engine == "numpy":
+        with pytest.raises(NotImplementedError):
+            hooks.gradient_at_zeros(lambda zs: 0.0, [np.zeros(2)])
+        return
+    xp = hooks.xp
+    a, b = hooks.to_native(np.array([1.0, -2.0, 0.5])), hooks.to_native(np.ones(2))
+
+    def f(zs):
+        return xp.sum(xp.sin(a + zs[0]) * a)
+
+    got = [np.asarray(hooks.backend.native_to_numpy(g)) for g in
+           hooks.gradient_at_zeros(f, [a, b])]
+    want = np.cos([1.0, -2.0, 0.5]) * [1.0, -2.0, 0.5]
+    np.testing.assert_allclose(got[0], want, rtol=1e-14)
+    np.testing.assert_array_equal(got[1], np.zeros(2))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_views_inplace_loss_is_the_engines_spelling_of_one_function(engine):
+    from gradcheck.semantics.fanout import _views_numpy
+
+    hooks = _hooks(engine)
+    if engine == "numpy":
+        assert hooks.views_inplace_loss is None  # the fan-out probe skips it
+        return
+    loss = hooks.views_inplace_loss
+    assert loss is hooks.views_inplace_loss  # one function: engine caches keyed on it agree
+    a, x = np.array([0.3, -1.1, 0.7, 1.4]), np.array([1.2, 0.4, -0.8, 0.9])
+    run = hooks.backend.user_function(loss)  # JAX: in 64-bit mode, as the hooks run it
+    value = hooks.backend.native_to_numpy(run({"a": hooks.to_native(a)}, hooks.to_native(x)))
+    np.testing.assert_allclose(value, _views_numpy(a, x), rtol=1e-14)

@@ -52,3 +52,18 @@ def test_public_classes_report_the_facade_as_their_module() -> None:
     r = gradcheck.CheckResult(kind=gradcheck.CheckKind.VJP, status=gradcheck.Status.PASSED,
                               backend="numpy")
     assert pickle.loads(pickle.dumps(r)) == r  # found again under its public name
+
+
+def test_only_engines_import_an_engine_covers_every_other_top_level_module() -> None:
+    """A new top-level module of the package falls under "only engines import an engine"."""
+    import pkgutil
+
+    import tomllib
+
+    import gradcheck
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contract = next(c for c in config["contracts"] if c["name"] == "only engines import an engine")
+    every = {f"gradcheck.{m.name}" for m in pkgutil.iter_modules(gradcheck.__path__)}
+    assert set(contract["source_modules"]) == every - {"gradcheck.engines"}
+    assert "gradcheck.engines" in contract["forbidden_modules"]

@@ -168,6 +168,11 @@ class JaxBackend(Backend):
 
         return get_op(name)
 
+    def user_function(self, fn: Callable) -> Callable:
+        """``fn`` run with 64-bit mode on (as every hook and transform here runs), the caller's
+        setting restored on the way out."""
+        return x64(fn)
+
     def _device(self, device: str) -> Any:
         kind, _, index = device.partition(":")
         kind = "gpu" if kind in ("gpu", "cuda") else kind

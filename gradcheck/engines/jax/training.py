@@ -310,6 +310,22 @@ class JaxTraining(TrainingHooks):
         _scan_jaxpr(jaxpr.jaxpr, found)
         return found
 
+    # -- the model audit's cotangents, the fan-out probe's views -------------------------------
+    def gradient_at_zeros(self, f, bases):
+        return jax.grad(f)([jnp.zeros_like(b) for b in bases])
+
+    @property
+    def views_inplace_loss(self) -> Callable[[Any, Any], Any]:
+        return _views_inplace_loss
+
+
+def _views_inplace_loss(p: Any, x: Any) -> Any:
+    a = p["a"]
+    z = (a * x).at[1:3].multiply(a[0:2])
+    z = z + a
+    v = a.reshape(2, 2).T.reshape(-1)
+    return jnp.sum(jnp.sin(z) * v * a)
+
 
 def _scan_jaxpr(jaxpr: Any, found: list[CutPoint]) -> None:
     for eqn in jaxpr.eqns:

@@ -227,6 +227,26 @@ class TorchTraining(TrainingHooks):
             loss_fn(self.model, *inputs)
         return recorder.found
 
+    # -- the model audit's cotangents, the fan-out probe's views -------------------------------
+    def gradient_at_zeros(self, f, bases):
+        zs = [torch.zeros_like(b, requires_grad=True) for b in bases]
+        raw = torch.autograd.grad(f(zs), zs, allow_unused=True)
+        return [torch.zeros_like(z) if g is None else g.detach()
+                for z, g in zip(zs, raw, strict=True)]
+
+    @property
+    def views_inplace_loss(self) -> Callable[[Any, Any], Any]:
+        return _views_inplace_loss
+
+
+def _views_inplace_loss(p: Any, x: Any) -> Any:
+    a = p["a"]
+    z = (a * x).clone()
+    z[1:3] *= a[0:2]  # in-place on a view, reading a again
+    z.add_(a)  # in-place add of a
+    v = a.view(2, 2).t().reshape(-1)  # a view of a
+    return torch.sum(torch.sin(z) * v * a)
+
 
 class _CutRecorder(TorchFunctionMode):
     """Records host round trips, detaches and no-grad computation on tensors that need grad,
