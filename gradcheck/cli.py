@@ -33,9 +33,11 @@ EPILOG = """\
 exit codes:
   0    everything passed
   1    discrepancies found (a check failed or errored, a test failed), or a
-       stream read by "report" comes from a process that did not finish
+       stream read by "report" comes from a process that did not finish or has
+       records of an unknown schema version (skipped)
   2    usage or internal error (bad option, unknown backend, a selection that
-       plans no check, report directory unusable or in use, no readable results)
+       plans no check, report directory unusable or in use, no readable results,
+       an input of "report" that cannot be read: the others are reported)
   130  "run" or "sweep" stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM
        (the report of what finished is written first)
   141  the reader of the output went away (e.g. "gradcheck ops | head")"""
@@ -265,19 +267,25 @@ def _sweep_interrupted(report_dir: Path, signum: int) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from gradcheck.plugin.session_report import summary_lines
     from gradcheck.report import write_report
-    from gradcheck.stream import expand_sources, read_streams
+    from gradcheck.stream import read_streams
+    from gradcheck.stream.reader import LINE
 
-    sources = expand_sources(args.streams)
-    missing = [str(p) for p in sources if not p.is_file()]
-    if missing or not sources:
-        raise UsageError("no such stream: " + ", ".join(missing or args.streams))
     out = writable_dir(args.output, "-o/--output")
-    data = read_streams(sources)
+    # every input that can be read is reported; each one that cannot is named once (below)
+    data = read_streams(args.streams)
+    whole = [p for p in data.problems if p.kind != LINE]  # inputs not read, unknown schemas
+    lines = [p for p in data.problems if p.kind == LINE]
+    for problem in whole:
+        print(f"{'error' if problem in data.unread_inputs else 'warning'}: {problem}",
+              file=sys.stderr)
+    if not data.sources:  # nothing readable: keep whatever report is already in the folder
+        print("gradcheck: no input could be read: no report written", file=sys.stderr)
+        return USAGE
     files = write_report(data, out, title=args.title)
-    for problem in data.problems[:20]:
+    for problem in lines[:20]:
         print(f"warning: skipped {problem}", file=sys.stderr)
-    if len(data.problems) > 20:
-        print(f"warning: ... and {len(data.problems) - 20} more (listed in the report)",
+    if len(lines) > 20:
+        print(f"warning: ... and {len(lines) - 20} more (listed in the report)",
               file=sys.stderr)
     unfinished = [r for r in data.runs.values() if not r.ended]
     for r in unfinished:
@@ -288,7 +296,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not data.checks and not data.tests:
         print("gradcheck: the streams hold no results", file=sys.stderr)
         return USAGE
-    return OK if data.passed and not unfinished else DISCREPANCIES
+    if data.unread_inputs:
+        print(f"gradcheck: {len(data.unread_inputs)} input(s) could not be read; the report has "
+              "the others", file=sys.stderr)
+        return USAGE
+    return OK if data.passed and not unfinished and not data.unknown_schema else DISCREPANCIES
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
@@ -441,7 +453,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tolerant_output() -> None:
+    """Any text prints: what the terminal's encoding cannot carry (a name from a stream in an
+    ASCII locale) is written as a backslash escape instead of ending the command."""
+    for out in (sys.stdout, sys.stderr):
+        reconfigure = getattr(out, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: nothing to protect
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_output()
     try:
         code = _main(argv)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit

@@ -42,7 +42,7 @@ def write_report(streams: Iterable[str | os.PathLike[str]] | StreamData,
     out.mkdir(parents=True, exist_ok=True)
     html_path, junit_path = out / "index.html", out / "junit.xml"
     page = html.render(data, title=title, passed_rows=passed_rows)
-    _atomic_write(html_path, page.encode("utf-8"))
+    _atomic_write(html_path, page.encode("utf-8", "backslashreplace"))  # any name encodes
     _atomic_write(junit_path, junit.render(data))
     return ReportFiles(html_path, junit_path, data)
 

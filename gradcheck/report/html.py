@@ -22,13 +22,15 @@ from urllib.parse import quote
 from gradcheck.core.results import Status, shorten
 from gradcheck.report import findings, model
 from gradcheck.stream import StreamData
+from gradcheck.stream.reader import well_formed
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def esc(value: Any) -> str:
-    """HTML-escape any value for text or a quoted attribute (control characters replaced)."""
-    text = _CONTROL.sub("\ufffd", str(value))
+    """HTML-escape any value for text or a quoted attribute (control characters replaced, lone
+    surrogates written as escapes: see :func:`~gradcheck.stream.reader.well_formed`)."""
+    text = _CONTROL.sub("\ufffd", well_formed(value))
     return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace('"', "&quot;").replace("'", "&#x27;"))
 
@@ -49,7 +51,7 @@ def embed_json(data: Any) -> str:
 
 
 def _hash_link(**params: str | int) -> str:
-    return "#" + "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())
+    return "#" + "&".join(f"{k}={quote(well_formed(v), safe='')}" for k, v in params.items())
 
 
 def _ratio_class(cell: model.MatrixCell) -> str:
@@ -201,7 +203,8 @@ def _problems(data: StreamData) -> str:
         return ""
     return _section("problems", "Stream problems",
                     "<ul>" + "".join(f"<li>{t}</li>" for t in items) + "</ul>",
-                    "Lines that could not be read were skipped; everything else is shown.")
+                    "Inputs and lines that could not be read, and records of an unknown schema "
+                    "version, were skipped; everything else is shown.")
 
 
 def _environment(data: StreamData) -> str:

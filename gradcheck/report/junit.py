@@ -4,7 +4,8 @@ check), grouped in one ``testsuite`` per (backend, device, dtype).
 Failed checks become ``<failure>``, errors ``<error>``, skipped and inconclusive checks
 ``<skipped>`` (inconclusive: the oracle could not decide; nothing wrong was shown).  The text of
 a failure says what was compared, both values, the allowed error and its source, the ratio, the
-worst elements and the reproducer.  Characters XML 1.0 cannot carry are replaced.
+worst elements and the reproducer.  Characters XML 1.0 cannot carry are replaced (lone
+surrogates written as escapes).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from collections import defaultdict
 from gradcheck.core.results import CheckResult, Status, number, shorten, shown, shown_element
 from gradcheck.report import model
 from gradcheck.stream import StreamData, TestOutcome
+from gradcheck.stream.reader import well_formed
 
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _clean(text: object) -> str:
-    return _INVALID_XML.sub("\ufffd", str(text))
+    """Text XML 1.0 can carry: forbidden characters replaced, lone surrogates (a name from a
+    stream, the bytes of a file name) written as escapes."""
+    return _INVALID_XML.sub("\ufffd", well_formed(text))
 
 
 def failure_text(r: CheckResult) -> str:

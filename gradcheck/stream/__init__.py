@@ -8,6 +8,7 @@ from gradcheck.stream.reader import (
     StreamData,
     StreamProblem,
     TestOutcome,
+    collect_sources,
     expand_sources,
     read_streams,
 )
@@ -28,6 +29,7 @@ from gradcheck.stream.writer import (
 
 __all__ = [
     "ENV_VAR", "ResultStream", "RunInfo", "StreamData", "StreamProblem", "TestOutcome",
-    "activate", "active", "current_test_id", "deactivate", "expand_sources", "read_streams",
+    "activate", "active", "collect_sources", "current_test_id", "deactivate", "expand_sources",
+    "read_streams",
     "record", "record_many", "set_test_id", "suspended", "using", "write_record",
 ]

@@ -58,13 +58,22 @@ class ResultStream:
         return self._fd is None
 
     def write_record(self, data: Mapping[str, Any]) -> None:
-        """Append one record (a JSON object) as one line; never raises on I/O errors."""
+        """Append one record (a JSON object) as one line; never raises on I/O errors, nor on
+        content (keys JSON cannot carry are written as text, NaN and infinities as strings)."""
         body = {"schema": SCHEMA_VERSION, **data, "run_id": self.run_id}
-        self._write_line(json.dumps(body, default=str, allow_nan=False))
+        try:
+            line = json.dumps(body, default=str, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            line = json.dumps(_plain(body), default=str, allow_nan=False)
+        self._write_line(line)
 
     def record(self, result: CheckResult) -> None:
-        """Append one check result."""
-        line = result.to_json()
+        """Append one check result (``details`` JSON cannot carry as they are, e.g. keyed by
+        tuples, are written as :func:`_plain` makes them)."""
+        try:
+            line = result.to_json()
+        except (TypeError, ValueError, RecursionError):
+            line = dataclasses.replace(result, details=_plain(result.details)).to_json()
         # insert the run id without re-serialising the record: '{"schema": 1, ...' -> add a key
         self._write_line(line[:-1] + f', "run_id": "{self.run_id}"}}')
         self.count += 1
@@ -97,6 +106,26 @@ class ResultStream:
         with self._lock:
             fd, self._fd = self._fd, None
         os.close(fd)
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON can carry it: keys as text, NaN and infinities as the strings the
+    stream uses (``"nan"``, ``"inf"``, ``"-inf"``), anything else (or nested too deeply, or
+    circular) as its text."""
+    if depth > 32:  # well under the reader's limit (64 levels)
+        return str(value)[:200]
+    if isinstance(value, Mapping):
+        return {k if isinstance(k, str) else str(k): _plain(v, depth + 1)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return str(value)
 
 
 _lock = threading.Lock()

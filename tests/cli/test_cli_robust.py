@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,77 @@ def test_an_interrupted_sweep_writes_the_report_of_what_finished(tmp_path, capsy
     assert "jax.numpy.sin" in (tmp_path / "index.html").read_text()
     assert (tmp_path / "results.sweep0.jsonl").exists()
     assert "--resume" in capsys.readouterr().err
+
+
+# -- F: `gradcheck report` on hostile inputs -------------------------------------------------
+
+
+def _shard(path: Path, results) -> Path:
+    with stream.using(path) as s:
+        for r in results:
+            s.record(r)
+    return path
+
+
+def test_report_names_each_missing_input_once_and_reports_the_rest(tmp_path, capsys):
+    """A missing file in `gradcheck report A B C` used to abort the whole merge (naming the
+    file as often as it was given): now the others are reported and the exit is non-zero."""
+    results = numpy_results()
+    a = _shard(tmp_path / "a.jsonl", results[:3])
+    c = _shard(tmp_path / "c.jsonl", results[3:6])
+    missing = tmp_path / "b.jsonl"
+    out = tmp_path / "out"
+    assert main(["report", str(a), str(missing), str(c), str(missing), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count(str(missing)) == 1 and "no such file" in err
+    page = (out / "index.html").read_text()
+    assert "6 checks" in page and "b.jsonl: no such file or directory" in page
+    # nothing readable at all: an error, and the report already in the folder is kept
+    assert main(["report", str(missing), "-o", str(out)]) == 2
+    assert "no input could be read" in capsys.readouterr().err
+    assert (out / "index.html").read_text() == page
+
+
+def test_report_of_a_future_schema_stream_is_marked_and_not_a_pass(tmp_path, capsys):
+    """A stream of `"schema": 99` used to be merged silently, exit 0."""
+    passed = [r for r in numpy_results() if r.ok][:3]
+    good = _shard(tmp_path / "good.jsonl", passed)
+    future = tmp_path / "future.jsonl"
+    future.write_text("".join(json.dumps({**json.loads(line), "schema": 99}) + "\n"
+                              for line in _shard(tmp_path / "f.src", passed).read_text()
+                              .splitlines()))
+    out = tmp_path / "out"
+    assert main(["report", str(good), str(future), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{future}:1:" in err and "schema version 99 skipped" in err
+    page = (out / "index.html").read_text()
+    assert f"{len(passed)} checks" in page and "schema version 99 skipped" in page
+    assert main(["report", str(good), "-o", str(tmp_path / "o2")]) == 0  # alone: a pass
+
+
+def test_report_survives_link_loops_and_any_name_in_a_real_process(tmp_path):
+    """Symbolic link loops among the inputs, a non-UTF-8 file name, a lone surrogate in a check
+    name, an ASCII terminal: a report, every problem named, no internal error."""
+    from dataclasses import replace
+
+    bad = next(r for r in numpy_results() if not r.ok)
+    d = tmp_path / "d"
+    d.mkdir()
+    odd = os.fsdecode(bytes(d) + b"/sh\xffard.jsonl")
+    _shard(Path(odd), [replace(bad, name="op\ud800\u00e9")])
+    (d / "self").symlink_to(".")
+    (d / "a.jsonl").symlink_to("b.jsonl")
+    (d / "b.jsonl").symlink_to("a.jsonl")
+    (tmp_path / "x.jsonl").symlink_to("x.jsonl")
+    proc = subprocess.run([sys.executable, "-m", "gradcheck.cli", "report", "d", "x.jsonl",
+                           "-o", "out"], cwd=tmp_path, capture_output=True, timeout=300,
+                          env=_env(PYTHONIOENCODING="ascii"))
+    out, err = proc.stdout.decode("ascii"), proc.stderr.decode("ascii")
+    assert proc.returncode == 2, (out, err)  # inputs not read
+    assert "internal error" not in err and "Traceback" not in err
+    assert "FAILED op\\ud800\\xe9" in out and "sh\\xffard.jsonl" not in err
+    for name in ("d/self", "d/a.jsonl", "d/b.jsonl", "x.jsonl"):
+        assert err.count(f"error: {name}: symbolic link loop") == 1, (name, err)
+    page = (tmp_path / "out" / "index.html").read_bytes().decode("utf-8")
+    assert "op\\ud800" in page and "sh\\xffard.jsonl" in page
+    ET.parse(tmp_path / "out" / "junit.xml")

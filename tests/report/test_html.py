@@ -192,3 +192,32 @@ def test_evidence_shared_by_several_checks_is_stored_once():
     assert data["shared"] == [evidence]
     for k in ("0", "1"):
         assert data["extra"][k]["details"]["triage"] == {"$shared": 0}
+
+
+# -- any name: lone surrogates and the undecodable bytes of file names ---------------------------
+
+ODD = "op\ud800\udcff\x01\x0b\ufffe<b>"  # a lone surrogate, a file name's byte, XML-forbidden
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def test_any_name_renders_to_well_formed_html_and_junit(tmp_path):
+    """A check, test, backend or source name holding lone surrogates (a stream's ``\\ud800``,
+    a non-UTF-8 file name's bytes) used to end in UnicodeEncodeError and no report."""
+    bad = next(r for r in numpy_results() if not r.ok)
+    odd = [replace(bad, name=ODD, backend="numpy" + ODD, test_id="t.py::" + ODD)]
+    data = StreamData(checks=odd + numpy_results(), sources=["s\udcff.jsonl"],
+                      tests=[TestOutcome("t.py::x" + ODD, "failed", 0.1, "boom" + ODD)])
+    page = report_html.render(data)
+    page.encode("utf-8")  # strict: every surrogate was written as an escape
+    parser = _Tags()
+    parser.feed(page)
+    assert [t for t, _ in parser.tags].count("script") == 2 and "&lt;b&gt;" in page
+    assert "op\\ud800\\xff" in page and "s\\xff.jsonl" in page  # visible, not dropped
+    xml = junit.render(data)
+    text = xml.decode("utf-8")  # strict
+    assert not _XML_FORBIDDEN.search(text)
+    root = ET.fromstring(xml)
+    assert any("op\\ud800\\xff" in c.get("name") for c in root.iter("testcase"))
+    files = write_report(data, tmp_path / "out")
+    files.html.read_bytes().decode("utf-8")
+    ET.parse(files.junit)

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -339,3 +341,104 @@ def test_a_report_of_an_unfinished_process_exits_1_and_warns(tmp_path, capsys):
     assert "warning: process r1 (main, " in err and "has no end record" in err
     path.write_text("\n".join(lines + [_valid_lines()[-1]]) + "\n")
     assert cli_main(["report", str(path), "-o", str(tmp_path / "o")]) == 0
+
+
+# -- hostile inputs: future schemas, missing inputs, link loops, any bytes and names -------------
+
+
+def _stream_of(path: Path, results: list[CheckResult]) -> Path:
+    with stream.using(path) as s:
+        for r in results:
+            s.record(r)
+    return path
+
+
+def test_records_of_an_unknown_schema_version_are_skipped_and_named(tmp_path):
+    """A stream from a future gradcheck (``"schema": 99``) used to be merged as if understood."""
+    results = numpy_results()
+    good = _stream_of(tmp_path / "good.jsonl", results[:3])
+    future = tmp_path / "future.jsonl"
+    odd = tmp_path / "odd.jsonl"
+    lines = _stream_of(tmp_path / "src.jsonl", results[3:6]).read_text().splitlines()
+    future.write_text("".join(json.dumps({**json.loads(t), "schema": 99}) + "\n" for t in lines))
+    versions = ["1", True, 0, None, 2.5]
+    assert len(lines) >= len(versions)
+    odd.write_text("".join(json.dumps({**json.loads(t), "schema": v}) + "\n"
+                           for t, v in zip(lines[:len(versions)], versions, strict=True)))
+    data = stream.read_streams([good, future, odd])
+    assert data.checks == results[:3]  # none of the others counted as if understood
+    assert all(r.source == str(good) for r in data.runs.values())  # their processes neither
+    schema = data.unknown_schema
+    assert [p.source for p in schema] == [str(future)] + [str(odd)] * len(versions)
+    first = schema[0]
+    assert first.kind == "schema" and first.line == 1
+    assert f"{len(lines)} record(s) of schema version 99 skipped" in first.reason
+    assert data.problems[:len(schema)] == schema  # listed before single damaged lines
+
+
+def test_missing_and_unreadable_inputs_are_named_once_and_the_rest_is_read(tmp_path):
+    results = numpy_results()
+    a = _stream_of(tmp_path / "a.jsonl", results[:2])
+    b = _stream_of(tmp_path / "b.jsonl", results[2:4])
+    missing = tmp_path / "missing.jsonl"
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "nowhere")
+    data = stream.read_streams([a, missing, b, missing, dangling])
+    assert data.checks == results[:4] and data.sources == [str(a), str(b)]
+    assert [(p.source, p.kind) for p in data.unread_inputs] == [
+        (str(missing), "input"), (str(dangling), "input")]
+    assert "no such file" in data.problems[0].reason
+    assert "broken symbolic link" in data.problems[1].reason
+
+
+def test_symlink_loops_among_inputs_are_named_and_not_followed(tmp_path):
+    """A directory holding a link to itself, links to each other, a self-link: each one is a
+    problem that names it; nothing hangs, recurses or raises (``Path.resolve`` used to raise
+    RuntimeError on a looping input)."""
+    results = numpy_results()
+    d = tmp_path / "d"
+    d.mkdir()
+    _stream_of(d / "good.jsonl", results[:2])
+    (d / "self").symlink_to(".")
+    (d / "up.jsonl").symlink_to("..")
+    (d / "self.jsonl").symlink_to("self.jsonl")
+    (d / "a.jsonl").symlink_to("b.jsonl")
+    (d / "b.jsonl").symlink_to("a.jsonl")
+    (tmp_path / "x.jsonl").symlink_to("y.jsonl")
+    (tmp_path / "y.jsonl").symlink_to("x.jsonl")
+    data = stream.read_streams([d, tmp_path / "x.jsonl", tmp_path / "y.jsonl", d / "self"])
+    assert data.checks == results[:2] and data.sources == [str(d / "good.jsonl")]
+    named = {p.source: p.reason for p in data.unread_inputs}
+    assert set(named) == {str(d / n) for n in ("self", "up.jsonl", "self.jsonl", "a.jsonl",
+                                                "b.jsonl")} | {str(tmp_path / "x.jsonl"),
+                                                               str(tmp_path / "y.jsonl")}
+    assert all("symbolic link loop" in r for r in named.values()), named
+    # d/self given directly is the directory itself (already read): read once, not a loop
+    assert [p.source for p in data.problems if p.reason == "given more than once: read once"
+            ] == [str(d / "self")]
+
+
+def test_any_bytes_and_any_name_survive_writer_reader_and_report(tmp_path):
+    """Lone surrogates in names, a non-UTF-8 file name, details JSON cannot carry as they are:
+    written, read back and reported (they used to raise TypeError / UnicodeEncodeError)."""
+    bad = next(r for r in numpy_results() if not r.ok)
+    odd = replace(bad, name="op\ud800\x01", test_id="t\udcff", backend="np\ud83d",
+                  details={(1, 2): float("nan"), "b": b"\xff", "\udcfe": [float("inf")]})
+    path = Path(os.fsdecode(bytes(tmp_path) + b"/r\xff\xfe.jsonl"))
+    with stream.using(path) as s:
+        s.record(odd)  # tuple keys: TypeError before
+        s.write_record({"record": "test", "test_id": "x\ud800", "outcome": "failed",
+                        "duration_s": 0.5, "message": "m\udcff", ("k",): float("nan")})
+    data = stream.read_streams([tmp_path])  # the directory: the file's name is found there
+    assert not data.problems, [str(p) for p in data.problems]
+    (check,) = data.checks
+    assert check.name == odd.name and check.backend == odd.backend
+    assert check.details["(1, 2)"] != check.details["(1, 2)"]  # NaN, as the stream writes it
+    assert data.tests[0].test_id == "x\ud800"
+    files = write_report(data, tmp_path / "out")
+    page = files.html.read_bytes().decode("utf-8")  # strict
+    assert "op\\ud800" in page and "r\\xff\\xfe.jsonl" in page
+    ET.parse(files.junit)
+    lines: list[str] = []
+    summary_lines(files, lines.append)
+    "\n".join(lines).encode("utf-8")  # the terminal summary encodes too
