@@ -260,6 +260,9 @@ def render(data: StreamData, *, title: str = "gradcheck report", passed_rows: bo
         raise RuntimeError("report assets must not contain closing tags")
     counts = model.status_counts(data.checks)
     verdict = "passed" if data.passed else "failed"
+    badge = verdict
+    if data.passed and (data.unread_inputs or data.unknown_schema):  # a pass of part only
+        verdict, badge = "incomplete", "inconclusive"
     csp = (f"default-src 'none'; script-src 'sha256-{_sha256(js)}'; "
            f"style-src 'sha256-{_sha256(css)}'; img-src data:; base-uri 'none'; "
            "form-action 'none'")
@@ -276,7 +279,7 @@ def render(data: StreamData, *, title: str = "gradcheck report", passed_rows: bo
         f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}: {verdict}</title><style>{css}</style></head><body>"
-        f'<header><h1>{esc(title)} <span class="badge s-{verdict}">{verdict}</span></h1>'
+        f'<header><h1>{esc(title)} <span class="badge s-{badge}">{verdict}</span></h1>'
         f'<p>{esc(summary_line)}</p><p class="note">generated {esc(generated)} from '
         f"{esc(sources)}</p><nav>"
         + "".join(f'<a href="#{s}">{s}</a>' for s in ("summary", "failures", "matrix",

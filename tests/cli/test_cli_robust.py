@@ -322,6 +322,7 @@ def test_report_names_each_missing_input_once_and_reports_the_rest(tmp_path, cap
     assert err.count(str(missing)) == 1 and "no such file" in err
     page = (out / "index.html").read_text()
     assert "6 checks" in page and "b.jsonl: no such file or directory" in page
+    assert ": incomplete</title>" in page  # six passed, but one shard is missing
     # nothing readable at all: an error, and the report already in the folder is kept
     assert main(["report", str(missing), "-o", str(out)]) == 2
     assert "no input could be read" in capsys.readouterr().err
@@ -342,6 +343,7 @@ def test_report_of_a_future_schema_stream_is_marked_and_not_a_pass(tmp_path, cap
     assert f"{future}:1:" in err and "schema version 99 skipped" in err
     page = (out / "index.html").read_text()
     assert f"{len(passed)} checks" in page and "schema version 99 skipped" in page
+    assert "<title>gradcheck report: incomplete</title>" in page  # not a plain "passed"
     assert main(["report", str(good), "-o", str(tmp_path / "o2")]) == 0  # alone: a pass
 
 
