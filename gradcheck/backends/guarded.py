@@ -244,8 +244,13 @@ class GuardedBackend:
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str
                  ) -> list[Any] | AdapterFailure:
         """The outputs (the adapter's list, :class:`~gradcheck.backends.base.Outputs` with
-        its paths included: returned as is)."""
-        return self.call("evaluate", self.backend.evaluate, fn, args, device)
+        its paths included: returned as is), or the failure where it is not a list."""
+        outs = self.call("evaluate", self.backend.evaluate, fn, args, device)
+        if not isinstance(outs, AdapterFailure) and (
+                isinstance(outs, (str, bytes, dict)) or not isinstance(outs, Sequence)):
+            return AdapterFailure.invalid("evaluate", f"evaluate returned {type(outs).__name__}"
+                                                      ", expected a list of arrays")
+        return outs
 
     def evaluate_batch(self, fn: Callable, args: Sequence[np.ndarray], batched: Sequence[bool],
                        device: str) -> list[Any] | AdapterFailure:

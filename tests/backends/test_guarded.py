@@ -282,3 +282,20 @@ def test_batched_answers_must_carry_the_batch_axis():
     assert isinstance(outs, AdapterFailure) and "expected 4 stacked rows" in outs.text
     tans = g.jvp_batch(_mul(), [x, x], [0, 1], [np.ones((2, 4, 3))] * 2, "cpu")
     assert isinstance(tans, AdapterFailure) and "expected 2 stacked rows" in tans.text
+
+
+@pytest.mark.parametrize("answer", [None, 5, "out"])
+def test_an_evaluate_that_is_not_a_list_is_an_adapter_failure(answer):
+    """Before: None or an int ended the check as an 'unexpected failure' (a TypeError); a str
+    was read as a sequence of characters."""
+    class NotAList(NumpyBackend):
+        name = "not-a-list"
+
+        def evaluate(self, fn, args, device):
+            return answer
+
+    failure = GuardedBackend(NotAList()).evaluate(_sin(), [np.ones(3)], "cpu")
+    assert isinstance(failure, AdapterFailure) and failure.call == "evaluate"
+    assert f"evaluate returned {type(answer).__name__}, expected a list of arrays" in failure.text
+    (only,) = gradcheck.check(np.sin, np.ones(3), backend=NotAList()).results
+    assert only.status is Status.ERROR and "expected a list of arrays" in only.message
