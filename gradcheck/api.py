@@ -12,13 +12,14 @@ from gradcheck import stream
 from gradcheck._reproducer import script as _reproducer_script
 from gradcheck.backends._cache import FunctionCache
 from gradcheck.backends.base import Backend
+from gradcheck.backends.guarded import AdapterFailed, AdapterFailure, GuardedBackend
 from gradcheck.backends.registry import get_backend
 from gradcheck.core import arguments as _args
 from gradcheck.core.dtypes import float_bits, is_complex, is_floating
 from gradcheck.core.errors import GradientMismatch, InvalidArgument, NothingDecided
 from gradcheck.core.results import CheckResult, Report, Shown, Status, number, shown, shown_element
 from gradcheck.core.rules import NumpyFunction
-from gradcheck.core.taxonomy import INFO
+from gradcheck.core.taxonomy import INFO, CheckKind
 from gradcheck.numeric import CheckConfig, run_numeric_checks
 from gradcheck.oracle.error_model import DEFAULT_MODEL, ErrorModel, validated_model
 
@@ -126,7 +127,9 @@ def _with_kwargs(fn: Callable, kwargs: Mapping[str, Any] | None) -> Callable:
 
 def _validate(backend: Backend, device: str, dtype: str | None, modes: Sequence[str], order: int,
               probes: int, atol: float | None, rtol: float | None) -> tuple[str, ...]:
-    devices = backend.devices()
+    devices = GuardedBackend(backend).devices()
+    if isinstance(devices, AdapterFailure):
+        raise AdapterFailed(devices)
     if device not in devices:
         raise InvalidArgument.choice("device", device, devices)
     if dtype is not None and dtype not in backend.dtypes:
@@ -205,7 +208,14 @@ def check(
     """
     seed = _args.seed(seed)
     be = get_backend(backend)
-    modes_t = _validate(be, device, dtype, modes, order, probes, atol, rtol)
+    try:
+        modes_t = _validate(be, device, dtype, modes, order, probes, atol, rtol)
+    except AdapterFailed as exc:  # the adapter's own answer is broken: an error result
+        bad = CheckResult(CheckKind.CALL, Status.ERROR, backend=be.name, device=device,
+                          dtype=dtype or "float64", name=str(name or getattr(fn, "__name__", "")),
+                          seed=seed, message=f"the {be.name} adapter's {exc.failure.call}() "
+                                             f"failed: {exc.failure.text}")
+        return Report(stream.record_many([bad]))
     order, probes = int(order), int(probes)
     limit = _args.timeout(timeout)
     model = validated_model(error_model)

@@ -278,5 +278,11 @@ def flatten_outputs(out: Any) -> tuple[list[Any], tuple[str, ...] | None]:
 
 
 def _stack_rows(rows: Sequence[Sequence[Any]], width: int) -> list[np.ndarray]:
-    """``rows[b][k]`` -> ``[stack_b rows[b][k] for k]``."""
-    return [np.stack([np.asarray(r[k]) for r in rows]) for k in range(width)]
+    """``rows[b][k]`` -> ``[stack_b rows[b][k] for k]``, every array a row returned (``width``
+    is what a row should hold: a row holding more or fewer arrays is stacked as it came, for
+    the adapter boundary to report, never cut to ``width``)."""
+    rows = [list(r) for r in rows]
+    widths = sorted({len(r) for r in rows})
+    if len(widths) > 1:
+        raise ValueError(f"the rows returned {widths} arrays (expected {width} each)")
+    return [np.stack([np.asarray(r[k]) for r in rows]) for k in range(widths[0] if rows else 0)]

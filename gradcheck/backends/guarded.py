@@ -11,8 +11,11 @@ calls the adapter once and gives back either what the adapter returned (as NumPy
 * ``timeout``: the adapter's own time limit (a process engine that did not answer: its
   exception is a ``TimeoutError``);
 * ``bad-shape`` / ``bad-dtype``: the adapter returned arrays of the wrong number, shape or
-  dtype.  The ``*_rows`` and ``checked_*`` methods validate derivatives here, once, against
-  the arrays they must match (and the dtype under test below float64), and hand back float64
+  dtype.  Every method validates what it can know here, once: :meth:`GuardedBackend.vjp` and
+  ``vjp_batch`` one floating array per input of ``diff`` with its shape (stacked rows for the
+  batch), ``evaluate_batch`` and ``jvp_batch`` the batch axis, :meth:`GuardedBackend.devices`
+  a non-empty list of names; the ``*_rows`` and ``checked_*`` methods also the number and
+  shapes of the outputs and the dtype under test (float64 included), and hand back float64
   arrays.
 
 ``BaseException``\\ s that are not ``Exception``\\ s pass through on purpose: the check's
@@ -136,23 +139,56 @@ def has_dtype(g: np.ndarray, dtype: np.dtype) -> bool:
 def checked(call: str, values: Sequence[Any], want: Sequence[np.ndarray], what: str,
             dtype: Any) -> list[np.ndarray] | AdapterFailure:
     """``values`` as float64 arrays (no copy in float64) if there is one per array of ``want``
-    with its shape, and below float64 the dtype ``dtype``; else the failure naming the first
-    problem."""
+    with its shape and the dtype ``dtype``; else the failure naming the first problem."""
     if len(values) != len(want):
         return AdapterFailure.invalid(call, f"{what} returned {len(values)} arrays, expected "
                                             f"{len(want)}")
     out = []
-    low = np.dtype(dtype) != np.float64
     for g, a in zip(values, want, strict=True):
         g = np.asarray(g)
         if g.shape != a.shape:
             return AdapterFailure.invalid(call, f"{what} returned shape {g.shape}, expected "
                                                 f"{a.shape}")
-        if low and not has_dtype(g, np.dtype(dtype)):
+        if not has_dtype(g, np.dtype(dtype)):
             return AdapterFailure.invalid(call, f"{what} returned dtype {g.dtype}, expected "
                                                 f"{np.dtype(dtype)}", FailureKind.BAD_DTYPE)
         out.append(np.asarray(g, dtype=np.float64))
     return out
+
+
+def _numeric(g: np.ndarray) -> bool:
+    """A floating or complex array (what a derivative or an output of a check can be)."""
+    return g.dtype.kind in "fc" or g.dtype.name == "bfloat16"
+
+
+def matching(call: str, values: Any, want: Sequence[tuple[int, ...]], what: str,
+             rows: int | None = None) -> list[Any] | AdapterFailure:
+    """``values`` as a list if it holds one floating array per shape of ``want`` (each with
+    that shape, after a leading batch axis of ``rows`` where given); else the failure naming
+    the first problem: what was expected and what came back.  The dtype under test is checked
+    where it is known (:func:`checked`)."""
+    if isinstance(values, (str, bytes, dict)) or not isinstance(values, Sequence):
+        return AdapterFailure.invalid(call, f"{what} returned {type(values).__name__}, expected "
+                                            f"a list of {len(want)} arrays")
+    if len(values) != len(want):
+        return AdapterFailure.invalid(call, f"{what} returned {len(values)} arrays, expected "
+                                            f"{len(want)}")
+    for k, (g, shape) in enumerate(zip(values, want, strict=True)):
+        a = attempt(call, np.asarray, g)
+        if isinstance(a, AdapterFailure):
+            return a
+        if rows is not None and (a.ndim == 0 or len(a) != rows):
+            return AdapterFailure.invalid(call, f"{what} returned shape {a.shape}, expected "
+                                                f"{rows} stacked rows of shape {tuple(shape)}")
+        got = a.shape[1:] if rows is not None else a.shape  # a row's, as the adapter wrote it
+        if got != tuple(shape):
+            return AdapterFailure.invalid(call, f"{what} returned shape {got}, expected "
+                                                f"{tuple(shape)}")
+        if not _numeric(a):
+            return AdapterFailure.invalid(call, f"{what} returned dtype {a.dtype} for array {k}"
+                                                ", expected a floating dtype",
+                                          FailureKind.BAD_DTYPE)
+    return list(values)
 
 
 def unstacked(call: str, values: Sequence[Any], rows: int, what: str
@@ -208,18 +244,32 @@ class GuardedBackend:
     def evaluate(self, fn: Callable, args: Sequence[np.ndarray], device: str
                  ) -> list[Any] | AdapterFailure:
         """The outputs (the adapter's list, :class:`~gradcheck.backends.base.Outputs` with
-        its paths included: returned as is)."""
-        return self.call("evaluate", self.backend.evaluate, fn, args, device)
+        its paths included: returned as is), or the failure where it is not a list."""
+        outs = self.call("evaluate", self.backend.evaluate, fn, args, device)
+        if not isinstance(outs, AdapterFailure) and (
+                isinstance(outs, (str, bytes, dict)) or not isinstance(outs, Sequence)):
+            return AdapterFailure.invalid("evaluate", f"evaluate returned {type(outs).__name__}"
+                                                      ", expected a list of arrays")
+        return outs
 
     def evaluate_batch(self, fn: Callable, args: Sequence[np.ndarray], batched: Sequence[bool],
                        device: str) -> list[Any] | AdapterFailure:
-        return self._arrays("evaluate_batch", self.backend.evaluate_batch, fn, args, batched,
+        """The outputs, each with the leading batch axis of the batched arguments."""
+        outs = self._arrays("evaluate_batch", self.backend.evaluate_batch, fn, args, batched,
                             device)
+        rows = next((len(a) for a, b in zip(args, batched, strict=False) if b), None)
+        if isinstance(outs, AdapterFailure) or rows is None:
+            return outs
+        return _stacked("evaluate_batch", outs, rows, "evaluate_batch", floating=False)
 
     def vjp(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
             cotangents: Sequence[np.ndarray], device: str) -> list[Any] | AdapterFailure:
-        """The adapter's VJP, unvalidated (see :meth:`checked_vjp`)."""
-        return self._arrays("vjp", self.backend.vjp, fn, args, diff, cotangents, device)
+        """The adapter's VJP: one floating array per input of ``diff``, with its shape (the
+        dtype under test: :meth:`checked_vjp`)."""
+        g = self._arrays("vjp", self.backend.vjp, fn, args, diff, cotangents, device)
+        if isinstance(g, AdapterFailure):
+            return g
+        return matching("vjp", g, [np.shape(args[k]) for k in diff], "the VJP")
 
     def vjp_function(self, fn: Callable, diff: Sequence[int], n_args: int
                      ) -> Callable | AdapterFailure:
@@ -232,14 +282,37 @@ class GuardedBackend:
     def vjp_batch(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
                   cotangents: Sequence[np.ndarray], device: str, vectorize: bool = False
                   ) -> list[Any] | AdapterFailure:
-        return self._arrays("vjp_batch", self.backend.vjp_batch, fn, args, diff, cotangents,
-                            device, vectorize=vectorize)
+        """One floating array per input of ``diff``: the rows' gradients stacked, shaped
+        ``(B,) + the input's shape``."""
+        g = self._arrays("vjp_batch", self.backend.vjp_batch, fn, args, diff, cotangents,
+                         device, vectorize=vectorize)
+        if isinstance(g, AdapterFailure):
+            return g
+        rows = len(cotangents[0]) if len(cotangents) else 0
+        return matching("vjp_batch", g, [np.shape(args[k]) for k in diff], "the VJP", rows)
 
     def jvp_batch(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
                   tangents: Sequence[np.ndarray], device: str, vectorize: bool = False
                   ) -> list[Any] | AdapterFailure:
-        return self._arrays("jvp_batch", self.backend.jvp_batch, fn, args, diff, tangents,
-                            device, vectorize=vectorize)
+        """One floating array per output, each with the tangents' leading batch axis (the
+        outputs' number and shapes: :meth:`jvp_rows`)."""
+        t = self._arrays("jvp_batch", self.backend.jvp_batch, fn, args, diff, tangents,
+                         device, vectorize=vectorize)
+        if isinstance(t, AdapterFailure) or not len(tangents):
+            return t
+        return _stacked("jvp_batch", t, len(tangents[0]), "the JVP", floating=True)
+
+    def devices(self) -> list[str] | AdapterFailure:
+        """The adapter's devices: a non-empty list of non-empty names."""
+        found = self.call("devices", self.backend.devices)
+        if isinstance(found, AdapterFailure):
+            return found
+        if (not isinstance(found, (list, tuple)) or not found
+                or not all(isinstance(d, str) and d for d in found)):
+            return AdapterFailure.invalid("devices", f"devices() returned "
+                                                     f"{shorten(repr(found), 200)}, expected a "
+                                                     "non-empty list of device names (str)")
+        return list(found)
 
     # -- validated derivatives -------------------------------------------------------------
     def checked_vjp(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
@@ -316,6 +389,24 @@ class GuardedBackend:
                 entry[i] = g[0]
             out.append(entry)
         return out
+
+
+def _stacked(call: str, values: list[Any], rows: int, what: str, *, floating: bool
+             ) -> list[Any] | AdapterFailure:
+    """``values``, each an array with a leading axis of ``rows`` (and floating where
+    ``floating``), else the failure naming the first that is not."""
+    for k, g in enumerate(values):
+        a = attempt(call, np.asarray, g)
+        if isinstance(a, AdapterFailure):
+            return a
+        if a.ndim == 0 or len(a) != rows:
+            return AdapterFailure.invalid(call, f"{what} returned shape {a.shape} for array {k}"
+                                                f", expected {rows} stacked rows")
+        if floating and not _numeric(a):
+            return AdapterFailure.invalid(call, f"{what} returned dtype {a.dtype} for array {k}"
+                                                ", expected a floating dtype",
+                                          FailureKind.BAD_DTYPE)
+    return values
 
 
 def _all_checked(call: str, per_row: list[list[np.ndarray]], want: Sequence[np.ndarray],

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import atexit
 import collections
+import io
 import os
 import queue
 import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import numpy as np
 
@@ -93,6 +94,21 @@ def _kill_children() -> None:  # pragma: no cover - runs at interpreter exit
             child.proc.kill()
 
 
+def _lines(stream: IO[str] | None) -> Iterator[str]:
+    """The lines of one of a child's pipes, without their newline, until EOF: any bytes are
+    read (what is not UTF-8 is decoded as U+FFFD), and a pipe that fails to read ends the
+    lines instead of the reader thread with an exception."""
+    if stream is None:
+        return
+    try:
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
+        for line in stream:
+            yield line.rstrip("\n")
+    except (OSError, ValueError):  # closed under the reader (close() of a killed child)
+        return
+
+
 class _Child:
     """One running child process and the threads draining its stdout and stderr."""
 
@@ -109,15 +125,15 @@ class _Child:
         _LIVE.add(self)
 
     def _pump_out(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)  # EOF
+        try:
+            for line in _lines(self.proc.stdout):
+                self.lines.put(line)
+        finally:
+            self.lines.put(None)  # EOF (or a pipe that cannot be read any more)
 
     def _pump_err(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr_tail.append(line.rstrip("\n"))
+        for line in _lines(self.proc.stderr):
+            self.stderr_tail.append(line)
 
     @property
     def pid(self) -> int:

@@ -281,6 +281,19 @@ class _KitCase:
         return _shape_dtype_problem("vjp with diff=[last input]", last, self.args[-1:],
                                     self.dtype)
 
+    def vjp_batch(self) -> str | None:
+        """:meth:`Backend.vjp_batch` of two rows: one gradient per input, stacked (validated at
+        the adapter boundary, as the checks read it), in the dtype under test."""
+        cts = [np.stack([c, c]) for c in self.cotangents()]
+        got = GuardedBackend(self.be).vjp_batch(self.probe.fn, self.args, self.diff, cts,
+                                                self.device)
+        if isinstance(got, AdapterFailure):
+            if got.exception is not None:  # raised: an error (or skipped), as any call
+                raise got.exception
+            return got.reason
+        return _shape_dtype_problem("vjp_batch row 0", [np.asarray(g)[0] for g in got],
+                                    self.args, self.dtype)
+
     def jvp(self) -> str | Skip | None:
         assert self.outs is not None
         rng = np.random.default_rng(3)
@@ -367,6 +380,7 @@ def _probe_sections(run: _Run, probes: list[Probe], devices: list[str], dtypes: 
                     continue  # nothing else can be meaningful
                 ctx.guarded("batch", f"evaluate_batch({probe.name})", ctx.batch)
                 ctx.guarded("vjp", f"vjp({probe.name})", ctx.vjp)
+                ctx.guarded("batch", f"vjp_batch({probe.name})", ctx.vjp_batch)
                 ctx.guarded("jvp", f"jvp({probe.name})", ctx.jvp)
                 ctx.guarded("order2", f"vjp_function({probe.name})", ctx.order2)
                 ctx.guarded("alternatives", f"alternative_vjps({probe.name})", ctx.alternatives)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.backends.guarded import AdapterFailure, GuardedBackend
+from gradcheck.backends.guarded import AdapterFailure, FailureKind, GuardedBackend
 from gradcheck.core.dtypes import is_complex, numpy_dtype, widest_dtype
 from gradcheck.core.results import CheckKind, Status
 from gradcheck.numeric.context import (
@@ -216,6 +216,9 @@ def _empty_outputs(backend: GuardedBackend, fn: Callable, device: str, rec: Reco
     if isinstance(grads, AdapterFailure):
         if grads.unsupported:
             rec.record(CheckKind.VJP, Status.SKIPPED, message=grads.reason)
+        elif grads.kind in (FailureKind.BAD_SHAPE, FailureKind.BAD_DTYPE):  # not a raise
+            rec.record(CheckKind.VJP, Status.ERROR,
+                       message=f"VJP with the empty output(s) {shapes}: {grads.reason}")
         else:
             rec.record(CheckKind.VJP, Status.ERROR,
                        message=f"VJP with the empty output(s) {shapes} raised: {grads.text}")

@@ -42,10 +42,10 @@ def git_revision() -> dict[str, Any] | None:
         return None
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=5, check=True).stdout.strip()
+                                text=True, errors="replace", timeout=5, check=True).stdout.strip()
         status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
                                  "--untracked-files=no"], capture_output=True, text=True,
-                                timeout=5, check=True).stdout.strip()
+                                errors="replace", timeout=5, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit, "dirty": bool(status), "path": str(root)}

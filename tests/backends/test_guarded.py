@@ -160,3 +160,142 @@ def test_a_profile_of_the_error_model_reaches_the_verdicts():
         fine.details["screen"]
     strict = vjp(error_model=ErrorModel(fd_safety=3.0, resolution=1e-16))
     assert strict.status is Status.PASSED and "3 x FD error" in strict.allowed_source
+
+
+# -- mutant adapters: what an adapter returns is validated at the boundary (issue 32, class 5) --
+def _mul() -> NumpyFunction:
+    return NumpyFunction(lambda a, b: a * b, lambda a, c: (c[0] * a[1], c[0] * a[0]),
+                         jvp=lambda a, t: (t[0] * a[1] + a[0] * t[1],), name="mul")
+
+
+class _Mutant(NumpyBackend):
+    """The NumPy backend with one answer bent by ``bend(method, answer)``; only ``vjp`` and
+    ``jvp`` are overridden, so the batched calls go through the base class's default
+    (``Backend.vjp_batch`` stacking rows of ``vjp``), as an adapter's own would."""
+
+    name = "mutant"
+
+    def __init__(self, bend):
+        self.bend = bend
+
+    def vjp(self, fn, args, diff, cotangents, device):
+        return self.bend("vjp", list(super().vjp(fn, args, diff, cotangents, device)))
+
+    def jvp(self, fn, args, diff, tangents, device):
+        return self.bend("jvp", list(super().jvp(fn, args, diff, tangents, device)))
+
+
+def _extra(method, g):
+    return g + [np.zeros_like(g[0])] if method == "vjp" else g
+
+
+def _missing(method, g):
+    return g[:-1] if method == "vjp" else g
+
+
+def _flat(method, g):
+    return [a.ravel() for a in g] if method == "vjp" else g
+
+
+def _half(method, g):
+    return [a.astype(np.float16) for a in g] if method == "vjp" else g
+
+
+def _ints(method, g):
+    return [np.round(a).astype(np.int64) for a in g] if method == "vjp" else g
+
+
+def _text(method, g):
+    return [a.astype(str) for a in g] if method == "vjp" else g
+
+
+def _jvp_extra(method, t):
+    return t + [np.zeros_like(t[0])] if method == "jvp" else t
+
+
+@pytest.mark.parametrize(("bend", "said"), [
+    (_extra, "returned 3 arrays, expected 2"),
+    (_missing, "returned 1 arrays, expected 2"),
+    (_flat, "returned shape (12,), expected (3, 4)"),
+    (_half, "returned dtype float16, expected float64"),
+    (_ints, "returned dtype int64"),
+    (_text, "expected a floating dtype"),
+    (_jvp_extra, "the JVP returned 2 outputs, expected 1"),
+], ids=["extra", "missing", "flat", "float16", "int64", "str", "jvp-extra"])
+def test_a_mutant_adapters_answer_is_an_error_result_never_a_pass(bend, said):
+    """Before: an extra cotangent was cut off by the default ``vjp_batch`` and the check passed;
+    a float16 or integer gradient at float64 was compared as if it were one (a verdict on a
+    broken adapter); a missing one was an IndexError; a str array a raw conversion error."""
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    for fast in (False, True):
+        report = gradcheck.check(_mul(), x, x + 1, backend=_Mutant(bend), fast=fast)
+        broken = [r for r in report.results if r.status is Status.ERROR]
+        assert broken and not any(r.status is Status.PASSED and r.kind == (
+            "jvp" if bend is _jvp_extra else "vjp") for r in report.results), report.summary()
+        assert any(said in r.message for r in broken), [r.message for r in broken]
+        assert all(r.backend == "mutant" for r in broken)
+    good = gradcheck.check(_mul(), x, x + 1, backend=_Mutant(lambda method, g: g))
+    assert good.passed, good.summary()  # the same adapter, unbent, passes
+
+
+@pytest.mark.parametrize("devices", [None, [], "cpu", ["cpu", 3], [""]])
+def test_devices_that_are_not_a_list_of_names_are_an_error_result(devices):
+    """Before: ``device not in None`` raised a bare TypeError out of check()."""
+    class BadDevices(NumpyBackend):
+        name = "bad-devices"
+
+        def devices(self):
+            return devices
+
+    guard = GuardedBackend(BadDevices()).devices()
+    assert isinstance(guard, AdapterFailure) and guard.call == "devices"
+    assert "expected a non-empty list of device names" in guard.text
+    report = gradcheck.check(np.sin, np.ones(3), backend=BadDevices())
+    (only,) = report.results
+    assert only.status is Status.ERROR and only.backend == "bad-devices"
+    assert "devices()" in only.message and repr(devices)[:10] in only.message
+
+
+def test_the_default_batch_keeps_every_array_a_row_returned():
+    """``Backend.vjp_batch``'s default stacked only the first ``len(diff)`` arrays of each row,
+    hiding an extra cotangent from the boundary."""
+    x = np.ones((3, 4))
+    g = GuardedBackend(_Mutant(_extra)).vjp_batch(_mul(), [x, x], [0, 1], [np.ones((2, 3, 4))],
+                                                  "cpu")
+    assert isinstance(g, AdapterFailure) and g.kind is FailureKind.BAD_SHAPE
+    assert "returned 3 arrays, expected 2" in g.text
+
+
+def test_batched_answers_must_carry_the_batch_axis():
+    class Unbatched(NumpyBackend):
+        name = "unbatched"
+
+        def evaluate_batch(self, fn, args, batched, device):
+            return [o[:1] for o in super().evaluate_batch(fn, args, batched, device)]
+
+        def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
+            return [t[0] for t in super().jvp_batch(fn, args, diff, tangents, device)]
+
+    g = GuardedBackend(Unbatched())
+    x = np.ones((4, 3))
+    outs = g.evaluate_batch(_sin(), [x], [True], "cpu")
+    assert isinstance(outs, AdapterFailure) and "expected 4 stacked rows" in outs.text
+    tans = g.jvp_batch(_mul(), [x, x], [0, 1], [np.ones((2, 4, 3))] * 2, "cpu")
+    assert isinstance(tans, AdapterFailure) and "expected 2 stacked rows" in tans.text
+
+
+@pytest.mark.parametrize("answer", [None, 5, "out"])
+def test_an_evaluate_that_is_not_a_list_is_an_adapter_failure(answer):
+    """Before: None or an int ended the check as an 'unexpected failure' (a TypeError); a str
+    was read as a sequence of characters."""
+    class NotAList(NumpyBackend):
+        name = "not-a-list"
+
+        def evaluate(self, fn, args, device):
+            return answer
+
+    failure = GuardedBackend(NotAList()).evaluate(_sin(), [np.ones(3)], "cpu")
+    assert isinstance(failure, AdapterFailure) and failure.call == "evaluate"
+    assert f"evaluate returned {type(answer).__name__}, expected a list of arrays" in failure.text
+    (only,) = gradcheck.check(np.sin, np.ones(3), backend=NotAList()).results
+    assert only.status is Status.ERROR and "expected a list of arrays" in only.message

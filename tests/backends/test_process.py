@@ -263,3 +263,80 @@ def test_the_process_engines_carry_the_named_model_they_build():
     for plain in (ChildBackend(command=[sys.executable, CHILD]), gradcheck.get_backend("numpy")):
         with pytest.raises(ValueError, match="declares no named model"):
             model_spec_of(plain)
+
+
+# -- bytes that are not UTF-8 on a child's pipes (issue 32, class 6) ---------------------------
+# A wrapper around the NumPy child writes invalid UTF-8 (b"\xff\xfe") to its stderr: more than a
+# pipe holds before the handshake, and more on every request; with ``--garbage-stdout`` it
+# answers a 'vjp' request with a line of such bytes on stdout instead of JSON.
+_NOISY = r'''
+import os, runpy, sys
+CHILD, ARGS = sys.argv[1], sys.argv[2:]
+GARBAGE_STDOUT = "--garbage-stdout" in ARGS
+
+def noise(tag):
+    os.write(2, (b"\xff\xfe " + tag + b" \x80\xc3( noise\n") * 6000)  # > a pipe's 64 KiB
+
+class Noisy:
+    def __init__(self, f):
+        self.f = f
+
+    def __iter__(self):
+        for line in self.f:
+            noise(b"during")
+            if GARBAGE_STDOUT and '"vjp"' in line:
+                os.write(1, b"\xff\xfe not utf-8\n")
+                continue
+            yield line
+
+noise(b"before")
+sys.stdin = Noisy(sys.stdin)
+sys.argv = [CHILD] + [a for a in ARGS if a != "--garbage-stdout"]
+runpy.run_path(CHILD, run_name="__main__")
+'''
+
+
+@pytest.fixture
+def noisy(tmp_path):
+    script = tmp_path / "noisy_child.py"
+    script.write_text(_NOISY)
+    made = []
+
+    def factory(*flags, **kw):
+        be = ChildBackend([sys.executable, str(script), CHILD, "--declare-dtypes",
+                           ",".join(ChildBackend.dtypes), *flags], **kw)
+        made.append(be)
+        return be
+
+    yield factory
+    for be in made:
+        be.close()
+
+
+def test_invalid_utf8_on_stderr_neither_kills_the_reader_nor_the_handshake(noisy):
+    """Before: the stderr reader died on the first byte that is not UTF-8, the pipe filled and
+    the child blocked in its write, so the handshake timed out."""
+    be = noisy(request_timeout=60.0)
+    assert isinstance(be.hello(), dict)  # the handshake completes
+    report = gradcheck.check(be.op("sin"), X, backend=be)
+    assert report.passed, report.summary()
+
+
+def test_a_crash_shows_the_stderr_tail_with_replacement_characters(noisy):
+    be = noisy("--crash-on", "vjp", request_timeout=60.0)
+    report = gradcheck.check(be.op("sin"), X, backend=be, modes=("rev",))
+    err = [r for r in report.results if r.status is Status.ERROR]
+    assert err, report.summary()
+    msg = err[0].message
+    assert "crashed while answering 'vjp' (exit code 3)" in msg, msg
+    assert "crashing on purpose" in msg
+    assert "\ufffd\ufffd during" in msg  # the invalid bytes, each shown as U+FFFD
+
+
+def test_invalid_utf8_on_stdout_is_a_malformed_answer_not_a_timeout(noisy):
+    """Before: the stdout reader died on the bytes, and the request waited its whole timeout."""
+    be = noisy("--garbage-stdout", request_timeout=120.0)
+    report = gradcheck.check(be.op("sin"), X, backend=be, modes=("rev",), probes=1)
+    msgs = [r.message for r in report.results if r.status is Status.ERROR]
+    assert any("malformed line from the child in answer to 'vjp'" in m for m in msgs), msgs
+    assert not any("timeout" in m for m in msgs), msgs

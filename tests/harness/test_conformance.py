@@ -252,3 +252,53 @@ def test_order2_declared_for_a_function_without_rules_fails():
     bad = _problems(run_conformance(liar, numeric=False), "order2")
     assert bad and "supports_order2=True but vjp_function() raised NotImplementedError" in \
         bad[0].message
+
+
+# -- what an adapter returns, as the kit reports it (issue 32, class 5) -------------------------
+def _one_too_many(self, fn, args, diff, cotangents, device):
+    g = _minigrad().vjp(self, fn, args, diff, cotangents, device)
+    return list(g) + [np.zeros_like(g[0])]
+
+
+def _batch_one_too_many(self, fn, args, diff, cotangents, device, vectorize=False):
+    g = _minigrad().vjp_batch(self, fn, args, diff, cotangents, device, vectorize=vectorize)
+    return list(g) + [np.zeros_like(g[0])]
+
+
+def _batch_wrong_dtype(self, fn, args, diff, cotangents, device, vectorize=False):
+    return [np.asarray(g, dtype=np.float16) for g in
+            _minigrad().vjp_batch(self, fn, args, diff, cotangents, device, vectorize=vectorize)]
+
+
+def test_an_extra_cotangent_fails_the_vjp_section_and_errors_the_numeric_checks():
+    """The mutant's plain ``vjp`` returns one gradient too many: the kit's vjp section fails
+    and the numeric checks are errors (before: they passed, the extra cut off by the default
+    ``vjp_batch``)."""
+    report = run_conformance(_broken("ExtraVjp", vjp=_one_too_many))
+    assert not report.passed
+    assert any("returned 2 arrays, expected 1" in r.message for r in _problems(report, "vjp"))
+    numeric = [r for r in report.results if r.details.get("section") == "numeric"]
+    assert numeric and not any(r.status is Status.PASSED and r.kind == "vjp" for r in numeric)
+    assert any(r.status is Status.ERROR and "returned 2 arrays, expected 1" in r.message
+               for r in numeric)
+
+
+@pytest.mark.parametrize(("vjp_batch", "said"), [
+    (_batch_one_too_many, "the VJP returned 2 arrays, expected 1"),
+    (_batch_wrong_dtype, "vjp_batch row 0 array 0 has dtype float16, expected float"),
+], ids=["extra", "float16"])
+def test_a_broken_vjp_batch_fails_the_batch_section(vjp_batch, said):
+    """An adapter's own ``vjp_batch`` (what every check calls) is checked by the kit too; before,
+    only ``vjp`` was."""
+    report = run_conformance(_broken("BadBatch", vjp_batch=vjp_batch), numeric=False)
+    bad = _problems(report, "batch")
+    assert bad and any(f"vjp_batch(sin): {said}" in r.message for r in bad), \
+        [r.message for r in bad]
+    assert not _problems(report, "vjp")  # the plain vjp is fine
+
+
+def test_devices_none_fails_identity_and_checks_nothing():
+    report = run_conformance(_broken("NoDevices", devices=lambda self: None))
+    bad = _problems(report, "identity")
+    assert bad and "devices() returned None" in bad[0].message
+    assert not report.passed
