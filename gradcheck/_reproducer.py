@@ -140,20 +140,40 @@ def _dtype_expr(dt: np.dtype) -> str:
     return f"ml_dtypes.{dt.name}" if dt.name.startswith(_ML_PREFIXES) else repr(dt.name)
 
 
+_HASHED_COPY_MAX = 1 << 26  # bytes of a non-contiguous array copied, in rows, to be hashed
+
+
+def _digest(a: np.ndarray) -> str:
+    """``"their sha256[:16] ..."`` of the values, in bounded memory: a contiguous array is
+    hashed in place; any other (a broadcast view of a huge shape) one chunk at a time up to
+    :data:`_HASHED_COPY_MAX` bytes, and above that not at all (reading terabytes a view
+    stands for would never end, and copying them raised ``MemoryError``)."""
+    if a.flags.c_contiguous:
+        raw = a.reshape(-1).view(np.uint8)  # hashed in place, no copy
+        return f"their sha256[:16] {hashlib.sha256(raw.data).hexdigest()[:16]}"
+    if a.nbytes > _HASHED_COPY_MAX:
+        return f"not hashed: a {a.nbytes}-byte view"
+    h = hashlib.sha256()
+    flat = a.flat
+    step = max(1, (1 << 20) // max(a.itemsize, 1))
+    for start in range(0, a.size, step):
+        h.update(np.ascontiguousarray(flat[start:start + step]).view(np.uint8).data)
+    return f"their sha256[:16] {h.hexdigest()[:16]}"
+
+
 def array_literal(a: np.ndarray, k: int, seed: int) -> tuple[str, str]:
     """``(expression, comment)`` recreating input ``k``: exact inline values, or for more than
     :data:`INLINE_MAX` elements a random stand-in of the same shape and dtype."""
     a = np.asarray(a)
     dt = _dtype_expr(a.dtype)
     if a.size > INLINE_MAX:
-        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # hashed in place, no copy
-        digest = hashlib.sha256(raw.data).hexdigest()[:16]
+        digest = _digest(a)
         make = (f"np.random.default_rng({seed + k}).standard_normal({a.shape!r})"
                 if a.dtype.kind in "fV" else f"np.zeros({a.shape!r})")
         return (f"{make}.astype({dt})",
                 f"  # inputs[{k}]: {a.size} elements, NOT inlined: a random stand-in of the "
-                f"checked shape and dtype, not the checked values (their sha256[:16] "
-                f"{digest}): put your array here")
+                f"checked shape and dtype, not the checked values ({digest}): put your "
+                "array here")
     values = a.astype(np.float64).tolist() if a.dtype.name.startswith(_ML_PREFIXES) else \
         a.tolist()
     text = f"np.array({_nested(values)}, dtype={dt})"

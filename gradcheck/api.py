@@ -128,7 +128,7 @@ def _with_kwargs(fn: Callable, kwargs: Mapping[str, Any] | None) -> Callable:
 def _validate(backend: Backend, device: str, dtype: str | None, modes: Sequence[str], order: int,
               probes: int, atol: float | None, rtol: float | None) -> tuple[str, ...]:
     devices = GuardedBackend(backend).devices()
-    if isinstance(devices, AdapterFailure):
+    if isinstance(devices, AdapterFailure):  # a broken adapter: an error result, not a crash
         raise AdapterFailed(devices)
     if device not in devices:
         raise InvalidArgument.choice("device", device, devices)
@@ -198,9 +198,10 @@ def check(
     paths (no eager-vs-functional or forward-vs-reverse comparison; ``details["fast_screen"]``).
 
     ``timeout`` (seconds, default none) limits the whole check: a function or an in-process
-    adapter still running then is stopped and reported as an ``error`` result (on the main
-    thread, through ``SIGALRM`` where the platform has it; C code that never returns to Python
-    cannot be interrupted that way; process adapters have their own request timeout).
+    adapter still running then is stopped and reported as an ``error`` result (a ``SIGALRM``
+    timer on the main thread and a watchdog thread that ``fn`` cannot disable by changing
+    signal state; C code that never returns to Python is stopped only when it returns;
+    process adapters have their own request timeout: ``docs/error-model.md`` section 3b).
 
     Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises

@@ -21,7 +21,8 @@ calls the adapter once and gives back either what the adapter returned (as NumPy
 ``BaseException``\\ s that are not ``Exception``\\ s pass through on purpose: the check's
 deadline (:class:`gradcheck.backends.limits.Timeout`), ``KeyboardInterrupt`` and ``SystemExit``
 end the check as a whole (one ``error`` result, :func:`gradcheck.backends.limits.contained`),
-not one comparison.
+not one comparison.  Entry points without such a check-wide containment (a probe family, the
+audit) call :func:`attempt_whole`, for which a ``SystemExit`` is the failure of that call.
 
 :class:`AdapterFailed` carries a failure through code that can only raise: the batched
 function the finite-difference engine evaluates (:mod:`gradcheck.oracle.fd` counts a row that raises
@@ -29,8 +30,9 @@ as outside the domain).
 
 :func:`attempt` is the boundary for code the harness runs but does not own and that is not a
 :class:`~gradcheck.backends.base.Backend` method: an adapter's training hooks, a user's model,
-loss, clip, monitor or training step, a probe family run as a whole.  It holds the one ``except
-Exception`` of the boundary (:meth:`GuardedBackend.call` is it, for a backend's methods).
+loss, clip, monitor or training step, a probe family run as a whole.  It and
+:func:`attempt_whole` share the one broad ``except`` of the boundary (:meth:`GuardedBackend.call`
+is it, for a backend's methods).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from gradcheck.backends import limits as _limits
 from gradcheck.backends.base import Backend
 from gradcheck.core.results import shorten
 
@@ -120,9 +123,30 @@ def attempt(call: str, f: Callable[..., T], *args: Any, **kwargs: Any) -> T | Ad
     own (an adapter, its training hooks, a user's function), which may raise any ``Exception``;
     each is reported as a result, never lost and never fatal to the run.  Control flow
     (``BaseException``: the check's deadline, ``KeyboardInterrupt``) passes through."""
+    return _guarded(call, f, args, kwargs, whole=False)
+
+
+def attempt_whole(call: str, f: Callable[..., T], *args: Any, **kwargs: Any
+                  ) -> T | AdapterFailure:
+    """:func:`attempt` for a run as a whole (a probe family, the audit's steps): besides any
+    ``Exception``, a ``SystemExit`` of the code it runs (every ``BaseException``
+    :func:`gradcheck.backends.limits.contained` admits, but the check's deadline) is the
+    failure of ``call``, so that user code cannot end an entry point that has no check-wide
+    containment of its own (:mod:`gradcheck.numeric.run` is the numeric checks').
+    ``KeyboardInterrupt`` still passes through: Ctrl-C stops the run."""
+    return _guarded(call, f, args, kwargs, whole=True)
+
+
+def _guarded(call: str, f: Callable[..., T], args: tuple, kwargs: dict[str, Any], *,
+             whole: bool) -> T | AdapterFailure:
+    """The one broad ``except`` of the boundary (:func:`attempt`, :func:`attempt_whole`)."""
     try:
         return f(*args, **kwargs)
-    except Exception as exc:
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and (
+                not whole or isinstance(exc, (_limits.Timeout, GeneratorExit))
+                or not _limits.contained(exc)):
+            raise
         return AdapterFailure.of(call, exc)
 
 

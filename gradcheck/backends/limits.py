@@ -1,12 +1,14 @@
 """Containment of user code during a check: a time limit and exits that must not end the run.
 
-* :func:`deadline` interrupts a check that runs past ``seconds``: on the main thread, with
-  ``signal.setitimer``/``SIGALRM`` where the platform has them, it raises :class:`Timeout` (a
+* :func:`deadline` interrupts a check that runs past ``seconds``: it raises :class:`Timeout` (a
   ``BaseException``, so that a function's own ``except Exception`` cannot swallow it) at the
-  next Python bytecode.  C code that does not return to Python (a stuck BLAS call, a kernel
-  that never returns) cannot be interrupted that way; process adapters have their own
-  request timeout (:mod:`gradcheck.backends.process`).  Off the main thread, or without
-  ``SIGALRM``, no limit is enforced, and :func:`deadline` says so.
+  next Python bytecode, through a ``SIGALRM`` timer on the main thread (which also interrupts
+  a blocking system call) and a watchdog thread that raises it in the checked thread with
+  ``PyThreadState_SetAsyncExc`` (which a function that ignores, replaces or cancels
+  ``SIGALRM`` cannot disable, and which works off the main thread too).  C code that does not
+  return to Python (a stuck BLAS call, a kernel that never returns) is interrupted only when
+  it returns; process adapters have their own request timeout
+  (:mod:`gradcheck.backends.process`).
 * :func:`contained` tells which ``BaseException``\\ s are turned into ``error`` results: all but
   ``KeyboardInterrupt`` (Ctrl-C still stops the run); ``SystemExit`` raised by a function or
   an adapter is an error of that check, not the end of the run.
@@ -15,40 +17,118 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 
 class Timeout(BaseException):  # noqa: N818 - private; a BaseException on purpose (module doc)
     """Raised in the main thread when a check's time limit is reached."""
 
 
+_UNSET = object()
+_GRACE_S = 0.1  # the watchdog fires this long after the timer: the timer goes first where it can
+_REPEAT_S = 0.1  # and again this often, for a function that swallowed the first Timeout
+
+
+def _set_async(thread_id: int, exc: type[BaseException] | None) -> None:
+    """Raise ``exc`` in thread ``thread_id`` at its next bytecode (``None``: drop one that is
+    pending).  CPython's ``PyThreadState_SetAsyncExc``: no signal, nothing user code can
+    disable."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), None if exc is None else ctypes.py_object(exc))
+
+
+class _Watchdog:
+    """A daemon thread that raises :class:`Timeout` in the watched thread once ``seconds`` have
+    passed (plus :data:`_GRACE_S`), and again every :data:`_REPEAT_S` until :meth:`stop`."""
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._target = threading.get_ident()
+        self._lock = threading.Lock()
+        self._armed = True
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name="gradcheck-deadline", daemon=True).start()
+
+    def _watch(self) -> None:
+        if self._done.wait(self._seconds + _GRACE_S):
+            return
+        while True:
+            with self._lock:
+                if not self._armed:
+                    return
+                _set_async(self._target, Timeout)
+            if self._done.wait(_REPEAT_S):
+                return
+
+    def stop(self) -> None:
+        """Disarm; a Timeout raised but not yet delivered is dropped (the body is over)."""
+        while True:
+            try:
+                with self._lock:
+                    self._armed = False
+                    _set_async(self._target, None)
+                break
+            except Timeout:  # delivered on the way out, before the lock: meant for the body
+                continue
+        self._done.set()
+
+
 def enforceable() -> bool:
-    """Whether :func:`deadline` can interrupt here (main thread, ``SIGALRM`` available)."""
-    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    """Whether :func:`deadline` can interrupt here: CPython (the watchdog thread), in any
+    thread; or ``SIGALRM`` on the main thread."""
+    return hasattr(ctypes, "pythonapi") or (
+        hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread())
 
 
 @contextlib.contextmanager
 def deadline(seconds: float | None) -> Iterator[bool]:
     """Raise :class:`Timeout` in the body after ``seconds`` (``None``: no limit); yields whether
-    the limit is enforced.  The previous handler and timer are restored on exit."""
+    the limit is enforced.
+
+    Two mechanisms, so that the limit does not depend on the body leaving the process's signal
+    state alone: on the main thread a ``SIGALRM`` timer (it also interrupts a blocking system
+    call such as ``time.sleep``), and in every thread a watchdog thread that raises
+    :class:`Timeout` in the body's thread at its next bytecode, which a function that ignores,
+    replaces or cancels ``SIGALRM`` (``signal.signal(SIGALRM, SIG_IGN)``, ``signal.alarm(0)``)
+    cannot disable.  The previous handler and timer are restored on exit, whatever the body
+    did to them."""
     if seconds is None or not enforceable():
         yield False
         return
 
-    def _alarm(signum, frame):  # noqa: ARG001 - the signal handler's signature
-        raise Timeout(seconds)
+    active = [True]
 
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    def _alarm(signum, frame):  # noqa: ARG001 - the signal handler's signature
+        if active[0]:  # once the body is over, a late signal is dropped, not raised
+            raise Timeout(seconds)
+
+    timer = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    watchdog = _Watchdog(seconds) if hasattr(ctypes, "pythonapi") else None
+    previous: Any = _UNSET
+    old_delay, old_interval = 0.0, 0.0
     try:
+        if timer:
+            previous = signal.signal(signal.SIGALRM, _alarm)
+            old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
         yield True
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if old_delay:  # an outer timer (pytest-timeout's signal method): keep it running
-            signal.setitimer(signal.ITIMER_REAL, old_delay, old_interval)
+        while True:  # a Timeout due now was meant for the body: it must not skip the restoring
+            try:
+                active[0] = False
+                if watchdog is not None:
+                    watchdog.stop()
+                break
+            except Timeout:
+                continue
+        if previous is not _UNSET:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            if old_delay:  # an outer timer (pytest-timeout's signal method): keep it running
+                signal.setitimer(signal.ITIMER_REAL, old_delay, old_interval)
 
 
 def contained(exc: BaseException) -> bool:

@@ -94,7 +94,7 @@ def _load(path: str) -> Backend:
     if isinstance(obj, type) and not issubclass(obj, Backend):
         raise InvalidArgument(
             f"backend={path!r} is the class {obj.__name__}, not a gradcheck.Backend subclass")
-    backend = obj() if isinstance(obj, type) else obj
+    backend = _constructed(path, obj) if isinstance(obj, type) else obj
     if not isinstance(backend, Backend):
         raise InvalidArgument(
             f"backend={path!r} is a {type(backend).__name__}, not a gradcheck.Backend subclass"
@@ -107,7 +107,7 @@ def get_backend(spec: str | Backend | Any) -> Backend:
     if isinstance(spec, Backend):
         return spec
     if isinstance(spec, type) and issubclass(spec, Backend):
-        return spec()
+        return _constructed(spec.__name__, spec)
     if not isinstance(spec, str):
         raise InvalidArgument(f"backend={spec!r} must be a name, 'module:Attr' or a Backend")
     if spec in _CACHE:
@@ -130,3 +130,29 @@ def get_backend(spec: str | Backend | Any) -> Backend:
         raise InvalidArgument.choice("backend", spec, list(known) + ["'package.module:Attr'"])
     _CACHE[spec] = backend
     return backend
+
+
+def _constructed(what: str, cls: type) -> Backend:
+    """``cls()``; an adapter whose constructor fails (any ``Exception``, a ``MemoryError``)
+    is a backend that cannot be used here: :class:`InvalidArgument` naming it and the error,
+    like a backend that is not installed."""
+    try:
+        return cls()
+    except Exception as exc:
+        raise InvalidArgument(f"backend={what!r} cannot be constructed: "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+
+def backend_devices(backend: Backend) -> list[str]:
+    """``backend.devices()``, checked: a list (or tuple) of non-empty strings.  An adapter
+    whose ``devices()`` raises or returns anything else cannot say where it runs:
+    :class:`InvalidArgument` naming the adapter and what it did (never a raw traceback)."""
+    try:
+        found = backend.devices()
+    except Exception as exc:
+        raise InvalidArgument(f"backend={backend.name!r}: devices() raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(found, (list, tuple)) or not all(isinstance(d, str) and d for d in found):
+        raise InvalidArgument(f"backend={backend.name!r}: devices() returned {found!r:.200}, "
+                              "not a list of device names")
+    return list(found)

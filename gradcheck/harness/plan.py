@@ -24,7 +24,7 @@ from functools import cache
 import numpy as np
 
 from gradcheck.backends.base import Backend
-from gradcheck.backends.registry import get_backend, installed_backends
+from gradcheck.backends.registry import backend_devices, get_backend, installed_backends
 from gradcheck.core import taxonomy
 from gradcheck.core.rules import NumpyFunction
 from gradcheck.core.taxonomy import INFO, CheckKind, DtypeRule
@@ -109,7 +109,7 @@ def backend_names(sel: Selection) -> list[str]:
 
 def _devices(backend: str, sel: Selection) -> list[tuple[str, str]]:
     """``(device, skip reason or "")`` per device to parametrize for ``backend``."""
-    found = get_backend(backend).devices()
+    found = backend_devices(get_backend(backend))
     wanted = list(sel.devices) if sel.devices else ["cpu"] + (
         [GPU_NAMES[backend]] if backend in GPU_NAMES else [])
     wanted += [d for d in found if d not in wanted and not sel.devices]

@@ -38,8 +38,8 @@ import numpy as np
 
 from gradcheck import stream
 from gradcheck.backends import _seeding
-from gradcheck.backends.guarded import AdapterFailure, attempt
-from gradcheck.backends.registry import get_backend
+from gradcheck.backends.guarded import AdapterFailure, attempt, attempt_whole
+from gradcheck.backends.registry import backend_devices, get_backend
 from gradcheck.core import arguments as _args
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.core.results import CheckKind, FlowStatus, ParameterFlow, Report, Status
@@ -134,8 +134,9 @@ def audit(
     seed = _args.seed(seed)
     error_model = validated_model(error_model)
     be = get_backend(backend)
-    if device not in be.devices():
-        raise InvalidArgument.choice("device", device, be.devices())
+    devices = backend_devices(be)
+    if device not in devices:
+        raise InvalidArgument.choice("device", device, devices)
     try:
         hooks = be.training(device, "float64")
         hooks.adopt(model)
@@ -158,7 +159,11 @@ def audit(
     hooks.rng_seed = _rng_seed(seed)
     try:
         with _seeding.controlled_rng(hooks.rng_seed):  # the caller's RNG states come back
-            _run(ctx, hooks, loss_fn, batch, stopped, grad_norm_monitor, train_step, report)
+            stop = attempt_whole("audit", _run, ctx, hooks, loss_fn, batch, stopped,
+                                 grad_norm_monitor, train_step, report)
+        if isinstance(stop, AdapterFailure):  # a SystemExit (or a bug) past every step's guard
+            ctx.emit("audit", Status.ERROR, f"the audit stopped: {stop.quoted(QUOTE)}; the "
+                     "checks not reported above did not run", kind=CheckKind.FLOW)
     finally:
         hooks.restore(original)
     report.results = stream.record_many(ctx.results)  # into the active result stream

@@ -31,8 +31,8 @@ from dataclasses import replace
 
 from gradcheck import stream
 from gradcheck.backends.base import Backend
-from gradcheck.backends.guarded import AdapterFailure, attempt
-from gradcheck.backends.registry import get_backend
+from gradcheck.backends.guarded import AdapterFailure, attempt_whole
+from gradcheck.backends.registry import backend_devices, get_backend
 from gradcheck.core import arguments as _args
 from gradcheck.core.dtypes import widest_dtype
 from gradcheck.core.errors import InvalidArgument
@@ -56,8 +56,9 @@ __all__ = ["FAMILIES", "BugClass", "check_semantics", "semantics_table"]
 
 def _validate(be: Backend, device: str, dtype: str, probes: Sequence[str] | None,
               examples: int) -> tuple[str, ...]:
-    if device not in be.devices():
-        raise InvalidArgument.choice("device", device, be.devices())
+    devices = backend_devices(be)
+    if device not in devices:
+        raise InvalidArgument.choice("device", device, devices)
     if dtype not in be.dtypes:
         raise InvalidArgument.choice("dtype", dtype, be.dtypes)
     if isinstance(probes, str):
@@ -107,7 +108,7 @@ def check_semantics(
     ctx = ProbeContext(be, device, dtype, seed, reproducer=(
         f"gradcheck.check_semantics({be.name!r}, device={device!r}, dtype={dtype!r}, "
         f"seed={seed}, probes={chosen!r}{profile})"), error_model=model)
-    hooks = attempt("training", ctx.hooks)
+    hooks = attempt_whole("training", ctx.hooks)
     if isinstance(hooks, AdapterFailure):
         if hooks.unsupported:
             ctx.emit("training", Status.SKIPPED, hooks.reason)
@@ -119,7 +120,7 @@ def check_semantics(
         # a family as a whole through the boundary: a broken adapter (or hooks) fails its
         # family, the run goes on
         args = (ctx, examples) if family == "fanout" else (ctx,)
-        failed = attempt(f"{family} probes", FAMILIES[family], *args)
+        failed = attempt_whole(f"{family} probes", FAMILIES[family], *args)
         if isinstance(failed, AdapterFailure) and failed.unsupported:
             ctx.emit(family, Status.SKIPPED, f"{family} probes not applicable: {failed.reason}")
         elif isinstance(failed, AdapterFailure):

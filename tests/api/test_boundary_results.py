@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gradcheck
-from gradcheck import Status
+from gradcheck import InvalidArgument, Status
 from gradcheck.backends.guarded import AdapterFailure, FailureKind, attempt
 from gradcheck.engines.numpy.backend import NumpyBackend
 from gradcheck.semantics import check as semantics
@@ -194,3 +194,98 @@ def test_an_engine_that_fails_the_agreement_check_is_an_error_naming_it(backend,
     (r,) = compare_vjps("reference", Side(backend, sin), Side(NumpyBackend(), sin),
                         [np.array([0.1, 0.5, 1.0])])
     assert (r.status, r.message) == (Status.ERROR, message)
+
+
+# -- issue 32 class 3: raw crashes become results or InvalidArgument -----------------------
+
+
+def _numpy_sin():
+    return gradcheck.NumpyFunction(np.sin, lambda a, c: (np.cos(a[0]) * c[0],), name="sin")
+
+
+def test_a_huge_broadcast_input_is_an_error_result_not_a_memory_error():
+    # a 1e6 x 1e6 view of one number: 8 TB as an array; hashing it for the reproducer copied it
+    huge = np.broadcast_to(np.float64(0.5), (10 ** 6, 10 ** 6))
+    rep = gradcheck.check(_numpy_sin(), huge, backend="numpy")
+    assert [r.status for r in rep.results] == [Status.ERROR]
+    assert "MemoryError" in rep.results[0].message
+    with pytest.raises(gradcheck.GradientMismatch, match="MemoryError"):
+        gradcheck.assert_gradients(_numpy_sin(), huge, backend="numpy")
+    # and the run goes on
+    assert gradcheck.check(_numpy_sin(), np.linspace(0.1, 1, 4), backend="numpy").passed
+
+
+class _NoDevices(NumpyBackend):
+    def devices(self):  # type: ignore[override]
+        return None
+
+
+class _DevicesRaise(NumpyBackend):
+    def devices(self):  # type: ignore[override]
+        raise RuntimeError("driver gone")
+
+
+class _Unbuildable(NumpyBackend):
+    def __init__(self) -> None:
+        raise RuntimeError("cannot start")
+
+
+@pytest.mark.parametrize("adapter", [_NoDevices, _DevicesRaise, _Unbuildable])
+@pytest.mark.parametrize("entry", ["check", "assert_gradients", "check_semantics", "audit"])
+def test_a_broken_adapter_is_an_error_or_an_invalid_argument_at_every_entry_point(adapter,
+                                                                                    entry):
+    """Never a raw traceback.  An adapter that cannot be constructed, or one whose devices()
+    is broken at an entry point that must plan its devices first (check_semantics, audit), is
+    an InvalidArgument; check() reports a broken devices() as an error result (and
+    assert_gradients raises it as a GradientMismatch)."""
+    calls = {
+        "check": lambda: gradcheck.check(_numpy_sin(), np.ones(3), backend=adapter),
+        "assert_gradients": lambda: gradcheck.assert_gradients(_numpy_sin(), np.ones(3),
+                                                               backend=adapter),
+        "check_semantics": lambda: gradcheck.check_semantics(adapter),
+        "audit": lambda: gradcheck.audit(object(), lambda m, b: 0.0, None, backend=adapter),
+    }
+    if adapter is _Unbuildable or entry in ("check_semantics", "audit"):
+        with pytest.raises(InvalidArgument, match=r"devices\(\) r|cannot be constructed"):
+            calls[entry]()
+    elif entry == "check":
+        (only,) = calls[entry]().results
+        assert only.status is Status.ERROR and "devices()" in only.message
+    else:
+        with pytest.raises(gradcheck.GradientMismatch, match=r"devices\(\)"):
+            calls[entry]()
+
+
+def _hooks_exit(self, device, dtype):
+    raise SystemExit(4)
+
+
+def test_a_system_exit_in_the_training_hooks_is_an_error_result_and_the_probes_go_on():
+    class ExitsInTraining(NumpyBackend):
+        training = _hooks_exit  # type: ignore[assignment]
+
+    rep = gradcheck.check_semantics(ExitsInTraining())
+    assert [(r.name, r.status) for r in rep.results] == [("training", Status.ERROR)]
+    assert "SystemExit: 4" in rep.results[0].message
+
+    def family_exits(ctx, *_):
+        raise SystemExit("bye")
+
+    original = semantics.FAMILIES["clip"]
+    semantics.FAMILIES["clip"] = family_exits
+    try:
+        rep = gradcheck.check_semantics("numpy", probes=("clip", "accumulation"))
+    finally:
+        semantics.FAMILIES["clip"] = original
+    by = _by_name(rep)
+    assert by["clip"].status is Status.ERROR and "SystemExit: bye" in by["clip"].message
+    assert any(r.name != "clip" and r.status is Status.PASSED for r in rep.results)
+
+
+def test_keyboard_interrupt_still_stops_the_semantic_probes():
+    class Interrupted(NumpyBackend):
+        def training(self, device, dtype):  # type: ignore[override]
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        gradcheck.check_semantics(Interrupted())

@@ -95,3 +95,34 @@ def test_missing_engine_says_how_to_install(monkeypatch):
     with pytest.raises(InvalidArgument) as info:
         gradcheck.get_backend("torch")
     assert "not installed" in str(info.value) and "gradcheck[torch]" in str(info.value)
+
+
+# -- issue 32 class 3: a broken adapter is a message, never a raw traceback ----------------
+
+
+class _ConstructorRaises(NumpyBackend):
+    def __init__(self) -> None:
+        raise MemoryError("no room for the engine")
+
+
+def _devices_returning(value):
+    class Odd(NumpyBackend):
+        def devices(self):  # type: ignore[override]
+            if isinstance(value, BaseException):
+                raise value
+            return value
+    return Odd()
+
+
+def test_an_adapter_whose_constructor_raises_is_an_invalid_argument_naming_it():
+    with pytest.raises(InvalidArgument, match="_ConstructorRaises.*cannot be constructed: "
+                       "MemoryError: no room for the engine"):
+        registry.get_backend(_ConstructorRaises)
+
+
+@pytest.mark.parametrize("value", [RuntimeError("no driver"), None, "cpu", ["cpu", 3], [""]],
+                         ids=["raises", "None", "a-string", "a-non-string", "empty-name"])
+def test_an_adapter_whose_devices_misbehave_is_an_invalid_argument_naming_it(value):
+    with pytest.raises(InvalidArgument, match=r"backend='numpy': devices\(\) (raised|returned)"):
+        registry.backend_devices(_devices_returning(value))
+    assert registry.backend_devices(_devices_returning(("cpu", "cuda"))) == ["cpu", "cuda"]

@@ -373,3 +373,29 @@ def test_report_survives_link_loops_and_any_name_in_a_real_process(tmp_path):
     page = (tmp_path / "out" / "index.html").read_bytes().decode("utf-8")
     assert "op\\ud800" in page and "sh\\xffard.jsonl" in page
     ET.parse(tmp_path / "out" / "junit.xml")
+
+
+def test_a_broken_adapter_is_a_usage_error_before_pytest(capsys, monkeypatch, tmp_path):
+    (tmp_path / "broken_adapters.py").write_text(
+        "from gradcheck.engines.numpy.backend import NumpyBackend\n"
+        "class NoDevices(NumpyBackend):\n"
+        "    name = 'nodevices'\n"
+        "    def devices(self):\n"
+        "        return None\n"
+        "class DevicesRaise(NumpyBackend):\n"
+        "    name = 'devicesraise'\n"
+        "    def devices(self):\n"
+        "        raise RuntimeError('driver gone')\n"
+        "class Unbuildable(NumpyBackend):\n"
+        "    def __init__(self):\n"
+        "        raise RuntimeError('cannot start')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    suites = str(ROOT / "suites")
+    for attr, said in [("NoDevices", "devices() returned None"),
+                       ("DevicesRaise", "devices() raised RuntimeError: driver gone"),
+                       ("Unbuildable", "cannot be constructed: RuntimeError: cannot start")]:
+        assert main(["run", "--backend", f"broken_adapters:{attr}", "--op", "sin",
+                     "--suites", suites]) == 2
+        captured = capsys.readouterr()
+        assert said in captured.err and "Traceback" not in captured.err + captured.out
+        assert "gradcheck run: pytest" not in captured.out  # pytest never started

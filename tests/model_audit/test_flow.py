@@ -271,3 +271,36 @@ def test_numpy_audit_checks_hand_gradients(factor, ok):
     assert report.passed is ok
     if not ok:
         _bug(_one(report, "w", CheckKind.VJP.value), "gradient disagrees with finite differences")
+
+
+# -- issue 32 class 3: user code cannot end the audit ----------------------------------------
+
+
+def test_a_system_exit_in_the_loss_is_an_error_result_not_the_end_of_the_run():
+    model = _DetachedEmbedding()
+
+    def exits(m, batch):
+        raise SystemExit(3)
+
+    rep = audit(model, exits, _batch(), backend="torch")
+    errors = [r for r in rep.results if r.status is Status.ERROR]
+    assert errors and "SystemExit: 3" in errors[0].message
+    # the run goes on: the same model audits normally afterwards
+    assert audit(model, _regression, _batch(), backend="torch").results
+
+
+def test_a_system_exit_in_the_training_step_is_an_error_result():
+    def step_exits(m, batch):
+        raise SystemExit("stop")
+
+    rep = audit(_DetachedEmbedding(), _regression, _batch(), backend="torch", train_step=step_exits)
+    assert any(r.status is Status.ERROR and "SystemExit: stop" in r.message
+               for r in rep.results)
+
+
+def test_keyboard_interrupt_in_the_loss_still_stops_the_audit():
+    def interrupted(m, batch):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        audit(_DetachedEmbedding(), interrupted, _batch(), backend="torch")

@@ -217,3 +217,42 @@ def test_the_rounding_floor_survives_huge_steps():
     floor = gradcheck.oracle.error_model.fd_rounding_floor(
         np.ones(2), np.full(2, 1e200), np.ones(2), np.ones(2), 1e200, 1e198)
     assert floor == 0.0 or np.isfinite(floor)
+
+
+@pytest.mark.skipif(not gradcheck.backends.limits.enforceable(), reason="no way to interrupt")
+@pytest.mark.parametrize("defeat", ["ignore", "handler", "alarm0"])
+def test_a_function_that_defeats_sigalrm_still_times_out(defeat):
+    import signal
+    import threading
+
+    stop = threading.Event()  # ends the spin after a generous bound if the limit failed
+    guard = threading.Timer(120, stop.set)
+    calls = []
+
+    def hostile(x):
+        calls.append(1)
+        if len(calls) > 2:
+            if defeat == "ignore":
+                signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            elif defeat == "handler":
+                signal.signal(signal.SIGALRM, lambda *_: None)
+            else:
+                signal.alarm(0)
+            while not stop.is_set():
+                try:
+                    sum(range(100))
+                except Exception:  # noqa: S112 - a function that swallows exceptions
+                    continue
+        return np.sin(x)
+
+    before = signal.getsignal(signal.SIGALRM)
+    guard.start()
+    try:
+        rep = gradcheck.check(NumpyFunction(hostile, lambda a, c: (np.cos(a[0]) * c[0],)), X,
+                              backend="numpy", modes=("rev",), timeout=0.5)
+    finally:
+        guard.cancel()
+    assert not stop.is_set()  # the check's limit, not the test's guard, ended it
+    assert rep.results[-1].status is Status.ERROR and "timeout=0.5 s" in rep.results[-1].message
+    assert signal.getsignal(signal.SIGALRM) == before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

@@ -1,0 +1,97 @@
+"""The check's time limit (gradcheck/backends/limits.py) holds whatever the body does to the
+process's signal state: it ignores ``SIGALRM``, installs its own handler, cancels the timer, or
+runs off the main thread (issue 32, class 4).  Every wait is bounded by a generous watchdog of
+the test itself; nothing asserts a duration."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+
+from gradcheck.backends import limits
+
+pytestmark = pytest.mark.skipif(not limits.enforceable(), reason="no way to interrupt here")
+
+GENEROUS_S = 60.0
+
+
+def _spin_until(stop: threading.Event) -> None:
+    """Pure Python that never returns by itself (the test's own event bounds it)."""
+    while not stop.is_set():
+        pass
+
+
+def _hostile_body(defeat) -> tuple[bool, bool]:
+    """``(enforced, interrupted)`` of a 0.2 s deadline around a body that first runs ``defeat``
+    and then spins; a helper thread ends the spin after ``GENEROUS_S`` if nothing else does."""
+    stop = threading.Event()
+    guard = threading.Timer(GENEROUS_S, stop.set)
+    guard.start()
+    interrupted = False
+    try:
+        with limits.deadline(0.2) as enforced:
+            defeat()
+            _spin_until(stop)
+    except limits.Timeout:
+        interrupted = True
+    finally:
+        guard.cancel()
+    return enforced, interrupted and not stop.is_set()
+
+
+@pytest.mark.parametrize("defeat", [
+    lambda: signal.signal(signal.SIGALRM, signal.SIG_IGN),
+    lambda: signal.signal(signal.SIGALRM, lambda *_: None),
+    lambda: signal.alarm(0),
+    lambda: signal.setitimer(signal.ITIMER_REAL, 0),
+], ids=["SIG_IGN", "own-handler", "alarm0", "setitimer0"])
+def test_a_body_that_disables_sigalrm_is_still_interrupted(defeat):
+    before = signal.getsignal(signal.SIGALRM)
+    enforced, interrupted = _hostile_body(defeat)
+    assert enforced and interrupted
+    assert signal.getsignal(signal.SIGALRM) == before  # the caller's handler comes back
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_body_that_swallows_the_timeout_gets_it_again():
+    stop = threading.Event()
+    guard = threading.Timer(GENEROUS_S, stop.set)
+    guard.start()
+    swallowed = []
+    try:
+        with pytest.raises(limits.Timeout):
+            with limits.deadline(0.2):
+                signal.signal(signal.SIGALRM, signal.SIG_IGN)
+                try:
+                    _spin_until(stop)
+                except limits.Timeout:
+                    swallowed.append(1)
+                _spin_until(stop)
+    finally:
+        guard.cancel()
+    assert swallowed and not stop.is_set()
+
+
+def test_the_limit_holds_off_the_main_thread():
+    out: list = []
+
+    def body():
+        out.append(_hostile_body(lambda: None))
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join(GENEROUS_S * 2)
+    assert out == [(True, True)]
+
+
+def test_no_timeout_escapes_a_body_that_finished_in_time():
+    for _ in range(200):  # a body that ends as the limit is reached leaves nothing pending
+        with limits.deadline(0.001):
+            sum(range(2000))
+    with limits.deadline(60):
+        pass
+    done = threading.Event()
+    done.wait(0.5)  # a stray Timeout would be raised here, at the next bytecodes
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
