@@ -93,6 +93,16 @@ def _preexec(parent: int, own_group: bool) -> Callable[[], None] | None:
 
 _spawner: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]] | None = None
 _spawner_lock = threading.Lock()
+_spawner_pid = 0  # the process the spawner thread runs in (a forked child has no such thread)
+
+
+def _forget_spawner() -> None:  # in a forked child: no spawner thread, maybe a held lock
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_spawner)
 
 
 def _serve(requests: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]]
@@ -108,12 +118,12 @@ def _serve(requests: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool
 def _on_lasting_thread(start: Callable[[], Any]) -> Any:
     """``start()`` run on the main thread or on a daemon thread that lives as long as the
     process (a child's death signal fires when the thread that started it ends)."""
-    global _spawner
+    global _spawner, _spawner_pid
     if threading.current_thread() is threading.main_thread():
         return start()
     with _spawner_lock:
-        if _spawner is None:
-            _spawner = queue.Queue()
+        if _spawner is None or _spawner_pid != os.getpid():
+            _spawner, _spawner_pid = queue.Queue(), os.getpid()
             threading.Thread(target=_serve, args=(_spawner,), daemon=True,
                              name="gradcheck-spawner").start()
         requests = _spawner
