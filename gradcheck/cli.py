@@ -14,13 +14,14 @@ import signal
 import sys
 from pathlib import Path
 
+from gradcheck.backends import children
 from gradcheck.backends.registry import get_backend, installed_backends, known_backends
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.stream.reader import terminal_safe
 
 OK, DISCREPANCIES, USAGE = 0, 1, 2
 #: exit status of a run stopped by a signal: 128 + the signal number, as shells report it
-INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+INTERRUPTED = {s: children.exit_status(s) for s in children.STOP_SIGNALS}  # 130, 143, 129
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of our output went away (`gradcheck ops | head`)
 SUITES_ENV = "GRADCHECK_SUITES"
 
@@ -38,8 +39,8 @@ exit codes:
   2    usage or internal error (bad option, unknown backend, a selection that
        plans no check, report directory unusable or in use, no readable results,
        an input of "report" that cannot be read: the others are reported)
-  130  "run" or "sweep" stopped by SIGINT (Ctrl-C); 143: stopped by SIGTERM
-       (the report of what finished is written first)
+  130  "run" or "sweep" stopped by SIGINT (Ctrl-C); 143: by SIGTERM; 129: by
+       SIGHUP (the report of what finished is written first)
   141  the reader of the output went away (e.g. "gradcheck ops | head")"""
 
 
@@ -172,7 +173,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _interrupted(args: argparse.Namespace, report_dir: Path, outcome) -> int:
-    """After SIGINT/SIGTERM: the report from what finished, built as `gradcheck report` does."""
+    """After a stop signal: the report from what finished, built as `gradcheck report` does."""
     from gradcheck.plugin.session_report import (
         ReportDirInUse,
         ReportDirLock,
@@ -226,12 +227,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     except ReportDirInUse as exc:
         raise UsageError(str(exc)) from None
     try:
-        try:
-            with sweep_cli.stopped_by_signals():
+        with sweep_cli.stopped_by_signals():  # also while the report of a stopped sweep is written
+            try:
                 outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs,
                                         report_dir, resume=args.resume)
-        except sweep_cli.Stopped as exc:
-            return _sweep_interrupted(report_dir, exc.signum)
+            except sweep_cli.Stopped as exc:
+                return _sweep_interrupted(report_dir, exc.signum)
         if outcome is None:
             raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
                              "inventory; see docs/sweep.md")
@@ -246,7 +247,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_interrupted(report_dir: Path, signum: int) -> int:
-    """After SIGINT/SIGTERM stopped a sweep (its workers already killed): the report of what
+    """After SIGINT/SIGTERM/SIGHUP stopped a sweep (its workers already killed): the report of what
     finished, from the stream and the workers' streams, which stay on disk for ``--resume``."""
     from gradcheck.plugin.session_report import summary_lines
     from gradcheck.report import write_report

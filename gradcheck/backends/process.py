@@ -41,6 +41,7 @@ from typing import IO, Any, ClassVar
 
 import numpy as np
 
+from gradcheck.backends import children
 from gradcheck.backends.base import Backend
 from gradcheck.backends.process_model import ModelSpec
 from gradcheck.backends.process_training import ProcessTraining
@@ -90,8 +91,7 @@ _LIVE: weakref.WeakSet[_Child] = weakref.WeakSet()
 @atexit.register
 def _kill_children() -> None:  # pragma: no cover - runs at interpreter exit
     for child in list(_LIVE):
-        if child.proc.poll() is None:
-            child.proc.kill()
+        children.end_group(child.proc, wait_s=0.5)
 
 
 def _lines(stream: IO[str] | None) -> Iterator[str]:
@@ -114,7 +114,7 @@ class _Child:
 
     def __init__(self, argv: Sequence[str], cwd: str | None, env: dict[str, str] | None) -> None:
         self.argv = list(argv)
-        self.proc = subprocess.Popen(
+        self.proc = children.popen(  # its own session, killed when this process dies
             self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, encoding="utf-8", bufsize=1, cwd=cwd, env=env)
         self.lines: queue.Queue[str | None] = queue.Queue()
@@ -194,12 +194,7 @@ class _Child:
                 f"restarted for the next request{self.stderr_text()}")
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - kill does not fail on Linux
-            pass
+        children.end_group(self.proc)  # the child's whole group: a wrapper's children too
         try:  # stdout/stderr are closed by their reader threads at EOF
             if self.proc.stdin is not None:
                 self.proc.stdin.close()

@@ -1,25 +1,29 @@
-"""Run a command in its own process group and stop the whole group on SIGINT or SIGTERM.
+"""Run a command in its own process group and stop the whole group on SIGINT, SIGTERM or SIGHUP.
 
 ``gradcheck run`` starts pytest this way: a signal to ``gradcheck`` (Ctrl-C, ``kill``, a CI
-job's timeout) is passed on as SIGINT to pytest and its xdist workers, which then stop the way
-they stop on Ctrl-C (the running tests are interrupted, the streams get their ``end`` records).
-Whatever has not exited after ``grace_s`` seconds is killed (SIGKILL); a second signal kills at
-once.
+job's timeout or cancellation, a closed terminal) is passed on as SIGINT to pytest and its xdist
+workers, which then stop the way they stop on Ctrl-C (the running tests are interrupted, the
+streams get their ``end`` records).  Whatever has not exited after ``grace_s`` seconds is killed
+(SIGKILL); a second signal kills at once.  Once a signal has stopped the run, the process is
+shutting down: further stop signals are ignored (the caller writes the report and exits with
+the first signal's status).  The command dies with this process, even when it is SIGKILLed
+(:mod:`gradcheck.backends.children`).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gradcheck.backends import children
+from gradcheck.backends.children import group_alive as _group_alive
+from gradcheck.backends.children import signal_group as _signal_group
+
 #: seconds the child's process group gets to stop after SIGINT before it is killed
 GRACE_S = 20.0
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -27,36 +31,6 @@ class Outcome:
     returncode: int
     signal: int | None = None  # the signal that stopped the run, if one did
     killed: bool = False  # the group had to be killed (SIGKILL)
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to the group; False when no process of it is left."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a member changed its credentials: it is not ours to signal
-        return False
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs (zombies, which only wait for their parent
-    to reap them, do not count; /proc where there is one)."""
-    proc = "/proc"
-    if not os.path.isdir(os.path.join(proc, "self")):
-        return _signal_group(pgid, 0)
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(os.path.join(proc, entry, "stat"), "rb") as f:
-                stat = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(stat) > 2 and stat[2] == str(pgid).encode() and stat[0] != b"Z":
-            return True
-    return False
 
 
 def run(cmd: Sequence[str], *, grace_s: float = GRACE_S) -> Outcome:
@@ -76,12 +50,9 @@ def run(cmd: Sequence[str], *, grace_s: float = GRACE_S) -> Outcome:
 
     # handlers first: the child then starts with SIGINT at its default (a signal ignored here,
     # e.g. under nohup or some CI runners, would stay ignored in the child: no Ctrl-C for it)
-    previous = {s: signal.signal(s, on_signal) for s in _SIGNALS}
-    try:
-        if sys.version_info >= (3, 11):
-            proc = subprocess.Popen(list(cmd), process_group=0)
-        else:  # pragma: no cover - Python 3.10 has no process_group
-            proc = subprocess.Popen(list(cmd), preexec_fn=os.setpgrp)
+    previous = {s: signal.signal(s, on_signal) for s in children.stop_signals()}
+    try:  # its own group in this session (pytest keeps the terminal), dies with this process
+        proc = children.popen(cmd, session=False)
     except BaseException:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -103,7 +74,7 @@ def run(cmd: Sequence[str], *, grace_s: float = GRACE_S) -> Outcome:
                 time.sleep(0.1)
             if _group_alive(pgid):
                 killed = _signal_group(pgid, signal.SIGKILL) or killed
-    finally:
+    finally:  # stopped: shutting down, where a second Ctrl-C must not change the outcome
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            signal.signal(s, signal.SIG_IGN if received else handler)
     return Outcome(code, received[0] if received else None, killed)

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from gradcheck import stream
+from gradcheck.backends import children
 from gradcheck.report import ReportFiles, model, write_report
 from gradcheck.stream.reader import terminal_safe
 
@@ -137,6 +138,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = state
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:  # an xdist worker: stream next to the controller's file
+        if "gradcheck_controller" in workerinput:  # and die with the controller, even SIGKILLed
+            children.die_with_parent(int(workerinput["gradcheck_controller"]))
         state.worker = str(workerinput.get("workerid", f"w{os.getpid()}"))
         main = workerinput.get("gradcheck_stream")
         if main:
@@ -163,7 +166,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist (controller side): tell each worker where the controller streams."""
+    """xdist (controller side): tell each worker where the controller streams, and who its
+    parent is (a worker dies with the controller)."""
+    node.workerinput["gradcheck_controller"] = os.getpid()
     state = node.config.stash.get(_STATE, None)
     if state is not None and state.path is not None:
         node.workerinput["gradcheck_stream"] = str(state.path)

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
+from gradcheck.backends import children
 from gradcheck.stream import StreamData
 from gradcheck.sweep.runner import NothingSelected, SweepConfig, SweepOutcome, sweep
 from gradcheck.sweep.triage import findings
@@ -35,7 +36,7 @@ def jobs(text: str) -> int:
 
 
 class Stopped(Exception):
-    """SIGINT or SIGTERM arrived while the sweep ran (:func:`stopped_by_signals`)."""
+    """SIGINT, SIGTERM or SIGHUP arrived while the sweep ran (:func:`stopped_by_signals`)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -44,19 +45,25 @@ class Stopped(Exception):
 
 @contextlib.contextmanager
 def stopped_by_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Stopped` inside this block (SIGTERM would otherwise
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal, a cancelled CI job; left ignored under
+    ``nohup``) raise :class:`Stopped` inside this block (SIGTERM and SIGHUP would otherwise
     end the process at once): the sweep's ``finally`` stops its workers, whose streams and
-    progress files stay for ``--resume``, and the caller writes the report of what finished."""
+    progress files stay for ``--resume``, and the caller writes the report of what finished.
+    Only the first signal raises: the ones after it, while the workers are stopped and the
+    report is written inside this block, are ignored, and so are those after the block."""
+    stopped: list[int] = []
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise Stopped(signum)
+        if not stopped:
+            stopped.append(signum)
+            raise Stopped(signum)
 
-    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    old = {sig: signal.signal(sig, stop) for sig in children.stop_signals()}
     try:
         yield
-    finally:
+    finally:  # stopped: shutting down, where a second Ctrl-C must not change the outcome
         for sig, handler in old.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if stopped else handler)
 
 
 def run(backends: Sequence[str], ops: Sequence[str], dtypes: Sequence[str] | None,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck import stream
+from gradcheck.backends import children
 from gradcheck.backends import limits as _limits
 from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import CheckResult, Status, SweepInfo, Triage
@@ -257,6 +258,12 @@ def _worker(backend: str, names: list[str], cfg: SweepConfig, path: str, progres
     run_ops(backend, names, cfg, path, progress=progress)
 
 
+def _tied(parent: int, target: Any, *args: Any) -> None:
+    """A worker's entry point: it dies with the sweep (even a SIGKILLed one), then runs."""
+    children.die_with_parent(parent)
+    target(*args)
+
+
 def crash_result(backend: str, name: str, exitcode: int | None,
                  hung_s: float | None = None) -> CheckResult:
     """The ``error`` result of an op during whose checks the worker process died (a native
@@ -340,8 +347,8 @@ def _supervise(queue: list[tuple[str, list[str]]], running: list[_Running], part
             progress = part.with_suffix(".progress")
             for f in (part, progress):
                 f.unlink(missing_ok=True)
-            proc = ctx.Process(target=target or _worker, args=(backend, names, cfg, str(part),
-                                                     str(progress)))
+            proc = ctx.Process(target=_tied, args=(os.getpid(), target or _worker, backend, names,
+                                                    cfg, str(part), str(progress)))
             proc.start()
             parts.append(part)
             running.append(_Running(proc, backend, names, progress))

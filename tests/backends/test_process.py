@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -20,7 +21,9 @@ from gradcheck.backends.process import ProcessBackend, ProtocolError, RemoteOp
 from gradcheck.backends.wire import decode_array, decode_scalar, encode_array, encode_scalar
 from gradcheck.semantics.check import check_semantics
 from gradcheck.testing import format_conformance, run_conformance
+from tests.support import process_tree
 from tests.support.adapter_checks import assert_training_probes
+from tests.support.process_tree import needs_proc
 
 CHILD = str(Path(__file__).resolve().parents[1] / "support" / "numpy_child.py")
 X = np.random.default_rng(0).standard_normal((3, 4))
@@ -340,3 +343,90 @@ def test_invalid_utf8_on_stdout_is_a_malformed_answer_not_a_timeout(noisy):
     msgs = [r.message for r in report.results if r.status is Status.ERROR]
     assert any("malformed line from the child in answer to 'vjp'" in m for m in msgs), msgs
     assert not any("timeout" in m for m in msgs), msgs
+
+
+# -- orphans: a child's whole process tree ends with it, and with us ---------------------------
+
+
+def _wrapped(*flags: str) -> list[str]:
+    """The child behind a shell wrapper (as ``cargo run`` or a script would start it): ``sh``
+    is the direct child, the protocol child its child (``; :`` keeps sh from exec'ing it)."""
+    argv = " ".join(shlex.quote(a) for a in (sys.executable, CHILD, "--declare-dtypes",
+                                             "float64,float32", *flags))
+    return ["sh", "-c", f"{argv}; :"]
+
+
+@needs_proc
+@pytest.mark.parametrize("how", ["close", "restart"])
+def test_a_wrapped_childs_grandchildren_end_with_it(how):
+    """Closing the backend, or restarting its child after a timeout, ends the child's whole
+    process group: the protocol child behind the wrapper too, even one stuck in a computation
+    that never reads its stdin again (before, only ``sh`` was killed and the grandchild ran on,
+    orphaned)."""
+    # the grandchild stops reading its stdin: it cannot see the pipe close, only a signal ends it
+    flags = ("--hang-on", "vjp") if how == "restart" else ("--stop-reading-after", "evaluate")
+    be = ChildBackend(_wrapped(*flags), request_timeout=2.0)
+    tree: list[int] = []
+    try:
+        be.evaluate(be.op("exp"), [X], "cpu")
+        wrapper = be._child.pid
+        grandchildren = process_tree.children_of(wrapper)
+        tree += [wrapper, *grandchildren]
+        assert grandchildren, "the wrapper started no child"
+        if how == "restart":
+            with pytest.raises(ProtocolError, match="timeout"):  # the grandchild hangs
+                be.vjp(be.op("exp"), [X], (0,), [np.ones_like(X)], "cpu")
+        else:
+            be.close()
+        process_tree.assert_gone([wrapper, *grandchildren], f"after {how}")
+    finally:
+        be.close()
+        process_tree.kill_all(tree)
+
+
+_KILLED_PARENT = '''
+import sys, threading, time
+import numpy as np
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from tests.backends.test_process import CHILD, ChildBackend
+out = Path(sys.argv[1])
+be = ChildBackend([sys.executable, CHILD, "--stop-reading-after", "evaluate"])
+x = np.ones(3)
+if sys.argv[2] == "thread":  # started from a thread that ends at once
+    t = threading.Thread(target=be.evaluate, args=(be.op("exp"), [x], "cpu"))
+    t.start(); t.join()
+else:
+    be.evaluate(be.op("exp"), [x], "cpu")
+out.write_text(str(be._child.pid))
+time.sleep(3600)  # the child reads no stdin any more: it cannot see the pipe close
+'''
+
+
+@needs_proc
+@pytest.mark.parametrize("started_on", ["main", "thread"])
+def test_a_sigkilled_parent_leaves_no_protocol_child(tmp_path, started_on):
+    """The parent is SIGKILLed while its child is busy (it reads no stdin, so it never sees
+    the pipe close): the child is killed with its parent (before, it ran on, orphaned).  A child
+    started from a thread that has ended since is tied to the process, not to that thread."""
+    import subprocess
+
+    script = tmp_path / "parent.py"
+    script.write_text(_KILLED_PARENT)
+    pid_file = tmp_path / "child.pid"
+    root = str(Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen([sys.executable, str(script), str(pid_file), started_on, root],
+                              start_new_session=True)
+    child = None
+    try:
+        assert process_tree.wait_until(lambda: pid_file.exists() and pid_file.read_text(), 120)
+        child = int(pid_file.read_text())
+        assert parent.poll() is None and process_tree.alive(child)
+        parent.kill()
+        parent.wait(timeout=60)
+        process_tree.assert_gone([child], "the protocol child after its parent's SIGKILL")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        if child is not None:
+            process_tree.kill_all([child])

@@ -21,8 +21,10 @@ from gradcheck.plugin.session_report import LOCK_NAME, summary_lines
 from gradcheck.report import write_report
 from gradcheck.stream import StreamData
 from gradcheck.stream.reader import terminal_safe
+from tests.support import process_tree
 from tests.support.child_env import child_env as _env
 from tests.support.child_env import gradcheck_cli
+from tests.support.process_tree import needs_proc
 from tests.support.report_data import numpy_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,6 +150,91 @@ def test_a_signal_stops_the_run_and_the_report_keeps_what_finished(slow_suite, t
     if jobs:  # the workers' files were merged
         roles = {r.environment.get("role") for r in data.runs.values()}
         assert {"gw0", "gw1"} <= roles, roles
+
+
+def _start_run_alone(suite: Path, out: Path, *extra: str) -> subprocess.Popen:
+    """``gradcheck run`` in a session of its own, so that what it leaves can be found."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "gradcheck.cli", "run", "--suites", str(suite), "--report-dir",
+         str(out), *extra], cwd=suite, env=_env(GC_SLEEP="60"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+@needs_proc
+@pytest.mark.parametrize("jobs", [("-j", "2"), ()], ids=["xdist", "serial"])
+def test_sighup_stops_the_run_like_sigterm_and_leaves_no_process(slow_suite, tmp_path, jobs):
+    """A closed terminal or a cancelled CI job (SIGHUP): pytest and its workers are stopped,
+    the report of what streamed is written, the exit status is 129, and nothing of the run's
+    session is left (before, SIGHUP killed gradcheck alone: no report, workers went on)."""
+    out = tmp_path / "out"
+    proc = _start_run_alone(slow_suite, out, *jobs)
+    try:
+        _wait_for_a_check(out, proc)
+        proc.send_signal(signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        survivors = process_tree.in_session(proc.pid)
+    process_tree.kill_all(survivors)
+    assert proc.returncode == 129, stdout[-3000:] + stderr[-3000:]
+    assert "interrupted by SIGHUP" in stderr
+    assert (out / "index.html").is_file() and (out / "junit.xml").is_file()
+    assert stream.read_streams([out]).checks
+    assert not survivors, f"processes {survivors} of the run survived SIGHUP"
+
+
+@needs_proc
+def test_a_sigkilled_run_leaves_no_pytest_and_no_worker(slow_suite, tmp_path):
+    """SIGKILL cannot be handled: pytest dies with gradcheck and each xdist worker with pytest
+    (before, both went on running, orphaned, until their tests ended)."""
+    out = tmp_path / "out"
+    proc = _start_run_alone(slow_suite, out, "-j", "2")
+    try:
+        _wait_for_a_check(out, proc)
+        tree = process_tree.descendants(proc.pid)
+        assert len(tree) >= 3, tree  # pytest and its two workers
+        proc.kill()
+        proc.wait(timeout=60)  # (not communicate: survivors would hold its pipes open)
+        process_tree.assert_gone(tree, "after SIGKILL to gradcheck run")
+        process_tree.assert_session_empty(proc.pid, "after SIGKILL to gradcheck run")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        process_tree.kill_all(process_tree.in_session(proc.pid))
+
+
+@needs_proc
+def test_more_signals_during_shutdown_do_not_change_the_outcome(slow_suite, tmp_path):
+    """The first Ctrl-C starts the shutdown; Ctrl-C, SIGTERM and SIGHUP sent after it, until
+    gradcheck exits, only hurry it: the exit status is still 130 and the report is written
+    (before, one arriving while the report was written killed gradcheck or ended it without
+    a report)."""
+    out = tmp_path / "out"
+    proc = _start_run_alone(slow_suite, out, "-j", "2")
+    try:
+        _wait_for_a_check(out, proc)
+        proc.send_signal(signal.SIGINT)
+        more = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        k = 0
+        while proc.poll() is None and k < 5000:
+            try:
+                os.kill(proc.pid, more[k % 3])
+            except ProcessLookupError:
+                break
+            k += 1
+            time.sleep(0.01)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        survivors = process_tree.in_session(proc.pid)
+    process_tree.kill_all(survivors)
+    assert proc.returncode == 130, (proc.returncode, stdout[-3000:] + stderr[-3000:])
+    assert "interrupted by SIGINT" in stderr
+    assert "the report of what finished is" in stderr, stderr[-3000:]
+    assert (out / "index.html").is_file()
+    assert not survivors, f"processes {survivors} of the run survived"
 
 
 # -- C: two runs into one folder -------------------------------------------------------------
