@@ -300,20 +300,22 @@ def _vjps_along(side: Side, args, diff, vs) -> Callable[[np.ndarray], np.ndarray
     cts = [np.stack([v[i] for v in vs]) for i in range(len(vs[0]))]
     guard = GuardedBackend(side.backend)
 
+    def fill(out: np.ndarray, a: list) -> None:
+        g = side.backend.vjp_batch(side.fn, a, diff, cts, side.device)
+        for pos in range(len(diff)):
+            out[:, bounds[pos]:bounds[pos + 1]] = np.asarray(
+                g[pos], dtype=np.float64).reshape(P, -1)
+
     def grads(X: np.ndarray) -> np.ndarray:
         out = np.empty((len(X), P, n))
         for b, row in enumerate(X):
             a = list(args)
             for pos, k in enumerate(diff):
                 a[k] = row[bounds[pos]:bounds[pos + 1]].reshape(args[k].shape)
-            # the adapter's answer, validated at the boundary (one array per input of diff,
-            # P rows of its shape), read into the row
-            g = guard.vjp_batch(side.fn, a, diff, cts, side.device)
-            if isinstance(g, AdapterFailure):
-                raise AdapterFailed(g)
-            for pos in range(len(diff)):
-                out[b, :, bounds[pos]:bounds[pos + 1]] = np.asarray(
-                    g[pos], dtype=np.float64).reshape(P, -1)
+            # the adapter's answer, read into the row (a wrong number or size of arrays fails)
+            failed = guard.call("vjp_batch", fill, out[b], a)
+            if isinstance(failed, AdapterFailure):
+                raise AdapterFailed(failed)
         return out.reshape(len(X), -1)
 
     return grads

@@ -71,11 +71,20 @@ def environment_record(role: str) -> dict[str, Any]:
 def describe_backend(backend: Any) -> dict[str, Any]:
     """Name, version, devices, dtypes and declared semantics of one adapter (never raises)."""
     out: dict[str, Any] = {"name": str(getattr(backend, "name", "?"))}
-    for key, getter in (("version", backend.version), ("devices", backend.devices)):
-        try:
-            out[key] = getter()
-        except Exception as exc:  # a broken adapter is described, not fatal
-            out[key] = f"unavailable ({type(exc).__name__}: {exc})"
+    try:
+        out["version"] = str(backend.version())
+    except Exception as exc:  # a broken adapter is described, not fatal
+        out["version"] = f"unavailable ({type(exc).__name__}: {exc})"
+    try:
+        devices = backend.devices()
+    except Exception as exc:
+        devices = f"unavailable ({type(exc).__name__}: {exc})"
+    if isinstance(devices, (list, tuple)) and all(isinstance(d, str) for d in devices):
+        out["devices"] = list(devices)
+    else:  # what the stream's readers accept (a list of names), and what the adapter said
+        out["devices"] = []
+        out["devices_error"] = (devices if isinstance(devices, str)
+                                else f"devices() returned {devices!r:.200}")
     out["dtypes"] = list(getattr(backend, "dtypes", ()))
     sem = getattr(backend, "semantics", None)
     if sem is not None:

@@ -442,3 +442,25 @@ def test_any_bytes_and_any_name_survive_writer_reader_and_report(tmp_path):
     lines: list[str] = []
     summary_lines(files, lines.append)
     "\n".join(lines).encode("utf-8")  # the terminal summary encodes too
+
+
+@pytest.mark.parametrize("devices", [None, "cpu", ["cpu", 3], RuntimeError("driver gone")])
+def test_a_broken_adapters_devices_are_described_in_a_record_the_reader_accepts(devices):
+    """A broken adapter left in the registry's cache (another check of the same process met
+    it) must not make every later stream's ``backends`` record unreadable."""
+    from gradcheck.engines.numpy.backend import NumpyBackend
+    from gradcheck.stream.environment import describe_backend
+    from gradcheck.stream.fields import backends_fields
+
+    class Broken(NumpyBackend):
+        name = "broken-devices"
+
+        def devices(self):
+            if isinstance(devices, Exception):
+                raise devices
+            return devices
+
+    record = describe_backend(Broken())
+    assert record["devices"] == [] and record["devices_error"]
+    assert backends_fields({"backends": [record]}) == [record]
+    assert describe_backend(NumpyBackend())["devices"] == ["cpu"]
