@@ -370,7 +370,8 @@ def _supervise(queue: list[tuple[str, list[str]]], running: list[_Running], part
 
 def merge(target: Path, parts: Sequence[Path]) -> None:
     """Append the worker streams to ``target`` (each ends in a newline), then delete them;
-    :class:`WriteFailed` naming ``target`` where it cannot be written (the parts are kept)."""
+    :class:`WriteFailed` naming ``target`` where it cannot be written (parts not yet
+    appended are kept)."""
     try:
         with open(target, "ab") as out:
             for part in parts:
@@ -438,8 +439,9 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
     if jobs < 1:
         raise ValueError(f"jobs={jobs!r}: need at least one worker")
     if not extra_ops and not any(inv.ops for inv in inventories):
-        asked = (" matches --op " + ", ".join(map(repr, cfg.ops))) if cfg.ops else " was found"
-        raise NothingSelected(f"no op of {', '.join(cfg.backends)}{asked}")
+        where = ", ".join(cfg.backends)
+        raise NothingSelected(f"--op {', '.join(map(repr, cfg.ops))} matches no op of {where}"
+                              if cfg.ops else f"no op of {where} was found")
     for dtype in cfg.dtypes or ():
         if not extra_ops and not any(dtype in o.dtypes for inv in inventories for o in inv.ops):
             raise NothingSelected(f"--dtype {dtype!r}: no selected op of "
