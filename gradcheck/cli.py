@@ -12,11 +12,12 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from gradcheck.backends import children
 from gradcheck.backends.registry import get_backend, installed_backends, known_backends
-from gradcheck.core.errors import InvalidArgument
+from gradcheck.core.errors import InvalidArgument, WriteFailed
 from gradcheck.stream.reader import terminal_safe
 
 OK, DISCREPANCIES, USAGE = 0, 1, 2
@@ -38,7 +39,8 @@ exit codes:
        records of an unknown schema version (skipped)
   2    usage or internal error (bad option, unknown backend, a selection that
        plans no check, report directory unusable or in use, no readable results,
-       an input of "report" that cannot be read: the others are reported)
+       an input of "report" that cannot be read: the others are reported, a file
+       that could not be written: a full disk)
   130  "run" or "sweep" stopped by SIGINT (Ctrl-C); 143: by SIGTERM; 129: by
        SIGHUP (the report of what finished is written first)
   141  the reader of the output went away (e.g. "gradcheck ops | head")"""
@@ -121,6 +123,41 @@ def writable_dir(path: str, option: str) -> Path:
     return target
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def parse_jobs(text: str) -> int | str:
+    """``-j/--jobs`` of ``run`` and ``sweep``: ``auto`` or a whole number from 1 to 4 x the
+    usable CPUs; anything else is a :class:`UsageError` of one line."""
+    if text == "auto":
+        return text
+    limit = 4 * usable_cpus()
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"-j/--jobs {text!r}: pass a whole number from 1 to {limit} or 'auto'")
+    if n > limit:
+        raise UsageError(f"-j/--jobs {n}: at most {limit} workers here (4 x the "
+                         f"{usable_cpus()} usable CPUs); pass a smaller number or 'auto'")
+    return n
+
+
+def _nothing_empty(args: argparse.Namespace) -> None:
+    """An empty or blank ``--backend/--device/--dtype/--op`` selects nothing (an empty
+    ``--op`` would otherwise be a substring of every name): refused."""
+    for option in ("backend", "device", "dtype", "op"):
+        for value in getattr(args, option, None) or ():
+            if not value.strip():
+                raise UsageError(f"--{option} {value!r} is empty: it names nothing to select; "
+                                 f"leave --{option} out to select every {option}")
+
+
 def pytest_args(args: argparse.Namespace, suites: Path) -> list[str]:
     """The pytest command line of ``gradcheck run``."""
     # -p loads the plugin wherever the suites live (a no-op when it is already registered)
@@ -133,7 +170,8 @@ def pytest_args(args: argparse.Namespace, suites: Path) -> list[str]:
         argv += [f"--gradcheck-{option}={v}" for v in values or ()]
     if args.shard:
         argv.append(f"--gradcheck-shard={args.shard}")
-    if args.jobs:
+    if args.jobs is not None:
+        parse_jobs(args.jobs)  # validated in _cmd_run already; callers may build args directly
         if importlib.util.find_spec("xdist") is None:
             raise UsageError("-j/--jobs needs pytest-xdist: pip install pytest-xdist")
         argv += ["-n", str(args.jobs)]
@@ -144,6 +182,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from gradcheck.plugin import child as _child
     from gradcheck.plugin.session_report import ReportDirInUse, ReportDirLock
 
+    _nothing_empty(args)
+    if args.jobs is not None:
+        parse_jobs(args.jobs)
     _validate_backends(args.backend or [])
     _validate_selection(args)
     report_dir = writable_dir(args.report_dir, "--report-dir")
@@ -153,6 +194,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     argv = pytest_args(args, find_suites(args.suites))
     print("gradcheck run: pytest " + " ".join(argv), flush=True)
+    started = time.time()
     # a fresh interpreter: pytest sees an unused process (assertion rewriting, plugin state)
     outcome = _child.run([sys.executable, "-m", "pytest", *argv])
     if outcome.signal is not None:
@@ -164,12 +206,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return USAGE
     if code in (0, 1):
-        if html.exists():
-            print(f"gradcheck: report written to {html.resolve()}")
+        missing = [p for p in (html, report_dir / "junit.xml") if not _written_since(p, started)]
+        if missing:  # never a success without its report
+            print("gradcheck: error: the run ended but did not write "
+                  + ", ".join(repr(str(p)) for p in missing), file=sys.stderr)
+            return USAGE
+        print(f"gradcheck: report written to {html.resolve()}")
         return code
     print(f"gradcheck: pytest stopped with exit code {code}"
-          + (" (a usage error: see its message above)" if code == 4 else ""), file=sys.stderr)
+          + (" (a usage error: see its message above)" if code == 4 else "")
+          + (" (results or report not written: see the message above)" if code == 3 else ""),
+          file=sys.stderr)
     return USAGE
+
+
+def _written_since(path: Path, started: float) -> bool:
+    """``path`` exists and was written after ``started`` (not left by an earlier run); file
+    times are a little coarser than ``time.time()``, hence the second of slack."""
+    try:
+        return path.stat().st_mtime >= started - 1.0
+    except OSError:
+        return False
 
 
 def _interrupted(args: argparse.Namespace, report_dir: Path, outcome) -> int:
@@ -210,17 +267,21 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from gradcheck.plugin.session_report import ReportDirInUse, ReportDirLock, summary_lines
     from gradcheck.report import write_report
     from gradcheck.sweep import cli as sweep_cli
+    from gradcheck.sweep.runner import NothingSelected
 
+    _nothing_empty(args)
+    text = parse_jobs(args.jobs)
+    jobs = usable_cpus() if text == "auto" else int(text)
     backends = args.backend or ["torch", "jax"]
     for name in backends:
         if name not in sweep_cli.BACKENDS:
             raise UsageError(f"--backend {name!r}: the sweep reads the inventories of "
                              f"{', '.join(sweep_cli.BACKENDS)}")
     _validate_backends(backends)
-    try:
-        jobs = sweep_cli.jobs(args.jobs)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    for dtype in args.dtype or ():
+        if dtype not in sweep_cli.DTYPES:
+            raise UsageError(f"--dtype {dtype!r} is not a dtype the sweep checks; choose from "
+                             + ", ".join(sweep_cli.DTYPES))
     report_dir = writable_dir(args.report_dir, "--report-dir")
     try:  # held for the whole sweep, so a second run cannot replace its stream
         lock = ReportDirLock(report_dir).acquire()
@@ -233,6 +294,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                                         report_dir, resume=args.resume)
             except sweep_cli.Stopped as exc:
                 return _sweep_interrupted(report_dir, exc.signum)
+            except NothingSelected as exc:
+                raise UsageError(f"{exc}; see docs/sweep.md") from None
         if outcome is None:
             raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
                              "inventory; see docs/sweep.md")
@@ -385,8 +448,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", choices=("quick", "ci", "thorough"), default="ci",
                      help="suite size (default: ci)")
     run.add_argument("-j", "--jobs", metavar="N",
-                     help="parallel workers with pytest-xdist: a number or 'auto' (default: "
-                          "none, one process)")
+                     help="parallel workers with pytest-xdist: 1 to 4 x the CPUs, or 'auto' "
+                          "(default: none, one process)")
     run.add_argument("--shard", metavar="I/N",
                      help="run only the I-th of N parts of the tests (default: all)")
     run.add_argument("--report-dir", default="reports",
@@ -416,7 +479,7 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--profile", choices=("quick", "default", "thorough"), default="default",
                     help="points, dtypes and orders per op (default: default)")
     sw.add_argument("-j", "--jobs", metavar="N", default="1",
-                    help="worker processes: a number or 'auto' (default: 1)")
+                    help="worker processes: 1 to 4 x the CPUs, or 'auto' (default: 1)")
     sw.add_argument("--report-dir", default="reports/sweep",
                     help="directory for results.jsonl, index.html, junit.xml (default: "
                          "reports/sweep)")
@@ -491,7 +554,7 @@ def _main(argv: list[str] | None) -> int:
         return int(exc.code or 0)
     try:
         return int(args.func(args))
-    except UsageError as exc:
+    except (UsageError, WriteFailed) as exc:  # WriteFailed: a full disk, named by its path
         print(f"gradcheck: error: {exc}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:

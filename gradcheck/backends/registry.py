@@ -87,6 +87,10 @@ def _load(path: str) -> Backend:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise InvalidArgument(f"backend={path!r} cannot be imported: {exc}") from exc
+    except SystemExit as exc:  # an import that ends the process must not end the run, exit 0
+        raise InvalidArgument(f"backend={path!r}: importing {module_name} called "
+                              f"sys.exit({exc.code!r}); an adapter module must not exit"
+                              ) from None
     try:
         obj = getattr(module, attr)
     except AttributeError as exc:

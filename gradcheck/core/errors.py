@@ -49,3 +49,13 @@ class NothingDecided(GradientMismatch):
     applicable: forward mode on a backend without it).  A passing run needs at least one
     passed comparison; the message lists each result's reason.  A subclass of
     :class:`GradientMismatch`, so ``pytest.raises(GradientMismatch)`` catches it too."""
+
+
+class WriteFailed(GradcheckError):
+    """A file of results or of the report could not be written (a full disk, an unwritable
+    directory, a vanished mount).  The message names the path; ``.path`` holds it."""
+
+    def __init__(self, path: Any, exc: BaseException) -> None:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        super().__init__(f"cannot write {str(path)!r}: {reason}")
+        self.path = path

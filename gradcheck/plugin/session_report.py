@@ -28,6 +28,7 @@ import pytest
 
 from gradcheck import stream
 from gradcheck.backends import children
+from gradcheck.core.errors import WriteFailed
 from gradcheck.report import ReportFiles, model, write_report
 from gradcheck.stream.reader import terminal_safe
 
@@ -50,6 +51,7 @@ class _State:
     files: ReportFiles | None = None
     error: str = ""
     lock: ReportDirLock | None = None
+    stream: stream.ResultStream | None = None  # this process's, to ask whether writes failed
 
 
 class ReportDirInUse(Exception):
@@ -161,7 +163,10 @@ def pytest_configure(config: pytest.Config) -> None:
             for old in [state.path, *_worker_files(state.path, state.shard)]:
                 old.unlink(missing_ok=True)  # a new run replaces the previous one
     if state.path is not None:
-        stream.activate(state.path, role=state.worker or "main")
+        try:
+            state.stream = stream.activate(state.path, role=state.worker or "main")
+        except WriteFailed as exc:
+            raise pytest.UsageError(f"--gradcheck-report-dir: {exc}") from None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -243,12 +248,16 @@ def merge_worker_streams(report_dir: Path, shard: tuple[int, int] | None = None)
 def merge_files(target: Path, parts: list[Path]) -> None:
     """Append the lines of ``parts`` to ``target`` atomically, then delete the parts."""
     tmp = target.with_name(f".{target.name}.merge.tmp")
-    with open(tmp, "wb") as out:
-        for src in [target, *parts]:
-            if src.exists():
-                data = src.read_bytes()
-                out.write(data if not data or data.endswith(b"\n") else data + b"\n")
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "wb") as out:
+            for src in [target, *parts]:
+                if src.exists():
+                    data = src.read_bytes()
+                    out.write(data if not data or data.endswith(b"\n") else data + b"\n")
+        os.replace(tmp, target)
+    except OSError as exc:  # a full disk: the streams are kept as they were
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(target, exc) from exc
     for part in parts:
         part.unlink(missing_ok=True)
 
@@ -259,13 +268,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None or state.path is None:
         return
     stream.deactivate(int(exitstatus))
-    if state.worker is not None or state.report_dir is None:
-        return
-    try:
-        merge_worker_streams(state.report_dir, state.shard)
-        state.files = write_report([state.path], state.report_dir)
-    except Exception as exc:  # the tests ran; a report failure must say so, not crash pytest
-        state.error = f"{type(exc).__name__}: {exc}"
+    if state.stream is not None and state.stream.error is not None:
+        # a full disk: the stream is incomplete; never a success (docs/report.md)
+        state.error = str(state.stream.error)
+    if state.worker is None and state.report_dir is not None:
+        try:
+            merge_worker_streams(state.report_dir, state.shard)
+            state.files = write_report([state.path], state.report_dir)
+        except WriteFailed as exc:
+            state.error = state.error or str(exc)
+        except Exception as exc:  # the tests ran; a report failure must say so, not crash
+            state.error = state.error or f"{type(exc).__name__}: {exc}"
+    if state.error:
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -280,11 +295,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         return
     tr = terminalreporter
     tr.section("gradcheck")
+    if state.files is not None:
+        summary_lines(state.files, tr.write_line)
     if state.error or state.files is None:
-        tr.write_line(f"gradcheck: the report could not be written: {state.error or 'unknown'}",
-                      red=True)
-        return
-    summary_lines(state.files, tr.write_line)
+        what = "the results are incomplete" if state.files else "no report was written"
+        tr.write_line(f"gradcheck: error: {state.error or 'unknown'} ({what}; exit status "
+                      f"{int(pytest.ExitCode.INTERNAL_ERROR)})", red=True)
 
 
 def summary_lines(files: ReportFiles, write: Any) -> None:

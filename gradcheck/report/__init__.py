@@ -6,11 +6,13 @@ lines are skipped and listed in the report), renders both files and returns what
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradcheck.core.errors import WriteFailed
 from gradcheck.report import html, junit
 from gradcheck.stream import StreamData, read_streams
 
@@ -25,9 +27,16 @@ class ReportFiles:
 
 
 def _atomic_write(path: Path, content: bytes) -> None:
+    """Write ``path`` whole or not at all; :class:`WriteFailed` naming it where it cannot be
+    written (a full disk: the partial temporary file is removed, a previous file is kept)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(content)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(content)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise WriteFailed(path, exc) from exc
 
 
 def write_report(streams: Iterable[str | os.PathLike[str]] | StreamData,
@@ -39,7 +48,10 @@ def write_report(streams: Iterable[str | os.PathLike[str]] | StreamData,
     sweep's report: its passed checks are most of hundreds of thousands)."""
     data = streams if isinstance(streams, StreamData) else read_streams(streams)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteFailed(out, exc) from exc
     html_path, junit_path = out / "index.html", out / "junit.xml"
     page = html.render(data, title=title, passed_rows=passed_rows)
     _atomic_write(html_path, page.encode("utf-8", "backslashreplace"))  # any name encodes

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from gradcheck.core.errors import WriteFailed
 from gradcheck.core.results import SCHEMA_VERSION, CheckResult
 from gradcheck.stream.environment import backend_records, environment_record
 
@@ -43,13 +44,19 @@ class ResultStream:
     def __init__(self, path: str | os.PathLike[str], *, role: str = "main",
                  environment: bool = True) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise WriteFailed(self.path, exc) from exc
         self.run_id = uuid.uuid4().hex[:12]
         self.role = role
         self.count = 0
         self._lock = threading.Lock()
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._failed = False
+        self._fd: int | None = fd
+        #: the first write that failed (a full disk...): the stream is incomplete from there on;
+        #: whoever owns the stream turns it into an error exit (the CLI, the pytest hooks)
+        self.error: WriteFailed | None = None
         if environment:
             self.write_record({"record": "environment", **environment_record(role)})
 
@@ -89,10 +96,13 @@ class ResultStream:
                     n = os.write(self._fd, view)
                     view = view[n:]
             except OSError as exc:
-                if not self._failed:
-                    self._failed = True
-                    warnings.warn(f"gradcheck: cannot write results to {self.path}: {exc}",
-                                  RuntimeWarning, stacklevel=3)
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        if self.error is None:
+            self.error = WriteFailed(self.path, exc)
+            warnings.warn(f"gradcheck: {self.error}; the results from here on are lost",
+                          RuntimeWarning, stacklevel=4)
 
     def close(self, exitstatus: int | None = None) -> None:
         """Write the ``backends`` and ``end`` records and close the file (idempotent)."""
@@ -105,7 +115,10 @@ class ResultStream:
                            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         with self._lock:
             fd, self._fd = self._fd, None
-        os.close(fd)
+        try:
+            os.close(fd)  # a network file system may report a lost write only here
+        except OSError as exc:
+            self._failed(exc)
 
 
 def _plain(value: Any, depth: int = 0) -> Any:
@@ -201,7 +214,7 @@ def active() -> ResultStream | None:
             _from_env = path
             try:
                 _active = ResultStream(path, role="env")
-            except OSError as exc:
+            except WriteFailed as exc:
                 warnings.warn(f"gradcheck: {ENV_VAR}={path!r} cannot be opened: {exc}",
                               RuntimeWarning, stacklevel=3)
     return _active

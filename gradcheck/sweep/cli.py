@@ -5,7 +5,6 @@ findings for the terminal."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -14,25 +13,13 @@ from types import FrameType
 
 from gradcheck.backends import children
 from gradcheck.stream import StreamData
-from gradcheck.sweep.runner import NothingSelected, SweepConfig, SweepOutcome, sweep
+from gradcheck.sweep.runner import PLANS, SweepConfig, SweepOutcome, sweep
 from gradcheck.sweep.triage import findings
 
 #: the backends whose inventory the sweep can read
 BACKENDS = ("torch", "jax", "autograd", "mlx", "tinygrad")
-
-
-def jobs(text: str) -> int:
-    """``-j``: a positive number or ``auto`` (the CPUs this process may use)."""
-    if text == "auto":
-        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                   else os.cpu_count() or 1)
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"-j/--jobs {text!r}: pass a positive number or 'auto'")
-    return n
+#: the dtypes the sweep can check (``--dtype``)
+DTYPES = PLANS["thorough"].dtypes
 
 
 class Stopped(Exception):
@@ -68,13 +55,11 @@ def stopped_by_signals() -> Iterator[None]:
 
 def run(backends: Sequence[str], ops: Sequence[str], dtypes: Sequence[str] | None,
         profile: str, n_jobs: int, report_dir: Path, resume: bool = False
-        ) -> SweepOutcome | None:
-    """Run the sweep; None where the selection matches no op (nothing was written)."""
+        ) -> SweepOutcome:
+    """Run the sweep; raises :class:`NothingSelected` (naming the selection) where it matches
+    no op, or no selected op declares a ``--dtype`` asked for (nothing was written)."""
     cfg = SweepConfig(tuple(backends), tuple(ops), tuple(dtypes) if dtypes else None, profile)
-    try:
-        return sweep(cfg, report_dir, jobs=n_jobs, isolate=True, resume=resume)
-    except NothingSelected:
-        return None
+    return sweep(cfg, report_dir, jobs=n_jobs, isolate=True, resume=resume)
 
 
 def summary(outcome: SweepOutcome, data: StreamData) -> list[str]:

@@ -27,6 +27,7 @@ from gradcheck import stream
 from gradcheck.backends import children
 from gradcheck.backends import limits as _limits
 from gradcheck.core.dtypes import numpy_dtype
+from gradcheck.core.errors import WriteFailed
 from gradcheck.core.results import CheckResult, Status, SweepInfo, Triage
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.sweep import known, points, resolution, triage
@@ -230,7 +231,7 @@ def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
     count = 0
     warnings.simplefilter("ignore")  # the ops' own deprecation warnings, once per op
     context = stream.using(path, role="sweep-worker") if path else _nothing()
-    with context:
+    with context as worker_stream:
         for k, op in enumerate(ops):
             if progress:
                 Path(progress).write_text(op.name)
@@ -240,6 +241,8 @@ def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
             if progress:  # a worker: one line per op on stderr (the parent's log)
                 print(f"sweep {op.backend} [{k + 1}/{len(ops)}] {op.name}: {n} results, "
                       f"{time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+    if worker_stream is not None and worker_stream.error is not None:
+        raise worker_stream.error  # a worker: exits non-zero, its parent says which stream
     if progress:  # every op done: what follows (the interpreter's exit) is no op's hang
         Path(progress).write_text("")
     return count
@@ -373,13 +376,19 @@ def _supervise(queue: list[tuple[str, list[str]]], running: list[_Running], part
 
 
 def merge(target: Path, parts: Sequence[Path]) -> None:
-    """Append the worker streams to ``target`` (each ends in a newline), then delete them."""
-    with open(target, "ab") as out:
-        for part in parts:
-            if part.exists():
-                data = part.read_bytes()
-                out.write(data if not data or data.endswith(b"\n") else data + b"\n")
-                part.unlink()
+    """Append the worker streams to ``target`` (each ends in a newline), then delete them;
+    :class:`WriteFailed` naming ``target`` where it cannot be written (parts not yet
+    appended are kept)."""
+    try:
+        with open(target, "ab") as out:
+            for part in parts:
+                if part.exists():
+                    data = part.read_bytes()
+                    out.write(data if not data or data.endswith(b"\n") else data + b"\n")
+                    out.flush()
+                    part.unlink()
+    except OSError as exc:
+        raise WriteFailed(target, exc) from exc
 
 
 class NothingSelected(ValueError):
@@ -434,15 +443,23 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
         warnings.simplefilter("ignore")
         inventories = tuple(inventory(b, list(cfg.ops) or None).select(cfg.ops or None)
                             for b in cfg.backends)
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs!r}: need at least one worker")
     if not extra_ops and not any(inv.ops for inv in inventories):
-        raise NothingSelected(f"no op of {', '.join(cfg.backends)} matches {cfg.ops}")
+        where = ", ".join(cfg.backends)
+        raise NothingSelected(f"--op {', '.join(map(repr, cfg.ops))} matches no op of {where}"
+                              if cfg.ops else f"no op of {where} was found")
+    for dtype in cfg.dtypes or ():
+        if not extra_ops and not any(dtype in o.dtypes for inv in inventories for o in inv.ops):
+            raise NothingSelected(f"--dtype {dtype!r}: no selected op of "
+                                  f"{', '.join(cfg.backends)} declares it")
     target = out / STREAM
     if not resume:
         target.unlink(missing_ok=True)
     tasks: list[tuple[str, list[str]]] = []
     parts: list[Path] = []
     skipped = 0
-    with stream.using(target, role="sweep"):
+    with stream.using(target, role="sweep") as main:
         if not have_left:
             for inv in inventories:
                 stream.record_many(left_out_results(inv))
@@ -461,5 +478,7 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
             tasks += [(inv.backend, names[k::n]) for k in range(n)]
         if tasks:
             parts = run_parallel(tasks, cfg, out, jobs)
+    if main.error is not None:  # a full disk: the stream is incomplete, no report from it
+        raise main.error
     merge(target, parts)
     return SweepOutcome(target, inventories, time.perf_counter() - start, skipped)

@@ -486,3 +486,172 @@ def test_a_broken_adapter_is_a_usage_error_before_pytest(capsys, monkeypatch, tm
         captured = capsys.readouterr()
         assert said in captured.err and "Traceback" not in captured.err + captured.out
         assert "gradcheck run: pytest" not in captured.out  # pytest never started
+
+
+# -- G: success that is not: write failures, selections of nothing, -j bounds ------------------
+
+#: many quick passing checks: a stream far larger than the tiny disk it is written to
+MANY_SUITE = '''
+import numpy as np
+import pytest
+import gradcheck
+from gradcheck import NumpyFunction
+
+@pytest.mark.parametrize("k", range(60))
+def test_many(k):
+    fn = NumpyFunction(forward=np.sin, vjp=lambda a, c: (np.cos(a[0]) * c[0],), name=f"sin{k}")
+    gradcheck.assert_gradients(fn, np.ones(3), backend="numpy")
+'''
+
+
+@pytest.fixture(scope="module")
+def many_suite(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("many")
+    (path / "test_many.py").write_text(MANY_SUITE)
+    return path
+
+
+def test_a_full_disk_during_run_is_an_error_naming_the_stream(many_suite, tmp_path):
+    from tests.support.disk import tmpfs
+
+    with tmpfs(tmp_path / "disk", size="64k") as disk:
+        out = disk / "reports"
+        proc = subprocess.run(
+            [sys.executable, "-m", "gradcheck.cli", "run", "--suites", str(many_suite),
+             "--report-dir", str(out)], cwd=many_suite, env=_env(), capture_output=True,
+            text=True, timeout=300)
+        text = proc.stdout + proc.stderr
+        assert proc.returncode == 2, text[-3000:]  # before: 0, a truncated stream, no report
+        assert f"cannot write {str(out / 'results.jsonl')!r}: No space left on device" in text
+        assert "report written" not in text
+    # the same suite on a disk with room passes: the exit status above is the disk's
+    ok = gradcheck_cli("run", "--suites", str(many_suite), "--report-dir",
+                       str(tmp_path / "roomy"), cwd=many_suite)
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+
+
+def test_a_full_disk_during_report_is_an_error_naming_the_file(tmp_path, capsys):
+    from tests.support.disk import tmpfs
+
+    source = tmp_path / "s.jsonl"
+    source.write_text("".join(r.to_json() + "\n" for r in numpy_results()))
+    with tmpfs(tmp_path / "disk", size="64k") as disk:
+        (disk / "out").mkdir()
+        (disk / "out" / "index.html").write_text("the previous report")
+        assert main(["report", str(source), "-o", str(disk / "out")]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+        assert line.startswith("gradcheck: error: cannot write ")
+        assert str(disk / "out" / "index.html") in line and "No space left on device" in line
+        # written whole or not at all: the previous report is kept, no partial file left
+        assert (disk / "out" / "index.html").read_text() == "the previous report"
+        assert sorted(p.name for p in (disk / "out").iterdir()) == ["index.html"]
+
+
+def test_a_read_only_report_directory_is_refused_before_the_run(tmp_path, capsys):
+    from tests.support.disk import tmpfs
+
+    source = tmp_path / "s.jsonl"
+    source.write_text("".join(r.to_json() + "\n" for r in numpy_results()[:3]))
+    with tmpfs(tmp_path / "ro", read_only=True) as ro:
+        for argv in (["report", str(source), "-o", str(ro / "out")],
+                     ["run", "--suites", str(ROOT / "suites"), "--report-dir", str(ro / "out")],
+                     ["sweep", "--backend", "torch", "--op", "torch.sin", "--report-dir",
+                      str(ro)]):
+            assert main(argv) == 2, argv
+            captured = capsys.readouterr()
+            assert "gradcheck run: pytest" not in captured.out
+            (line,) = captured.err.strip().splitlines()
+            assert str(ro) in line and ("not writable" in line or "cannot create" in line)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["sweep", "--dtype", "float7"],
+     "--dtype 'float7' is not a dtype the sweep checks; choose from float64, float32, "
+     "float16, bfloat16"),
+    (["sweep", "--op", ""], "--op '' is empty: it names nothing to select"),
+    (["sweep", "--op", "  "], "--op '  ' is empty"),
+    (["run", "--op", ""], "--op '' is empty: it names nothing to select"),
+    (["run", "--dtype", ""], "--dtype '' is empty"),
+    (["run", "--op", "nosuchop"], "--op 'nosuchop' matches no catalog op"),
+    (["run", "--backend", "nosuchbackend"],
+     "backend='nosuchbackend' is not valid; choose one of: 'numpy', 'torch'"),
+    (["sweep", "--backend", "numpy"], "--backend 'numpy': the sweep reads the inventories "
+                                      "of torch, jax"),
+], ids=["sweep-dtype-float7", "sweep-op-empty", "sweep-op-blank", "run-op-empty",
+        "run-dtype-empty", "run-op-nosuchop", "run-backend-unknown", "sweep-backend-numpy"])
+def test_a_selection_of_nothing_is_an_error_naming_what_was_asked(argv, expected, tmp_path,
+                                                                  capsys):
+    code = main([*argv, "--report-dir", str(tmp_path / "r")]
+                + (["--suites", str(ROOT / "suites")] if argv[0] == "run" else []))
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    (line,) = captured.err.strip().splitlines()
+    assert expected in line
+    assert "gradcheck run: pytest" not in captured.out and not (tmp_path / "r").exists()
+
+
+def test_a_sweep_dtype_no_selected_op_declares_is_an_error(tmp_path):
+    from gradcheck.sweep import SweepConfig, sweep
+    from gradcheck.sweep.runner import NothingSelected
+
+    pytest.importorskip("torch")
+    pytest.importorskip("expecttest")
+    cfg = SweepConfig(("torch",), ops=("torch.argmax",), dtypes=("bfloat16",), profile="quick")
+    with pytest.raises(NothingSelected, match="argmax"):
+        sweep(cfg, tmp_path)  # argmax is left out (not differentiable): no op at all
+    cfg = SweepConfig(("torch",), ops=("torch.nn.functional.silu",), dtypes=("float16",),
+                      profile="quick")
+    inv_dtypes = __import__("gradcheck.sweep", fromlist=["inventory"]).inventory(
+        "torch", ["torch.nn.functional.silu"]).ops[0].dtypes
+    assert "float16" in inv_dtypes  # a declared dtype goes through the check below
+    with pytest.raises(NothingSelected, match="--dtype 'complex64'"):
+        sweep(SweepConfig(cfg.backends, cfg.ops, ("complex64",), "quick"), tmp_path)
+
+
+def test_an_adapter_module_that_exits_at_import_is_an_error_not_a_pass(tmp_path):
+    (tmp_path / "quitter.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "raiser.py").write_text("raise SystemExit(0)\n")
+    for module in ("quitter", "raiser"):
+        proc = gradcheck_cli("run", "--backend", f"{module}:Adapter", "--report-dir",
+                             str(tmp_path / "r"), cwd=tmp_path)
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert (f"backend='{module}:Adapter': importing {module} called sys.exit(0)"
+                in proc.stderr)
+        assert "gradcheck run: pytest" not in proc.stdout
+    # the API says the same (gradcheck.check would otherwise end the caller's process)
+    from gradcheck.backends.registry import get_backend
+    from gradcheck.core.errors import InvalidArgument
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(InvalidArgument, match="called sys.exit"):
+            get_backend("raiser:Adapter")
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+@pytest.mark.parametrize("jobs", ["0", "-1", "abc", "1.5", "", "100000"])
+def test_jobs_out_of_bounds_is_one_clear_line(command, jobs, tmp_path, capsys):
+    from gradcheck.cli import usable_cpus
+
+    argv = [command, f"--jobs={jobs}", "--report-dir", str(tmp_path / "r")]
+    code = main(argv + (["--suites", str(ROOT / "suites")] if command == "run" else []))
+    captured = capsys.readouterr()
+    assert code == 2
+    (line,) = captured.err.strip().splitlines()  # one line, not pytest's usage
+    shown = jobs if jobs == "100000" else repr(jobs)
+    assert line.startswith(f"gradcheck: error: -j/--jobs {shown}")
+    assert f"{4 * usable_cpus()}" in line
+    assert "gradcheck run: pytest" not in captured.out and not (tmp_path / "r").exists()
+
+
+def test_jobs_within_bounds_reach_pytest(tmp_path):
+    from gradcheck.cli import parse_jobs, pytest_args, usable_cpus
+
+    assert parse_jobs("auto") == "auto" and parse_jobs("1") == 1
+    assert parse_jobs(str(4 * usable_cpus())) == 4 * usable_cpus()
+    args = _parser().parse_args(["run", "-j", "2", "--report-dir", str(tmp_path)])
+    if __import__("importlib").util.find_spec("xdist") is not None:
+        argv = pytest_args(args, ROOT / "suites")
+        assert argv[argv.index("-n") + 1] == "2"

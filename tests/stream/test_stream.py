@@ -181,7 +181,8 @@ def test_a_stream_given_twice_is_counted_once(tmp_path):
 def test_write_failure_warns_and_the_check_goes_on(tmp_path):
     with stream.using(tmp_path / "r.jsonl") as s:
         os.close(s._fd)  # the file descriptor disappears under the stream
-        with pytest.warns(RuntimeWarning, match="cannot write results"):
+        lost = r"cannot write .*r\.jsonl.*results from here on are lost"
+        with pytest.warns(RuntimeWarning, match=lost):
             report = gradcheck.check(FUNCTIONS["sin"], np.ones(2), backend="numpy")
         assert report.passed
         s._fd = os.open(os.devnull, os.O_WRONLY)  # let close() finish cleanly
@@ -464,3 +465,39 @@ def test_a_broken_adapters_devices_are_described_in_a_record_the_reader_accepts(
     assert record["devices"] == [] and record["devices_error"]
     assert backends_fields({"backends": [record]}) == [record]
     assert describe_backend(NumpyBackend())["devices"] == ["cpu"]
+
+
+# -- a full disk and an unwritable directory (real file systems: tests/support/disk.py) -------
+
+
+def test_a_write_that_fails_is_remembered_and_named_not_silent(tmp_path):
+    import warnings as _warnings
+
+    from gradcheck.core.errors import WriteFailed
+    from gradcheck.stream import ResultStream
+    from tests.support.disk import tmpfs
+    from tests.support.report_data import numpy_results
+
+    with tmpfs(tmp_path / "disk", size="64k") as disk:
+        s = ResultStream(disk / "results.jsonl")
+        assert s.error is None
+        with _warnings.catch_warnings(record=True) as caught:
+            _warnings.simplefilter("always")
+            for _ in range(40):  # far more than 64 KiB of results
+                for r in numpy_results():
+                    s.record(r)
+            s.close()
+        assert isinstance(s.error, WriteFailed)  # before: a warning at most, nothing to ask
+        assert str(s.error) == (f"cannot write {str(disk / 'results.jsonl')!r}: "
+                                "No space left on device")
+        assert len([w for w in caught if "No space left" in str(w.message)]) == 1
+
+
+def test_a_stream_in_an_unwritable_directory_is_a_write_failure_naming_it(tmp_path):
+    from gradcheck.core.errors import WriteFailed
+    from gradcheck.stream import ResultStream
+    from tests.support.disk import tmpfs
+
+    with tmpfs(tmp_path / "ro", read_only=True) as ro:
+        with pytest.raises(WriteFailed, match=r"cannot write '.*/ro/sub/results\.jsonl'"):
+            ResultStream(ro / "sub" / "results.jsonl")

@@ -389,3 +389,14 @@ def test_a_second_sweep_into_a_folder_in_use_is_refused_and_touches_nothing(tmp_
     assert code in (0, 1)
     assert "jax.nn.soft_sign" in (out / "index.html").read_text()
     assert not (out / ".gradcheck.lock").exists()  # released after the sweep
+
+
+def test_a_full_disk_during_a_sweep_is_an_error_naming_the_stream(tmp_path):
+    from gradcheck.core.errors import WriteFailed
+    from tests.support.disk import tmpfs
+
+    twin = next(o for o in _ops() if o.name == "twin.torch_sin")
+    with tmpfs(tmp_path / "disk", size="64k", leave=4096) as disk:
+        # before: the sweep returned as if complete, its stream cut short
+        with pytest.raises(WriteFailed, match=r"cannot write '.*/results\.jsonl': No space"):
+            sweep(QUICK, disk, extra_ops=[twin])
