@@ -33,12 +33,31 @@ _GRACE_S = 0.1  # the watchdog fires this long after the timer: the timer goes f
 _REPEAT_S = 0.1  # and again this often, for a function that swallowed the first Timeout
 
 
-def _set_async(thread_id: int, exc: type[BaseException] | None) -> None:
-    """Raise ``exc`` in thread ``thread_id`` at its next bytecode (``None``: drop one that is
+class _Flush(BaseException):  # noqa: N818 - private: replaces a pending Timeout, then caught
+    """Raised in the checked thread by :meth:`_Watchdog.stop` in place of a Timeout that may be
+    pending, and caught there at once."""
+
+
+def _set_async(thread_id: int, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in thread ``thread_id`` at its next bytecode (replacing one that is
     pending).  CPython's ``PyThreadState_SetAsyncExc``: no signal, nothing user code can
-    disable."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), None if exc is None else ctypes.py_object(exc))
+    disable.  Never called with NULL to *drop* a pending exception: on CPython 3.10/3.11 that
+    leaves the interpreter's eval-breaker flag set for good (it is reset only when an
+    exception is delivered), and every later bytecode of the process then runs the pending-
+    call check: the whole interpreter slowed some 100x (a Hypothesis search run after one
+    check with ``timeout=`` no longer finished)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
+
+
+def _flush() -> None:
+    """Replace a Timeout pending on this thread by a :class:`_Flush` and take it here (it is
+    delivered at the next bytecode check: a loop's backward jump at the latest)."""
+    try:
+        _set_async(threading.get_ident(), _Flush)
+        for _ in range(1_000_000):
+            pass
+    except _Flush:
+        return
 
 
 class _Watchdog:
@@ -65,12 +84,15 @@ class _Watchdog:
                 return
 
     def stop(self) -> None:
-        """Disarm; a Timeout raised but not yet delivered is dropped (the body is over)."""
+        """Disarm; a Timeout raised but not yet delivered is dropped (the body is over): it is
+        replaced by a :class:`_Flush` that is delivered and caught here (called in the watched
+        thread)."""
         while True:
             try:
                 with self._lock:
                     self._armed = False
-                    _set_async(self._target, None)
+                    if threading.get_ident() == self._target:
+                        _flush()
                 break
             except Timeout:  # delivered on the way out, before the lock: meant for the body
                 continue
@@ -100,7 +122,7 @@ def deadline(seconds: float | None) -> Iterator[bool]:
         yield False
         return
 
-    active = [True]
+    active = [False]  # the timer's signal raises only inside the body, not while it is set up
 
     def _alarm(signum, frame):  # noqa: ARG001 - the signal handler's signature
         if active[0]:  # once the body is over, a late signal is dropped, not raised
@@ -114,6 +136,7 @@ def deadline(seconds: float | None) -> Iterator[bool]:
         if timer:
             previous = signal.signal(signal.SIGALRM, _alarm)
             old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+        active[0] = True
         yield True
     finally:
         while True:  # a Timeout due now was meant for the body: it must not skip the restoring

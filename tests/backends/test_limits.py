@@ -5,8 +5,10 @@ the test itself; nothing asserts a duration."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+import time
 
 import pytest
 
@@ -95,3 +97,27 @@ def test_no_timeout_escapes_a_body_that_finished_in_time():
     done = threading.Event()
     done.wait(0.5)  # a stray Timeout would be raised here, at the next bytecodes
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_pending_timeout_is_never_dropped_with_null(monkeypatch):
+    """``PyThreadState_SetAsyncExc(id, NULL)`` leaves CPython 3.10/3.11's eval-breaker flag set
+    for good: every later bytecode of the process ran the pending-call check (a Hypothesis search
+    after one check with ``timeout=`` never finished).  The deadline replaces a pending Timeout
+    by an exception it catches instead, so every call passes an exception."""
+    import ctypes
+
+    real = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    calls = []
+
+    class Recording:
+        def PyThreadState_SetAsyncExc(self, tid, exc):  # noqa: N802 - the C API's name
+            calls.append(exc)
+            return real(tid, exc)
+
+    monkeypatch.setattr(limits.ctypes, "pythonapi", Recording())
+    for seconds in (0.001, 5.0):
+        with contextlib.suppress(limits.Timeout):
+            with limits.deadline(seconds):
+                time.sleep(0.05)
+    assert calls and all(c is not None and c.value in (limits.Timeout, limits._Flush)
+                         for c in calls)
