@@ -14,7 +14,7 @@ from gradcheck.backends._cache import FunctionCache
 from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure, GuardedBackend
 from gradcheck.backends.registry import get_backend
-from gradcheck.core import arguments as _args
+from gradcheck.core import arguments
 from gradcheck.core.dtypes import float_bits, is_complex, is_floating
 from gradcheck.core.errors import GradientMismatch, InvalidArgument, NothingDecided
 from gradcheck.core.results import CheckResult, Report, Shown, Status, number, shown, shown_element
@@ -141,9 +141,9 @@ def _validate(backend: Backend, device: str, dtype: str | None, modes: Sequence[
         raise InvalidArgument.choice("modes", modes, _MODES)
     if isinstance(order, bool) or order not in (1, 2) or not isinstance(order, numbers.Integral):
         raise InvalidArgument.choice("order", order, (1, 2))
-    _args.integer("probes", probes, minimum=1)
-    _args.tolerance("atol", atol)
-    _args.tolerance("rtol", rtol)
+    arguments.integer("probes", probes, minimum=1)
+    arguments.tolerance("atol", atol)
+    arguments.tolerance("rtol", rtol)
     return modes
 
 
@@ -207,7 +207,7 @@ def check(
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
     """
-    seed = _args.seed(seed)
+    seed = arguments.seed(seed)
     be = get_backend(backend)
     try:
         modes_t = _validate(be, device, dtype, modes, order, probes, atol, rtol)
@@ -218,7 +218,7 @@ def check(
                                              f"failed: {exc.failure.text}")
         return Report(stream.record_many([bad]))
     order, probes = int(order), int(probes)
-    limit = _args.timeout(timeout)
+    limit = arguments.timeout(timeout)
     model = validated_model(error_model)
     call = _with_kwargs(fn, kwargs)
     arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]

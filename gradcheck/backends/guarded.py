@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gradcheck.backends import limits as _limits
+from gradcheck.backends import limits
 from gradcheck.backends.base import Backend
 from gradcheck.core.results import shorten
 
@@ -144,8 +144,8 @@ def _guarded(call: str, f: Callable[..., T], args: tuple, kwargs: dict[str, Any]
         return f(*args, **kwargs)
     except BaseException as exc:
         if not isinstance(exc, Exception) and (
-                not whole or isinstance(exc, (_limits.Timeout, GeneratorExit))
-                or not _limits.contained(exc)):
+                not whole or isinstance(exc, (limits.Timeout, GeneratorExit))
+                or not limits.contained(exc)):
             raise
         return AdapterFailure.of(call, exc)
 

@@ -41,7 +41,7 @@ from gradcheck.backends.registry import get_backend
 from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import CheckResult, Report, Status
 from gradcheck.core.taxonomy import CheckKind
-from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import error_model
 
 KIND = CheckKind.CONFORMANCE
 DEFAULT_PROBE_OPS = ("sin", "mul", "sum", "matmul")
@@ -173,7 +173,7 @@ def _close(actual: np.ndarray, expected: np.ndarray, dtype: str) -> tuple[bool, 
     a = np.asarray(actual, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     scale = float(np.max(np.abs(e))) if e.size else 0.0
-    allowed = FORWARD_GAMMA * tolerance.eps(dtype) * (np.abs(e) + scale)
+    allowed = FORWARD_GAMMA * error_model.eps(dtype) * (np.abs(e) + scale)
     diff = np.abs(a - e)
     worst = float(np.max(diff)) if diff.size else 0.0
     return bool(np.all(diff <= allowed)), worst, float(np.max(allowed)) if diff.size else 0.0

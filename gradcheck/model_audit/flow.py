@@ -40,7 +40,7 @@ from gradcheck import stream
 from gradcheck.backends import _seeding
 from gradcheck.backends.guarded import AdapterFailure, attempt, attempt_whole
 from gradcheck.backends.registry import backend_devices, get_backend
-from gradcheck.core import arguments as _args
+from gradcheck.core import arguments
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.core.results import CheckKind, FlowStatus, ParameterFlow, Report, Status
 from gradcheck.model_audit import intent as _intent
@@ -131,7 +131,7 @@ def audit(
     :class:`InvalidArgument` for unknown names; never raises for a misbehaving model (that is
     an ``error`` result).
     """
-    seed = _args.seed(seed)
+    seed = arguments.seed(seed)
     error_model = validated_model(error_model)
     be = get_backend(backend)
     devices = backend_devices(be)

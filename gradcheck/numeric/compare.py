@@ -14,13 +14,9 @@ import numpy as np
 from gradcheck.backends.guarded import AdapterFailure
 from gradcheck.core.results import CheckKind, CheckResult, Status, shown
 from gradcheck.numeric import (
-    path_noise as _path_noise,
-)
-from gradcheck.numeric import (
+    path_noise,
     rounding,
-)
-from gradcheck.numeric import (
-    second_estimate as _second_estimate,
+    second_estimate,
 )
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.judge import (
@@ -52,8 +48,7 @@ from gradcheck.numeric.stages import (
     ReverseSamples,
     RoundingSamples,
 )
-from gradcheck.oracle import error_model as tolerance
-from gradcheck.oracle import fd
+from gradcheck.oracle import error_model, fd
 
 
 @dataclass(frozen=True)
@@ -66,7 +61,7 @@ class Samples:
     forward: ForwardSamples
     alternatives: AlternativeSamples
     rounding: RoundingSamples | None
-    second: _second_estimate.SecondEstimates
+    second: second_estimate.SecondEstimates
 
 
 def model_of(prep: Prepared) -> AllowanceModel:
@@ -118,7 +113,7 @@ def compare_pair(prep: Prepared, s: Samples, i: int, j: int, sl: slice) -> None:
         for k in got:
             if judged.stands is not None and judged.stands.side is not None and (
                     not np.all(np.isfinite(ad[k]))
-                    or _second_estimate.agrees(prep, {k: ad[k]}, judged.stands.side)):
+                    or second_estimate.agrees(prep, {k: ad[k]}, judged.stands.side)):
                 # a kind the estimate can judge on its own: it agrees (another kind's
                 # disagreement made the abstention), or its value is not finite
                 _emit_rules(prep, pr, i, sl, where, judged.stands, {k: ad[k]})
@@ -143,7 +138,7 @@ def compare_pair(prep: Prepared, s: Samples, i: int, j: int, sl: slice) -> None:
 
 
 def _emit_rules(prep: Prepared, pr: Probes, i: int, sl: slice, where: dict[str, int],
-                judged: _second_estimate.Judged, ad: dict[CheckKind, np.ndarray]) -> None:
+                judged: second_estimate.Judged, ad: dict[CheckKind, np.ndarray]) -> None:
     """The AD values ``ad`` per kind against the estimate ``judged`` settled on."""
     fde, side = judged.estimate, judged.side
     assert fde is not None and side is not None
@@ -207,7 +202,7 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
 
 
 def _verdict_message(v: Verdict, label: str, level: float | None, oracle: bool,
-                     model: tolerance.ErrorModel) -> Callable[[CheckResult], str]:
+                     model: error_model.ErrorModel) -> Callable[[CheckResult], str]:
     def message(r: CheckResult) -> str:
         if v.status is Status.INCONCLUSIVE:
             return unresolved_message(r, label, v.model_allowed, v.terms, oracle,
@@ -259,7 +254,7 @@ def _path_noise_if_needed(prep: Prepared, name: str, pr: Probes, i: int, j: int,
     P = len(pr.v[i])
     cts = [cotangents(prep, i, pr.v[i][p], np.float64) for p in range(P)]
     shares = model.rounding(share_terms)
-    return np.array(_path_noise.measured_extra(
+    return np.array(path_noise.measured_extra(
         prep.backend.backend, prep.fn, name, prep.args64, prep.diff, prep.diff.index(j), cts,
         [pr.u[j][p] for p in range(P)], list(shares), prep.device, prep.cfg.seed,
         model=model))
@@ -282,12 +277,12 @@ def compare_low(prep: Prepared, where: dict[str, int],
         ju = np.sqrt(np.mean(np.square(fde.value[:, sl]), axis=0))
         curv = np.sqrt(np.mean(np.square(fde.curvature[:, sl]), axis=0))
         noise64 = np.max(fde.noise[:, sl], axis=0)
-    n_fwd = tolerance.forward_error(y, y_d, noise64, prep.dtype)
-    cond = tolerance.conditioning_norm(pr.v[i][0].ravel(), n_fwd, curv, ju,
+    n_fwd = error_model.forward_error(y, y_d, noise64, prep.dtype)
+    cond = error_model.conditioning_norm(pr.v[i][0].ravel(), n_fwd, curv, ju,
                                        model=prep.cfg.error_model)
     cmp = rounding.compare(smp, prep.diff.index(j), prep.args64[j].shape, prep.dtype, cond,
                            prep.cfg.atol, prep.cfg.rtol, model=prep.cfg.error_model)
-    ratio = tolerance.ratio(cmp.discrepancy, cmp.allowance.allowed)
+    ratio = error_model.ratio(cmp.discrepancy, cmp.allowance.allowed)
     ok = ratio <= 1.0 and np.isfinite(cmp.actual)
     rel = cmp.discrepancy / cmp.expected if cmp.expected else (0.0 if not cmp.discrepancy
                                                                else float("inf"))

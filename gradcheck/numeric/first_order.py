@@ -3,7 +3,7 @@ the full comparisons where it cannot pass."""
 
 from __future__ import annotations
 
-from gradcheck.numeric import screen as _screen
+from gradcheck.numeric import screen
 from gradcheck.numeric.compare import Samples, compare_pair
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.probes import draw, out_slices
@@ -24,8 +24,8 @@ def first_order_or_screen(prep: Prepared) -> None:
     in the default the comparisons of two AD values run beside it), the full checks where it
     cannot pass (their results then say why they ran, in ``details["screen"]``,
     ``details["fast_screen"]`` under ``fast``)."""
-    if _screen.applies(prep):
-        reason = _screen.screen(prep)
+    if screen.applies(prep):
+        reason = screen.screen(prep)
         if reason is None:
             return
     elif not prep.cfg.fast:
@@ -33,7 +33,7 @@ def first_order_or_screen(prep: Prepared) -> None:
         return
     else:
         reason = f"the screen covers float64 rule checks only (dtype {prep.dtype})"
-    key = _screen.label(prep)[0]
+    key = screen.label(prep)[0]
     first_order(prep.with_recorder(prep.recorder.with_details({key: f"escalated: {reason}"})))
 
 

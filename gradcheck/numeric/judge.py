@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.core.results import CheckKind, CheckResult, Status, number, shown
-from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import error_model
 
 
 @dataclass(frozen=True)
@@ -26,15 +26,15 @@ class AllowanceModel:
 
     atol: float | None = None
     rtol: float | None = None
-    model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+    model: error_model.ErrorModel = error_model.DEFAULT_MODEL
 
     @property
     def explicit(self) -> bool:
         return self.atol is not None or self.rtol is not None
 
     def allowance(self, expected: float, fd_error: float, terms: float, dtype: str, *,
-                  conditioning: float = 0.0, measured: float = 0.0) -> tolerance.Allowance:
-        return tolerance.allowance(expected, fd_error, terms, dtype, conditioning=conditioning,
+                  conditioning: float = 0.0, measured: float = 0.0) -> error_model.Allowance:
+        return error_model.allowance(expected, fd_error, terms, dtype, conditioning=conditioning,
                                    measured=measured, atol=self.atol, rtol=self.rtol,
                                    model=self.model)
 
@@ -101,7 +101,7 @@ def _at(a: np.ndarray | None, q: int) -> float:
 
 
 def probe_ratios(c: Comparison, model: AllowanceModel
-                 ) -> tuple[list[float], list[tolerance.Allowance]]:
+                 ) -> tuple[list[float], list[error_model.Allowance]]:
     """Per probe: the ratio of ``|actual - expected|`` to the allowance, and the allowance."""
     ratios, allows = [], []
     for p in range(c.probes):
@@ -109,7 +109,7 @@ def probe_ratios(c: Comparison, model: AllowanceModel
                             c.dtype, conditioning=_at(c.conditioning, p),
                             measured=_at(c.measured, p))
         allows.append(a)
-        ratios.append(tolerance.ratio(abs(float(c.actual[p]) - float(c.expected[p])), a.allowed))
+        ratios.append(error_model.ratio(abs(float(c.actual[p]) - float(c.expected[p])), a.allowed))
     return ratios, allows
 
 
@@ -153,7 +153,7 @@ def agreement_message(r: CheckResult, label: str) -> str:
 
 
 def unresolved_message(r: CheckResult, label: str, model: float, terms: float,
-                       oracle: bool, resolution: float = tolerance.RESOLUTION) -> str:
+                       oracle: bool, resolution: float = error_model.RESOLUTION) -> str:
     """Why a comparison within its allowance is not passed: the allowance is not resolved."""
     what = r.subject + (f" ({label})" if label else "")
     v = shown(r)
@@ -168,7 +168,7 @@ def unresolved_message(r: CheckResult, label: str, model: float, terms: float,
             f"[{r.allowed_source}]")
 
 
-def rounding_level_note(level: float, factor: float = tolerance.ROUNDING_LEVEL) -> str:
+def rounding_level_note(level: float, factor: float = error_model.ROUNDING_LEVEL) -> str:
     """What a failure at the rounding level adds to its message (``factor``: the model's
     rounding-level factor)."""
     return (f"; at the rounding level (|diff| within {number(level)}, "

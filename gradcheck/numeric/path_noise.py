@@ -22,7 +22,7 @@ import numpy as np
 from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import AdapterFailed
 from gradcheck.numeric.agreement import Side, _element_noise
-from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import error_model
 
 
 class _AlternativePath:
@@ -38,7 +38,7 @@ class _AlternativePath:
 def measured_extra(backend: Any, fn: Callable, path: str, args: Sequence[np.ndarray],
                    diff: Sequence[int], position: int, cotangents: Sequence[Sequence[np.ndarray]],
                    tangents: Sequence[np.ndarray], shares: Sequence[float], device: str,
-                   seed: int, *, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+                   seed: int, *, model: error_model.ErrorModel = error_model.DEFAULT_MODEL
                    ) -> list[float]:
     """Per probe: ``max(0, model.noise_bound(sum_k |u_k| sigma_k) - share)`` for the input at
     ``position`` of ``diff``, ``sigma`` the steadier path's element noise; ``model`` is the

@@ -25,7 +25,7 @@ from gradcheck.numeric.context import (
     output_name,
     outputs,
 )
-from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import error_model
 
 
 def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, device: str,
@@ -163,7 +163,7 @@ def _pure(rec: Recorder, before: list[np.ndarray], after: list[np.ndarray]) -> b
 
 
 def _deterministic(rec: Recorder, evaluate: Callable[[], list[Any] | AdapterFailure],
-                   outs64: Sequence[Any], model: tolerance.ErrorModel) -> bool:
+                   outs64: Sequence[Any], model: error_model.ErrorModel) -> bool:
     """Whether a second evaluation at the same point gives the same outputs, within
     ``rounding_gamma`` ulps of each output element (a multithreaded reduction may sum in another
     order); an ``inconclusive`` result with the size of the difference where not: finite

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.core.results import WorstElement
-from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import error_model
 
 _WORST = 5
 
@@ -57,12 +57,12 @@ class RoundingComparison:
     actual: float  # ||g_d||
     discrepancy: float  # ||g_d - g_64||
     noise: float
-    allowance: tolerance.Allowance
+    allowance: error_model.Allowance
     worst: tuple[WorstElement, ...]
 
 
 def perturb(args_d: Sequence[np.ndarray], diff: Sequence[int], eps: float,
-            rng: np.random.Generator, ulps: int = tolerance.DEFAULT_MODEL.rounding_ulps
+            rng: np.random.Generator, ulps: int = error_model.DEFAULT_MODEL.rounding_ulps
             ) -> list[np.ndarray]:
     """Move every element of the differentiable inputs by ``-ulps..ulps`` (``-2..2`` by
     default) units of ``eps`` (relative)."""
@@ -75,7 +75,7 @@ def perturb(args_d: Sequence[np.ndarray], diff: Sequence[int], eps: float,
 
 
 def samples(vjp_at: VjpAt, args_d: Sequence[np.ndarray], diff: Sequence[int], low_dtype: object,
-            eps: float, seed: int, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+            eps: float, seed: int, model: error_model.ErrorModel = error_model.DEFAULT_MODEL
             ) -> list[Sample]:
     """The VJPs at ``args_d`` and at ``model.rounding_samples`` points perturbed by up to
     ``model.rounding_ulps`` units of ``eps``."""
@@ -99,7 +99,7 @@ def noise_level(all_samples: Sequence[Sample], pos: int) -> float:
 
 def compare(all_samples: Sequence[Sample], pos: int, shape: tuple[int, ...], dtype: str,
             conditioning: float, atol: float | None, rtol: float | None, *,
-            model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> RoundingComparison:
+            model: error_model.ErrorModel = error_model.DEFAULT_MODEL) -> RoundingComparison:
     """Compare at the first sample (the point itself); the others measure the noise.  The
     allowance is ``model``'s :meth:`~gradcheck.oracle.error_model.ErrorModel.norm_allowance` (or the
     explicit ``atol``/``rtol``)."""
@@ -107,7 +107,7 @@ def compare(all_samples: Sequence[Sample], pos: int, shape: tuple[int, ...], dty
     e = g_low - g64
     noise = noise_level(all_samples, pos)
     norm = float(np.linalg.norm(g64))
-    allow = tolerance.rounding_allowance(norm, conditioning, noise, dtype, atol=atol, rtol=rtol,
+    allow = error_model.rounding_allowance(norm, conditioning, noise, dtype, atol=atol, rtol=rtol,
                                          model=model)
     return RoundingComparison(norm, float(np.linalg.norm(g_low)), float(np.linalg.norm(e)), noise,
                               allow, _worst(g_low, g64, shape, allow.allowed))

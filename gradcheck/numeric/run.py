@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.backends import limits as _limits
+from gradcheck.backends import limits
 from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import GuardedBackend, describe
 from gradcheck.core.results import CheckKind, CheckResult, Status
@@ -54,7 +54,7 @@ def _pipeline(backend: GuardedBackend, device: str
     def run(fn: Callable, inputs: Sequence[Any], dtype: str, config: CheckConfig,
             recorder: Recorder) -> None:
         try:
-            with _limits.deadline(config.timeout if config.order_level == 0 else None):
+            with limits.deadline(config.timeout if config.order_level == 0 else None):
                 prep = prepare(backend, fn, inputs, device=device, dtype=dtype, config=config,
                                recorder=recorder)
                 if isinstance(prep, Finished):
@@ -62,13 +62,13 @@ def _pipeline(backend: GuardedBackend, device: str
                 first_order_or_screen(prep)
                 if config.order >= 2:
                     second_order(prep, run)
-        except _limits.Timeout:
+        except limits.Timeout:
             recorder.record(CheckKind.CALL, Status.ERROR,
                             message=f"the check did not finish within timeout={config.timeout:g}"
                                     " s (the function or the adapter hung or is too slow); the "
                                     "checks not reported above did not run")
         except BaseException as exc:  # a sys.exit in fn, a bug below the boundary: not the end
-            if not _limits.contained(exc):
+            if not limits.contained(exc):
                 raise
             recorder.record(CheckKind.CALL, Status.ERROR,
                             message=f"unexpected failure while checking: {describe(exc)}")

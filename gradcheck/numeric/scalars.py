@@ -16,8 +16,7 @@ from gradcheck.core.results import CheckKind
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.probes import Probes, out_slices
 from gradcheck.numeric.stages import ForwardSamples, ReverseSamples
-from gradcheck.oracle import error_model as tolerance
-from gradcheck.oracle import fd
+from gradcheck.oracle import error_model, fd
 
 # kind -> (the AD scalars per probe, their absolute terms per probe)
 AdScalars = dict[CheckKind, tuple[np.ndarray, np.ndarray]]
@@ -134,7 +133,7 @@ def rule_conditioning(prep: Prepared, pr: Probes, i: int, fde: fd.FDEstimate, sl
         return None
     y = np.asarray(prep.outs64[i], dtype=np.float64).ravel()
     model = prep.cfg.error_model
-    return np.array([tolerance.conditioning_term(pr.v[i][p].ravel(), y, fde.curvature[p, sl],
+    return np.array([error_model.conditioning_term(pr.v[i][p].ravel(), y, fde.curvature[p, sl],
                                                  fde.value[p, sl], model=model)
                      for p in range(len(pr.v[i]))])
 

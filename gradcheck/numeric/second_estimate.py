@@ -36,14 +36,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed
-from gradcheck.numeric import scaled_estimate as _scaled_estimate
+from gradcheck.numeric import scaled_estimate
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.judge import AllowanceModel, Comparison, probe_ratios
 from gradcheck.numeric.probes import Probes, batch_fn, f0
 from gradcheck.numeric.scalars import AdScalars, FdSide, fd_side
 from gradcheck.numeric.stages import ReverseSamples
-from gradcheck.oracle import error_model as tolerance
-from gradcheck.oracle import fd
+from gradcheck.oracle import error_model, fd
 from gradcheck.oracle.scaled import crossing
 
 
@@ -72,13 +71,13 @@ class SecondEstimates:
 
     by_input: dict[int, fd.FDEstimate | None] = field(default_factory=dict)
     reverse: ReverseSamples = field(default_factory=dict)  # the run's VJPs (scaled estimate)
-    scaled_by_input: dict[int, _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
+    scaled_by_input: dict[int, scaled_estimate.Scaled | scaled_estimate.Declined] = \
         field(default_factory=dict)
     # per input and estimate a failure rests on (the first or the second): the elements its
     # steps cross, and the estimate without them
     crossings: dict[tuple[int, int], tuple[np.ndarray, float | None]] = \
         field(default_factory=dict)
-    uncrossed_by: dict[tuple[int, int], _scaled_estimate.Scaled | _scaled_estimate.Declined] = \
+    uncrossed_by: dict[tuple[int, int], scaled_estimate.Scaled | scaled_estimate.Declined] = \
         field(default_factory=dict)
 
     def revisit(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
@@ -120,9 +119,9 @@ class SecondEstimates:
         (:func:`._scaled_estimate.uncrossed`) is sharp and an AD value disagrees with it; and
         what that estimate gave."""
         if key not in self.uncrossed_by:
-            self.uncrossed_by[key] = _scaled_estimate.uncrossed(prep, pr, j, rests_on, mask)
+            self.uncrossed_by[key] = scaled_estimate.uncrossed(prep, pr, j, rests_on, mask)
         un = self.uncrossed_by[key]
-        if isinstance(un, _scaled_estimate.Declined):
+        if isinstance(un, scaled_estimate.Declined):
             return True, f"without the crossed elements: not estimated ({un.reason})"
         got2 = un.ad(prep, self.reverse, i, j, list(got))
         if got2 is None:
@@ -154,12 +153,12 @@ class SecondEstimates:
         ``None``, what it gave, and whether it refutes the AD values (sharp, and they
         disagree with it)."""
         if j not in self.scaled_by_input:
-            self.scaled_by_input[j] = _scaled_estimate.estimate(prep, pr, j)
+            self.scaled_by_input[j] = scaled_estimate.estimate(prep, pr, j)
         sc = self.scaled_by_input[j]
-        if isinstance(sc, _scaled_estimate.Declined):
+        if isinstance(sc, scaled_estimate.Declined):
             return None, f"not estimated ({sc.reason})", False
         where = f"{sc.groups} group(s) of scales"
-        if sc.width > _scaled_estimate.GROUP_BINADES:
+        if sc.width > scaled_estimate.GROUP_BINADES:
             where += f" of up to {sc.width} binades"
         got2 = sc.ad(prep, self.reverse, i, j, list(got))
         if got2 is None:
@@ -171,7 +170,7 @@ class SecondEstimates:
         ad2 = {kind: vals[0] for kind, vals in got2.items()}
         what = f"{where}, steps {_all_steps(est)}, give {_fmt(side2.values)} (error " \
                f"{_fmt(side2.errors)})"
-        if not sharp(side2, _scaled_estimate.SHARP):
+        if not sharp(side2, scaled_estimate.SHARP):
             return None, (f"{what}, an estimate too coarse to judge with (error up to "
                           f"{_worst(side2):.2g} of the terms)"), False
         if not agrees(prep, ad2, side2):
@@ -253,7 +252,7 @@ class SecondEstimates:
         return self.by_input[j]
 
 
-def _per_group(sc: _scaled_estimate.Scaled, i: int, sl: slice, got: AdScalars
+def _per_group(sc: scaled_estimate.Scaled, i: int, sl: slice, got: AdScalars
                ) -> fd.FDEstimate:
     """Per group of the scaled estimate, its own steps' rows where they are decidable and
     sharp on the output slice ``sl``, else the extended ladder's (chosen by the estimates'
@@ -266,7 +265,7 @@ def _per_group(sc: _scaled_estimate.Scaled, i: int, sl: slice, got: AdScalars
         r = sc.rows(g)
         mine = fd.rows_of(sc.estimate, r)
         rows = FdSide(own.values[r], own.errors[r], own.magnitudes[r], own.terms[r])
-        ok = decidable(mine, sl) and sharp(rows, _scaled_estimate.SHARP)
+        ok = decidable(mine, sl) and sharp(rows, scaled_estimate.SHARP)
         parts.append(mine if ok else fd.rows_of(sc.extended, r))
     return fd.stack(parts)
 
@@ -287,7 +286,7 @@ def _crossed_note(judged: Judged, rests_on: fd.FDEstimate, smallest: float, got:
 
 
 def contradicted(first: fd.FDEstimate, second: fd.FDEstimate, sl: slice,
-                 model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> int:
+                 model: error_model.ErrorModel = error_model.DEFAULT_MODEL) -> int:
     """How many elements (probe x output element on ``sl``) of the two estimates differ by
     more than the sum of their error estimates (with the rule check's safety factor): where
     one does, at least one error model does not hold at ``x``."""

@@ -27,8 +27,7 @@ from gradcheck.numeric.probes import (
     stacked,
     vjp_at,
 )
-from gradcheck.oracle import error_model as tolerance
-from gradcheck.oracle import fd
+from gradcheck.oracle import error_model, fd
 
 # per probe, per differentiable input (in ``diff`` order): a derivative as float64
 Rows = list[list[np.ndarray]]
@@ -101,7 +100,7 @@ def rounding_samples(prep: Prepared, pr: Probes) -> RoundingSamples:
     for i in prep.float_outs:
         try:
             out[i] = rounding.samples(vjp_at(prep, i, pr.v[i][0]), prep.args_d, prep.diff,
-                                      numpy_dtype(prep.dtype), tolerance.eps(prep.dtype),
+                                      numpy_dtype(prep.dtype), error_model.eps(prep.dtype),
                                       prep.cfg.seed, prep.cfg.error_model)
         except AdapterFailed as exc:
             out[i] = exc.failure

@@ -62,22 +62,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.oracle import error_model as tolerance
-from gradcheck.oracle import fd
+from gradcheck.oracle import error_model, fd
 
-_H_FACTOR = tolerance.DEFAULT_MODEL.dense_h_factor
+_H_FACTOR = error_model.DEFAULT_MODEL.dense_h_factor
 _NODES = np.array([-1.0, -0.5, 0.5, 1.0, 2.0])  # in units of h; f(x) is the sixth node, s = 0
 # derivative weights at s = 0 (in units of 1/h) on _NODES; the weight of f(x) is separate
 _W4 = np.array([1.0 / 6, -4.0 / 3, 4.0 / 3, -1.0 / 6, 0.0])  # degree 4 (s = 0 weight: 0)
 _W5 = np.array([1.0 / 9, -16.0 / 15, 16.0 / 9, -1.0 / 3, 1.0 / 90])
 _W5_0 = -0.5  # degree 5, the weight of f(x)
-_NOISE_DIRECTIONS = tolerance.DEFAULT_MODEL.dense_noise_directions
-_NOISE_SHRINK = tolerance.DEFAULT_MODEL.dense_noise_shrink
-_RTOL = tolerance.DEFAULT_MODEL.dense_rtol
-_FLOOR = tolerance.DEFAULT_MODEL.dense_floor
-_SPOT_COLUMNS = tolerance.DEFAULT_MODEL.dense_spot_columns
-_SPOT_SHRINK = tolerance.DEFAULT_MODEL.dense_spot_shrink
-_ARG_RTOL = tolerance.DEFAULT_MODEL.dense_arg_rtol
+_NOISE_DIRECTIONS = error_model.DEFAULT_MODEL.dense_noise_directions
+_NOISE_SHRINK = error_model.DEFAULT_MODEL.dense_noise_shrink
+_RTOL = error_model.DEFAULT_MODEL.dense_rtol
+_FLOOR = error_model.DEFAULT_MODEL.dense_floor
+_SPOT_COLUMNS = error_model.DEFAULT_MODEL.dense_spot_columns
+_SPOT_SHRINK = error_model.DEFAULT_MODEL.dense_spot_shrink
+_ARG_RTOL = error_model.DEFAULT_MODEL.dense_arg_rtol
 _POINTS_PER_CALL = 6_000_000  # floats per batched call (5 points x columns x n): ~48 MB
 
 
@@ -95,7 +94,7 @@ class DenseJacobian:
 
 def stencil_jacobian(f_batch: Callable, x: np.ndarray, f0: np.ndarray, *,
                      table: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, int]],
-                     seed: int = 0, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
+                     seed: int = 0, model: error_model.ErrorModel = error_model.DEFAULT_MODEL
                      ) -> DenseJacobian:
     """FD Jacobian of ``f_batch`` at ``x`` (every column), from the 5-point stencil, with the
     guards of the module docstring.  ``table(cols)`` computes the columns ``cols`` with the

@@ -62,13 +62,12 @@ from typing import Literal
 
 import numpy as np
 
-from gradcheck.oracle import _stencil, fd
-from gradcheck.oracle import error_model as tolerance
+from gradcheck.oracle import _stencil, error_model, fd
 
-_COMPRESS_BELOW = tolerance.DEFAULT_MODEL.sparse_compress_below
+_COMPRESS_BELOW = error_model.DEFAULT_MODEL.sparse_compress_below
 _DIRECTIONS_PER_CALL = 128  # FD directions per batched call (bounds memory)
-_MIN_WEIGHT = tolerance.DEFAULT_MODEL.sparse_min_weight
-_LEAF = tolerance.DEFAULT_MODEL.sparse_leaf
+_MIN_WEIGHT = error_model.DEFAULT_MODEL.sparse_min_weight
+_LEAF = error_model.DEFAULT_MODEL.sparse_leaf
 
 Method = Literal["auto", "table", "coordinates", "stencil", "coloured"]
 
@@ -96,7 +95,7 @@ class FDJacobian:
 def fd_jacobian(f_batch: Callable, x: np.ndarray, pattern: np.ndarray | None = None, *,
                 method: Method = "auto", rows: slice | None = None,
                 f0: np.ndarray | None = None, seed: int = 0, levels: int = 5,
-                model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL, chunk: int = 4096,
+                model: error_model.ErrorModel = error_model.DEFAULT_MODEL, chunk: int = 4096,
                 columns: int = _DIRECTIONS_PER_CALL) -> FDJacobian:
     """The FD Jacobian ``J[rows, :]`` (``(m, n)``, default every row) of ``f_batch`` (points
     ``(B, n)`` -> values ``(B, M)``) at ``x`` (flattened), with its error estimate.
@@ -158,7 +157,7 @@ def _table(f_batch: Callable, x: np.ndarray, h0: float, f0: np.ndarray, levels: 
 
 
 def _dense(f_batch: Callable, x: np.ndarray, h0: float, f0: np.ndarray, levels: int,
-           seed: int, model: tolerance.ErrorModel) -> FDJacobian:
+           seed: int, model: error_model.ErrorModel) -> FDJacobian:
     """The ``"stencil"`` method: a 5-point stencil per column, guarded by the table."""
     n = x.size
 
@@ -222,7 +221,7 @@ def _fd_along(f_batch: Callable, x: np.ndarray, D: np.ndarray, h0: float, f0: np
 
 
 def _allowed(err: np.ndarray, a: np.ndarray, b: np.ndarray | float,
-             model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> np.ndarray:
+             model: error_model.ErrorModel = error_model.DEFAULT_MODEL) -> np.ndarray:
     """The localization's allowance for comparing ``a`` and ``b`` (FD error ``err``, the terms
     ``|a| + |b|``): :meth:`gradcheck.oracle.error_model.ErrorModel.allowed`."""
     return model.allowed(err, np.abs(a) + np.abs(b))
@@ -243,7 +242,7 @@ class _Problem:
     rng: np.random.Generator
     value: np.ndarray  # (m, n) the FD Jacobian, filled in pass by pass
     error: np.ndarray
-    model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # judges each cell
+    model: error_model.ErrorModel = error_model.DEFAULT_MODEL  # judges each cell
     evaluations: int = 0
     directions: int = 0
     verified: int = 0  # sets evaluated with a second weighting
@@ -310,7 +309,7 @@ class _Pass:
 
 
 def _coloured(f_batch: Callable, x: np.ndarray, J_ad: np.ndarray, sl: slice, *,
-              f0: np.ndarray, seed: int, levels: int, model: tolerance.ErrorModel,
+              f0: np.ndarray, seed: int, levels: int, model: error_model.ErrorModel,
               h0: float) -> FDJacobian:
     """The ``"coloured"`` method: the FD block ``J[sl, :]``, compressed by the colouring of
     ``J_ad``'s pattern where that needs at most ``n / 3`` colours, else the ``"stencil"``

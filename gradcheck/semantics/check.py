@@ -33,7 +33,7 @@ from gradcheck import stream
 from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import AdapterFailure, attempt_whole
 from gradcheck.backends.registry import backend_devices, get_backend
-from gradcheck.core import arguments as _args
+from gradcheck.core import arguments
 from gradcheck.core.dtypes import widest_dtype
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.core.results import Report, Status
@@ -69,7 +69,7 @@ def _validate(be: Backend, device: str, dtype: str, probes: Sequence[str] | None
             raise InvalidArgument.choice("probes", p, FAMILIES)
     if not chosen:
         raise InvalidArgument("probes=() selects nothing; omit it to run every family")
-    _args.integer("examples", examples, minimum=1)
+    arguments.integer("examples", examples, minimum=1)
     return chosen
 
 
@@ -98,7 +98,7 @@ def check_semantics(
     Never raises for a misbehaving backend (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
     """
-    seed = _args.seed(seed)
+    seed = arguments.seed(seed)
     be = get_backend(backend)
     if dtype is None:
         dtype = widest_dtype(be.dtypes)

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck import stream
-from gradcheck.backends import children
-from gradcheck.backends import limits as _limits
+from gradcheck.backends import children, limits
 from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.errors import WriteFailed
 from gradcheck.core.results import CheckResult, Status, SweepInfo, Triage
@@ -212,9 +211,9 @@ def _check_point(op: Op, point: points.Point, dtype: str, order: int, modes: tup
 def _bounded(job: Any, seconds: float, fallback: Any) -> Any:
     """``job()`` within ``seconds`` (``fallback()`` where it does not finish)."""
     try:
-        with _limits.deadline(seconds):
+        with limits.deadline(seconds):
             return job()
-    except _limits.Timeout:
+    except limits.Timeout:
         return fallback()
 
 

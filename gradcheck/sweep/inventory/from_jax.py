@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gradcheck.sweep.inventory import namespaces as _namespaces
+from gradcheck.sweep.inventory import namespaces
 from gradcheck.sweep.inventory.records import Inventory, LeftOut, Op
 
 NAMESPACES = ("jax.numpy", "jax.numpy.linalg", "jax.scipy.special", "jax.nn", "jax.lax")
@@ -58,8 +58,8 @@ def inventory(names: Sequence[str] | None = None) -> Inventory:
     spaces = [(space, importlib.import_module(space)) for space in NAMESPACES]
     with jax.enable_x64(True), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, attr, fn in _namespaces.walk(spaces, names, "jax", left):
-            built = _namespaces.probe(name, attr, fn, "jax", _tried, _DTYPES, True, True)
+        for name, attr, fn in namespaces.walk(spaces, names, "jax", left):
+            built = namespaces.probe(name, attr, fn, "jax", _tried, _DTYPES, True, True)
             if isinstance(built, Op):
                 ops.append(built)
             else:

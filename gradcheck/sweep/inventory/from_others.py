@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gradcheck.sweep.inventory import namespaces as _namespaces
+from gradcheck.sweep.inventory import namespaces
 from gradcheck.sweep.inventory.records import Inventory, LeftOut, Op
 
 ENGINES = {
@@ -53,15 +53,15 @@ def inventory(backend: str, names: Sequence[str] | None = None) -> Inventory:
     from gradcheck.backends.registry import get_backend
 
     be = get_backend(backend)
-    tried = _namespaces.adapter_tried(backend)
+    tried = namespaces.adapter_tried(backend)
     dtypes = tuple(be.dtypes)
     ops: list[Op] = []
     left: list[LeftOut] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, attr, obj in _namespaces.walk(_spaces(backend), names, backend, left):
+        for name, attr, obj in namespaces.walk(_spaces(backend), names, backend, left):
             fn: Callable[..., Any] = _Method(attr) if backend == "tinygrad" else obj
-            built = _namespaces.probe(name, attr, fn, backend, tried, dtypes,
+            built = namespaces.probe(name, attr, fn, backend, tried, dtypes,
                                       bool(be.supports_jvp), bool(be.supports_order2))
             if isinstance(built, Op):
                 ops.append(built)
