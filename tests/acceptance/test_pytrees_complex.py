@@ -266,6 +266,15 @@ def test_real_inputs_complex_outputs_and_complex_leaves_of_a_dict():
     assert {r.input_path for r in report.results} == {"p['z'].real", "p['z'].imag", "p['s']"}
 
 
+def test_order_2_and_the_fast_check_run_on_nested_complex_inputs():
+    report = gradcheck.assert_gradients(lambda z: torch.exp(z) * z.conj(), _t(Z[:3]),
+                                        backend="torch", order=2)
+    assert {"vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"} <= {r.kind.value for r in report.results}
+    report = gradcheck.assert_gradients(lambda p: jnp.sin(p["z"]) * p["a"],
+                                        {"z": Z[:3], "a": B[:1]}, backend="jax", fast=True)
+    assert {r.input_path for r in report.results} == {"p['z'].real", "p['z'].imag", "p['a']"}
+
+
 def test_complex64_is_checked_in_float32():
     report = gradcheck.assert_gradients(torch.exp, _t(Z.astype(np.complex64)), backend="torch")
     assert {r.dtype for r in report.results} == {"float32"}
