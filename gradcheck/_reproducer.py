@@ -199,18 +199,23 @@ def _value(v: Any, k: int, seed: int) -> str:
 
 
 def script(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any],
-           kwargs: Mapping[str, Any] | None = None) -> str:
+           kwargs: Mapping[str, Any] | None = None, rebuild: Sequence[str] | None = None
+           ) -> str:
     """The reproducer: a script that defines ``fn`` and the inputs, calls
-    ``gradcheck.check(fn, *inputs, **options)`` and prints the result."""
+    ``gradcheck.check(fn, *inputs, **options)`` and prints the result.  ``rebuild``: for
+    nested or complex inputs, each input as an expression of ``leaves`` (the ``arrays``)."""
     lines = ["import runpy", "", "import numpy as np", ""]
     if any(np.asarray(a).dtype.name.startswith(_ML_PREFIXES) for a in arrays):
         lines[2:2] = ["import ml_dtypes"]
-    lines += ["import gradcheck", "", *_function_lines(fn), "inputs = ["]
+    lines += ["import gradcheck", "", *_function_lines(fn),
+              "inputs = [" if rebuild is None else "leaves = ["]
     seed = int(options.get("seed", 0))
     for k, a in enumerate(arrays):
         expr, note = array_literal(a, k, seed)
         lines.append(f"    {expr},{note}")
     lines.append("]")
+    if rebuild is not None:  # nested or complex inputs, rebuilt from their arrays
+        lines += ["inputs = [", *(f"    {e}," for e in rebuild), "]"]
     args = ", ".join(f"{k}={_value(v, -1, seed)}" for k, v in options.items())
     if kwargs:
         kw = ", ".join(f"{k!r}: {_value(v, -1, seed)}" for k, v in kwargs.items())

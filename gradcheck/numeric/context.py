@@ -35,6 +35,9 @@ class CheckConfig:
     timeout: float | None = None  # seconds for the whole check (:mod:`.._limits`)
     order_level: int = 0  # 1 inside the order-2 sub-run (the outer deadline covers it)
     error_model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # check(error_model=...)
+    # each input's name where the inputs are nested or complex (``params['w']``, ``z.real``);
+    # results carry it as ``input_path`` (None: inputs are named by position)
+    input_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class Identity:
     shapes: tuple[tuple[int, ...], ...]
     reproducer: str
     test_id: str
+    input_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,9 @@ class Recorder:
         details = dict(kw.pop("details", {}))
         if paths is not None and i is not None and i < len(paths):
             details["output_path"] = paths[i]
+        j, names = kw.get("input_index"), self.identity.input_paths
+        if names is not None and j is not None and j < len(names):
+            details["input_path"] = names[j]
         details.update(self.details)
         ident, keep = self.identity, True
         if self.relabel is not None:
@@ -135,6 +142,9 @@ class Finished:
     """Preparation ended the run: its results (already recorded) say why."""
 
     reason: str = ""
+    # the function to run the pipeline on instead (its complex outputs as real and imaginary
+    # parts: :func:`gradcheck.backends.trees.realified`), where preparation found it needs one
+    retry: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -178,9 +188,17 @@ class Prepared:
         """``output 1``, or ``output ['a']`` where the adapter names outputs by path."""
         return output_name(self.output_paths, i)
 
+    def input(self, k: int) -> str:
+        """``input 1``, or ``input params['w']`` where the inputs are nested or complex."""
+        return input_name(self.cfg.input_paths, k)
+
 
 def output_name(paths: tuple[str, ...] | None, i: int) -> str:
     return f"output {paths[i]}" if paths is not None and i < len(paths) else f"output {i}"
+
+
+def input_name(paths: tuple[str, ...] | None, k: int) -> str:
+    return f"input {paths[k]}" if paths is not None and k < len(paths) else f"input {k}"
 
 
 def is_float(a: np.ndarray) -> bool:

@@ -23,7 +23,8 @@ _INT_FIELDS = ("input_index", "output_index", "seed")
 _NUMBER_FIELDS = ("expected", "actual", "discrepancy", "relative_discrepancy", "allowed",
                   "discrepancy_ratio", "duration_s")
 #: the typed fields of keys that older streams carry in ``details`` (both forms are accepted)
-_TYPED_STRINGS = ("path", "bug_class", "section", "computed_in", "alternative", "localized")
+_TYPED_STRINGS = ("path", "bug_class", "section", "computed_in", "alternative", "localized",
+                  "input_path")
 _TYPED_INTS = ("probe", "probes", "elements_over")
 _TYPED_NUMBERS = ("rounding_level", "max_abs_discrepancy", "max_rel_discrepancy")
 _ENV_STRINGS = ("role", "host", "started", "gradcheck", "python", "implementation", "platform",
