@@ -1,26 +1,37 @@
-"""The reproducer of a :func:`gradcheck.check` call: a Python script that runs as printed.
+"""The reproducer of a :func:`gradcheck.check` call: a Python script that runs as printed and
+fails (exit status 1, the failure message printed) while the checked gradient is wrong.
 
 It imports the function back (from its module by name, or, where that module is not on the
 path, from the file that defines it with :func:`runpy.run_path`), keeps a
 :class:`~gradcheck.NumpyFunction`'s hand-written rules (the object itself where it is a
 module-level name, else rebuilt from its importable parts), binds ``Function.apply`` to its
-class, and defines the inputs: inline at full precision (``np.array(..., dtype=...)``) up to
-:data:`INLINE_MAX` elements each, larger ones as a random stand-in of the same shape and dtype
-that the script says is not the checked point (with the checked bytes' SHA-256 to compare a
-replacement against).  What cannot be imported (a lambda, a function defined inside another)
-makes the script stop at once with a message saying what to define.
+class, and where nothing imports it (a lambda, a function defined inside another) writes its
+source into the script (:mod:`gradcheck._function_source`), with what the source refers to.
+The inputs are exact: inline at full precision (``np.array(..., dtype=...)``) up to
+:data:`INLINE_MAX` elements each, larger ones saved to an ``.npz`` file (:class:`InputsFile`)
+beside the active result stream (the report directory), else in the temporary directory, and
+loaded by the script from its path.  What cannot be written (an ``nn.Module`` a lambda closes
+over) is marked ``PASTE HERE`` and the script's first line says it does not run as printed
+(:func:`heading`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gradcheck import stream
+from gradcheck._function_source import recover
+from gradcheck.core.results import CheckResult, Status
 from gradcheck.core.rules import NumpyFunction
 from gradcheck.oracle.error_model import ErrorModel
 
@@ -104,24 +115,69 @@ def _import(obj: Any, as_name: str) -> list[str] | None:
     return lines
 
 
-def _function_lines(fn: Callable) -> list[str]:
-    """Lines that define ``fn`` in the script."""
+#: the first line of a script that needs the user's definitions before it runs
+PARTIAL = "# NOT RUNNABLE AS PRINTED:"
+_PASTE = "PASTE HERE"
+
+
+def heading(script: str) -> str:
+    """What a message says above ``script``: that it runs as printed, or what to paste in."""
+    if script.startswith(PARTIAL):
+        return f"reproduce (a script: define what it marks {_PASTE}, then run it)"
+    return "reproduce (a script, runs as printed)"
+
+
+def _function_lines(fn: Callable) -> tuple[list[str], list[str]]:
+    """Lines that define ``fn`` in the script, and what the user must define (PASTE HERE)."""
     lines = _import(fn, "fn")
     if lines is not None:
-        return lines
+        return lines, []
 
     if isinstance(fn, NumpyFunction):  # rebuilt from its parts, the hand-written rules kept
         parts = {"forward": fn.forward, "vjp": fn.vjp, "jvp": fn.jvp}
-        found = {k: _import(v, k) for k, v in parts.items() if v is not None}
+        found = {k: _defined(v, k) for k, v in parts.items() if v is not None}
         if all(v is not None for v in found.values()):
-            lines = [line for k in found for line in found[k]]  # type: ignore[union-attr]
+            lines = [line for k in found for line in found[k][0]]  # type: ignore[index]
+            missing = [m for k in found for m in found[k][1]]  # type: ignore[index]
             jvp = "jvp" if "jvp" in found else "None"
             return lines + [f"fn = gradcheck.NumpyFunction(forward, vjp, {jvp}, "
-                            f"name={fn.name!r})"]
+                            f"name={fn.name!r})"], missing
+    found_fn = _defined(fn, "fn")
+    if found_fn is not None:
+        return found_fn
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    why = (f"{name} cannot be imported back (a lambda, a function defined inside another, or "
-           "an object without a module-level name)")
-    return [f"raise NotImplementedError({why + ': define fn here' !r})"]
+    what = (f"fn: the function checked ({name}, a {type(fn).__name__}: it has no importable "
+            "name and its source cannot be read)")
+    return ["fn = ..."], [what]
+
+
+def _defined(obj: Any, as_name: str) -> tuple[list[str], list[str]] | None:
+    """Lines binding ``as_name`` to ``obj``: imported, else its source recovered."""
+    lines = _import(obj, as_name)
+    if lines is not None:
+        return lines, []
+    found = recover(obj, as_name, _import, _literal)
+    return None if found is None else (found.lines, found.missing)
+
+
+def _literal(value: Any) -> str | None:
+    """A value a function refers to, written out exactly (None: it cannot be)."""
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return repr(value)
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return f"np.{value.dtype.name}({_number(value.item())})"
+    if isinstance(value, np.ndarray) and value.size <= INLINE_MAX and value.dtype.kind in "biuf" \
+            and not value.dtype.name.startswith(_ML_PREFIXES):
+        return array_literal(value, -1, 0)[0]
+    if isinstance(value, (tuple, list)) and len(value) <= INLINE_MAX:
+        items = [_literal(v) for v in value]
+        if all(i is not None for i in items):
+            body = ", ".join(i for i in items if i is not None)
+            body += "," if isinstance(value, tuple) and len(items) == 1 else ""
+            return f"({body})" if isinstance(value, tuple) else f"[{body}]"
+    return None
 
 
 def _number(x: Any) -> str:
@@ -161,19 +217,28 @@ def _digest(a: np.ndarray) -> str:
     return f"their sha256[:16] {h.hexdigest()[:16]}"
 
 
-def array_literal(a: np.ndarray, k: int, seed: int) -> tuple[str, str]:
-    """``(expression, comment)`` recreating input ``k``: exact inline values, or for more than
-    :data:`INLINE_MAX` elements a random stand-in of the same shape and dtype."""
+#: bytes of one input saved to the inputs file at most (a broadcast view of a huge shape is
+#: not materialized)
+SAVED_MAX = 1 << 30
+
+
+def _key(k: int | str) -> str:
+    """The inputs file's name of input ``k`` (an index) or keyword argument ``k`` (a name)."""
+    return f"input_{k}" if isinstance(k, int) else f"kwarg_{k}"
+
+
+def array_literal(a: np.ndarray, k: int | str, seed: int) -> tuple[str, str]:
+    """``(expression, comment)`` recreating input ``k`` inline, exactly; for more than
+    :data:`INLINE_MAX` elements the script reads it from the inputs file (:class:`InputsFile`)
+    instead: ``_saved['input_k']``."""
     a = np.asarray(a)
     dt = _dtype_expr(a.dtype)
     if a.size > INLINE_MAX:
-        digest = _digest(a)
-        make = (f"np.random.default_rng({seed + k}).standard_normal({a.shape!r})"
-                if a.dtype.kind in "fV" else f"np.zeros({a.shape!r})")
-        return (f"{make}.astype({dt})",
-                f"  # inputs[{k}]: {a.size} elements, NOT inlined: a random stand-in of the "
-                f"checked shape and dtype, not the checked values ({digest}): put your "
-                "array here")
+        load = f"_saved[{_key(k)!r}]"
+        if a.dtype.name.startswith(_ML_PREFIXES):  # saved as its raw bits
+            load += f".view({dt})"
+        what = f"inputs[{k}]" if isinstance(k, int) else f"kwargs[{k!r}]"
+        return load, f"  # {what}: {a.size} elements, exact, from the inputs file"
     values = a.astype(np.float64).tolist() if a.dtype.name.startswith(_ML_PREFIXES) else \
         a.tolist()
     text = f"np.array({_nested(values)}, dtype={dt})"
@@ -188,7 +253,99 @@ def array_literal(a: np.ndarray, k: int, seed: int) -> tuple[str, str]:
     return text, ""
 
 
-def _value(v: Any, k: int, seed: int) -> str:
+def inputs_dir() -> Path:
+    """Where inputs files go: ``reproducers/`` beside the active result stream (the report
+    directory), else ``gradcheck-reproducers/`` in the temporary directory."""
+    active = stream.active()
+    if active is not None:
+        return active.path.parent / "reproducers"
+    return Path(tempfile.gettempdir()) / "gradcheck-reproducers"
+
+
+@dataclass(frozen=True)
+class InputsFile:
+    """The exact inputs too big to inline, saved as ``input_<k>`` in an ``.npz`` named by
+    their contents (checking the same inputs again names the same file).  Written only when a
+    result needs reproducing (:meth:`Reproducer.for_results`)."""
+
+    path: Path
+    arrays: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, arrays: Sequence[np.ndarray],
+           kwargs: Mapping[str, Any] | None = None) -> InputsFile | None:
+        named: list[tuple[int | str, Any]] = [*enumerate(arrays), *(kwargs or {}).items()]
+        big = {_key(k): np.asarray(a) for k, a in named
+               if isinstance(a, np.ndarray) and a.size > INLINE_MAX}
+        if not big:
+            return None
+        h = hashlib.sha256()
+        for key, a in big.items():
+            h.update(f"{key} {a.dtype.str} {a.shape} {_digest(a)};".encode())
+        return cls(inputs_dir() / f"inputs-{h.hexdigest()[:20]}.npz", big)
+
+    def write(self, path: Path) -> None:
+        """Save the arrays to ``path`` (atomically; an existing file is the same inputs)."""
+        if path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp.npz")
+        saved = {k: (a.view(f"u{a.itemsize}") if a.dtype.name.startswith(_ML_PREFIXES) else a)
+                 for k, a in self.arrays.items()}
+        np.savez(tmp, **saved)  # type: ignore[arg-type]
+        tmp.replace(path)
+
+    def too_big(self) -> list[str]:
+        return [f"{k}: {a.nbytes} bytes" for k, a in self.arrays.items() if a.nbytes > SAVED_MAX]
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    """The script and the inputs file it reads (None: every input is inline)."""
+
+    text: str
+    inputs: InputsFile | None = None
+
+    def for_results(self, results: Sequence[CheckResult]) -> list[CheckResult]:
+        """``results``, the inputs file written where one of them did not pass (its script
+        then runs); where it cannot be written there, it goes to the temporary directory,
+        and the scripts say the new path; where not at all, the scripts say why."""
+        results = list(results)
+        if self.inputs is None or all(r.status is Status.PASSED for r in results):
+            return results
+        text = self._saved_text()
+        if text == self.text:
+            return results
+        return [dataclasses.replace(r, reproducer=text) if r.reproducer == self.text else r
+                for r in results]
+
+    def _saved_text(self) -> str:
+        assert self.inputs is not None
+        old = self.inputs.path
+        if self.inputs.too_big():
+            why = f"inputs too big to save ({', '.join(self.inputs.too_big())})"
+            return _partial(self.text, old, why)
+        fallback = Path(tempfile.gettempdir()) / "gradcheck-reproducers" / old.name
+        error: OSError | None = None
+        for path in dict.fromkeys([old, fallback]):
+            try:
+                self.inputs.write(path)
+            except OSError as exc:
+                error = exc
+                continue
+            return self.text.replace(repr(str(old)), repr(str(path)))
+        return _partial(self.text, old, f"the inputs file could not be written: {error}")
+
+
+def _partial(text: str, path: Path, why: str) -> str:
+    """The script with its inputs file marked as something the user must provide."""
+    lines = text.splitlines()
+    mark = f"{PARTIAL} {why}: provide {path.name} with the arrays {_PASTE} names"
+    return "\n".join([mark, *(f"{line}  # {_PASTE}: {why}" if line.startswith("_saved =")
+                              else line for line in lines)])
+
+
+def _value(v: Any, k: int | str, seed: int) -> str:
     if isinstance(v, np.ndarray):
         return array_literal(v, k, seed)[0]
     if isinstance(v, float):
@@ -198,14 +355,30 @@ def _value(v: Any, k: int, seed: int) -> str:
     return repr(v)
 
 
-def script(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any],
-           kwargs: Mapping[str, Any] | None = None) -> str:
+def build(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any],
+          kwargs: Mapping[str, Any] | None = None) -> Reproducer:
     """The reproducer: a script that defines ``fn`` and the inputs, calls
-    ``gradcheck.check(fn, *inputs, **options)`` and prints the result."""
+    ``gradcheck.check(fn, *inputs, **options)``, prints the result and exits with status 1
+    unless it passed."""
     lines = ["import runpy", "", "import numpy as np", ""]
     if any(np.asarray(a).dtype.name.startswith(_ML_PREFIXES) for a in arrays):
         lines[2:2] = ["import ml_dtypes"]
-    lines += ["import gradcheck", "", *_function_lines(fn), "inputs = ["]
+    fn_lines, missing = _function_lines(fn)
+    if missing:
+        lines[:0] = [f"{PARTIAL} define what is marked {_PASTE} below, then run it"]
+        lines += [f"# {_PASTE}: {m}" for m in missing]
+        lines += [f"{m.split(':')[0]} = ...  # {_PASTE}" for m in missing
+                  if not m.startswith("fn:")]
+    lines += ["import gradcheck", "", *fn_lines]
+    if missing:
+        names = ", ".join(m.split(":")[0] for m in missing)
+        lines += [f"if any(v is ... for v in ({names},)):",
+                  f"    raise SystemExit('define {names} where this script says {_PASTE}')"]
+    inputs = InputsFile.of(arrays, kwargs)
+    if inputs is not None:
+        lines.append(f"_saved = np.load({str(inputs.path)!r})  # the exact inputs too big to "
+                     "inline")
+    lines.append("inputs = [")
     seed = int(options.get("seed", 0))
     for k, a in enumerate(arrays):
         expr, note = array_literal(a, k, seed)
@@ -213,9 +386,16 @@ def script(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any
     lines.append("]")
     args = ", ".join(f"{k}={_value(v, -1, seed)}" for k, v in options.items())
     if kwargs:
-        kw = ", ".join(f"{k!r}: {_value(v, -1, seed)}" for k, v in kwargs.items())
+        kw = ", ".join(f"{k!r}: {_value(v, k, seed)}" for k, v in kwargs.items())
         args += f", kwargs={{{kw}}}"
     lines += [f"report = gradcheck.check(fn, *inputs, {args})",
               "print(gradcheck.format_failure(report) if not report.passed else "
-              "report.summary())"]
-    return "\n".join(lines)
+              "report.summary())",
+              "raise SystemExit(0 if report.passed else 1)"]
+    return Reproducer("\n".join(lines), inputs)
+
+
+def script(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any],
+           kwargs: Mapping[str, Any] | None = None) -> str:
+    """The text of :func:`build` (its inputs file, if any, not written)."""
+    return build(fn, arrays, options, kwargs).text

@@ -14,3 +14,48 @@ def test_float32_and_nonfinite_values_are_inlined_exactly():
     back = eval(text, {"np": np})
     assert note == "" and back.dtype == np.float32
     assert np.array_equal(back, a, equal_nan=True) and np.signbit(back[4])
+
+
+# -- the source of a function that cannot be imported (gradcheck/_function_source.py) -----------
+
+def _recover(fn):
+    from gradcheck._function_source import recover
+    from gradcheck._reproducer import _import, _literal
+
+    return recover(fn, "fn", _import, _literal)
+
+
+def test_a_lambda_is_cut_out_of_its_line_and_its_neighbour_is_not_taken():
+    pair = (lambda t: np.sin(t), lambda t: np.sin(t) * 1.01)  # two lambdas, one line
+    found = _recover(pair[1])
+    assert found.lines == ["import numpy as np", "fn = lambda t: np.sin(t) * 1.01"]
+    assert found.missing == []
+    assert _recover(pair[0]).lines[-1] == "fn = lambda t: np.sin(t)"
+
+
+def test_a_closure_brings_its_values_modules_and_helpers():
+    def make(scale):
+        offset = np.array([1.0, 2.0])
+
+        def helper(t):
+            return t + offset
+
+        def inner(t):
+            return np.tanh(helper(t)) * scale
+
+        return inner
+
+    found = _recover(make(3.0))
+    text = "\n".join(found.lines)
+    assert "offset = np.array([1.0, 2.0], dtype='float64')" in text
+    assert "def helper(t):" in text and "scale = 3.0" in text and text.endswith("fn = inner")
+    space: dict = {"np": np}  # the script imports numpy as np first
+    exec(text, space)
+    assert np.allclose(space["fn"](np.zeros(2)), make(3.0)(np.zeros(2)))
+
+
+def test_what_cannot_be_written_is_named_for_the_user():
+    lock = __import__("threading").Lock()
+    found = _recover(lambda t: (lock, t)[1])
+    assert found.lines == ["fn = lambda t: (lock, t)[1]"]
+    assert found.missing == ["lock: the _thread.lock the function refers to"]
