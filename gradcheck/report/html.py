@@ -176,8 +176,9 @@ def _failures(data: StreamData) -> str:
     items = "".join(
         f'<li><a href="{esc(_hash_link(check=i))}"><span class="badge s-{r.status.value}">'
         f"{r.status.value}</span> {esc(r.name)}: {esc(r.subject)} [{esc(r.backend)} "
-        f"{esc(r.device)} {esc(r.dtype)}]</a> <span class=\"note\">{esc(shorten(r.message, 200))}"
-        "</span></li>" for i, r in bad[:50])
+        f"{esc(r.device)} {esc(r.dtype)}]</a>"
+        + (f" in <code>{esc(r.test_id)}</code>" if r.test_id else "")
+        + f" <span class=\"note\">{esc(shorten(r.message, 200))}</span></li>" for i, r in bad[:50])
     more = f'<p class="note">{len(bad) - 50} more in the table below.</p>' if len(bad) > 50 else ""
     outside = model.failed_tests_without_checks(data)
     tests = "".join(f"<li><code>{esc(t.test_id)}</code> {esc(t.outcome)}<pre>"

@@ -82,3 +82,101 @@ def test_a_reproducer_that_needs_the_users_object_says_so_and_does_not_claim_to_
         in script
     out = _run(script, tmp_path)  # as printed: it stops and says what to define
     assert out.returncode != 0 and "define layer where this script says PASTE HERE" in out.stderr
+
+
+# -- item 8: expected failures do not break CI -------------------------------------------------
+
+pytest_plugins = ["pytester"]
+
+USER_TESTS = '''
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck import GradientMismatch, NumpyFunction
+
+WRONG = NumpyFunction(np.sin, lambda a, c: (c[0] * np.cos(a[0]) * 1.01,), name="wrong_sin")
+RIGHT = NumpyFunction(np.sin, lambda a, c: (c[0] * np.cos(a[0]),), name="sin")
+X = np.linspace(0.1, 1.0, 4)
+
+
+@pytest.mark.xfail(raises=GradientMismatch, strict=True)
+def test_xfail():
+    gradcheck.assert_gradients(WRONG, X, backend="numpy")
+
+
+def test_raises():
+    with pytest.raises(GradientMismatch):
+        gradcheck.assert_gradients(WRONG, X, backend="numpy")
+
+
+@pytest.mark.gradcheck_known(reason="wrong_sin's rule is 1% off", link="https://example.org/i/1")
+def test_declared():
+    gradcheck.assert_gradients(WRONG, X, backend="numpy")
+
+
+def test_right():
+    gradcheck.assert_gradients(RIGHT, X, backend="numpy")
+'''
+
+# the mutants of the gate: a failure nothing expects, a declared discrepancy that is gone
+UNEXPECTED = '''
+
+def test_unexpected():
+    gradcheck.assert_gradients(WRONG, X, backend="numpy")
+
+
+@pytest.mark.gradcheck_known(reason="fixed upstream since")
+def test_declared_but_fixed():
+    gradcheck.assert_gradients(RIGHT, X, backend="numpy")
+'''
+
+
+def _gate(pytester: pytest.Pytester, source: str):
+    """pytest with the plugin and a report directory, then ``gradcheck report`` on its stream:
+    (pytest's exit code, gradcheck's junit root, the report's exit code, the page, stdout)."""
+    import xml.etree.ElementTree as ET
+
+    from gradcheck.cli import main
+
+    pytester.makepyfile(test_user=source)
+    pytester.makeconftest('pytest_plugins = ["gradcheck.pytest_plugin"]')
+    out = pytester.path / "reports"
+    env = {k: v for k, v in os.environ.items() if k != gradcheck.stream.ENV_VAR}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--gradcheck-report-dir={out}", "--junitxml=pytest-junit.xml"],
+                          cwd=pytester.path, env=env, capture_output=True, text=True, timeout=600)
+    junit = ET.parse(out / "junit.xml").getroot()
+    code = main(["report", str(out / "results.jsonl"), "-o", str(pytester.path / "again")])
+    page = (pytester.path / "again" / "index.html").read_text()
+    return proc.returncode, junit, code, page, proc.stdout
+
+
+def test_expected_failures_agree_with_pytest_in_junit_counts_and_exit_status(pytester):
+    pytest_code, junit, report_code, page, stdout = _gate(pytester, USER_TESTS)
+    assert pytest_code == 0, stdout
+    assert (junit.get("failures"), junit.get("errors")) == ("0", "0")
+    assert int(junit.get("skipped")) >= 3  # a known discrepancy is a skipped testcase
+    assert report_code == 0  # gradcheck report agrees with pytest
+    assert "checks:" in stdout and "known" in stdout and "failed" not in stdout.split(
+        "checks:")[1].splitlines()[0]
+    # the declared one is shown as known, with its reason and link
+    assert "wrong_sin&#x27;s rule is 1% off" in page or "wrong_sin's rule is 1% off" in page
+    assert "https://example.org/i/1" in page
+    known = [c for c in junit.iter("testcase") if c.find("skipped") is not None
+             and "known discrepancy" in c.find("skipped").get("message", "")]
+    assert any("wrong_sin's rule is 1% off" in c.find("skipped").get("message") for c in known)
+
+
+def test_unexpected_failures_still_fail_the_gate_and_name_their_test(pytester):
+    pytest_code, junit, report_code, page, stdout = _gate(pytester, USER_TESTS + UNEXPECTED)
+    assert pytest_code == 1
+    assert int(junit.get("failures")) >= 1 and report_code == 1
+    # the failures list names the pytest node id of each failing check
+    assert "in test_user.py::test_unexpected" in stdout
+    assert "<code>test_user.py::test_unexpected</code>" in page
+    assert "XPASS(strict)" in stdout  # a declared discrepancy that is gone fails the test
+    for expected in ("test_xfail", "test_raises", "test_declared"):  # still expected
+        assert f"test_user.py::{expected}</code>" not in page.split('id="failures"')[1].split(
+            "</section>")[0]
