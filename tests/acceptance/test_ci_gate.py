@@ -180,3 +180,42 @@ def test_unexpected_failures_still_fail_the_gate_and_name_their_test(pytester):
     for expected in ("test_xfail", "test_raises", "test_declared"):  # still expected
         assert f"test_user.py::{expected}</code>" not in page.split('id="failures"')[1].split(
             "</section>")[0]
+
+
+# -- item 9: Hypothesis strategies for the user's own ops --------------------------------------
+
+def test_a_given_test_with_the_public_strategies_catches_a_mutant_and_passes_its_twin():
+    from hypothesis import given, settings
+
+    from gradcheck import NumpyFunction
+    from gradcheck import strategies as gst
+
+    def softsign(off: float) -> NumpyFunction:  # x / (1 + |x|): a kink of f'' at 0
+        return NumpyFunction(lambda x: x / (1 + np.abs(x)),
+                             lambda a, c: (c[0] / (1 + np.abs(a[0])) ** 2 * off,),
+                             name="softsign")
+
+    def given_test(op):
+        @settings(max_examples=20, derandomize=True, deadline=None, database=None)
+        @given(gst.arrays(gst.shapes(max_dims=2), "float64", avoid=[0.0]))
+        def test(x):
+            gradcheck.assert_gradients(op, x, backend="numpy", modes=("rev",), order=2)
+        return test
+
+    given_test(softsign(1.0))()
+    with pytest.raises(GradientMismatch):
+        given_test(softsign(1.001))()
+
+
+# -- item 10: `gradcheck backends` imports no engine ----------------------------------------------
+
+def test_gradcheck_backends_lists_versions_without_importing_an_engine(tmp_path):
+    code = ("import sys, gradcheck.cli\n"
+            "gradcheck.cli.main(['backends'])\n"
+            "print('imported:', sorted(m for m in ('torch', 'jax', 'tensorflow', 'mlx', "
+            "'tinygrad', 'autograd') if m in sys.modules))\n")
+    out = _run(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "imported: []"
+    torch = pytest.importorskip("torch")
+    assert f"torch       {torch.__version__.split('+')[0]}" in out.stdout
