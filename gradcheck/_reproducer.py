@@ -307,11 +307,13 @@ class Reproducer:
     inputs: InputsFile | None = None
 
     def for_results(self, results: Sequence[CheckResult]) -> list[CheckResult]:
-        """``results``, the inputs file written where one of them did not pass (its script
-        then runs); where it cannot be written there, it goes to the temporary directory,
-        and the scripts say the new path; where not at all, the scripts say why."""
+        """``results``, the inputs file written where one of them failed, errored or was
+        inconclusive (its script then runs; a skipped check needs no reproducing); where it
+        cannot be written there, it goes to the temporary directory, and the scripts say the
+        new path; where not at all, the scripts say why."""
         results = list(results)
-        if self.inputs is None or all(r.status is Status.PASSED for r in results):
+        if self.inputs is None or all(r.status in (Status.PASSED, Status.SKIPPED)
+                                      for r in results):
             return results
         text = self._saved_text()
         if text == self.text:
