@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-_MAX_SOURCE = 20_000  # characters of source searched for a lambda
+_MAX_SOURCE = 5_000  # characters of source searched for a lambda
 _MAX_DEPTH = 4  # helper functions recovered through helper functions
 
 Importer = Callable[[Any, str], "list[str] | None"]
@@ -61,7 +61,7 @@ def _same(text: str, code: types.CodeType) -> bool:
     """Whether ``text`` (one lambda expression) compiles to the function's code: the same
     arguments, constants and outside names (a closure cell compiles as a global here)."""
     try:
-        compiled = compile(text, "<reproducer>", "eval")
+        compiled = compile(f"({text}\n)", "<reproducer>", "eval")
     except (SyntaxError, ValueError):
         return False
     lam = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
@@ -74,13 +74,16 @@ def _same(text: str, code: types.CodeType) -> bool:
 
 
 def _lambda_at(text: str, start: int) -> str | None:
-    """The longest text from ``start`` that parses as one lambda expression."""
+    """The longest text from ``start`` that parses as one lambda expression (it ends where the
+    source has a delimiter next: ``, ) ] } ;``, a comment, a line end, or the end)."""
     rest = text[start:]
-    for end in range(len(rest), 6, -1):
-        if rest[end - 1].isspace():
-            continue
+    ends = [k for k, ch in enumerate(rest) if ch in ",)]};#\n"] + [len(rest)]
+    for end in reversed(ends):
+        if end <= 6:
+            break
         try:
-            node = ast.parse(rest[:end].strip(), mode="eval").body
+            # in parentheses: it may span lines; the newline ends a comment it may hold
+            node = ast.parse(f"({rest[:end].strip()}\n)", mode="eval").body
         except SyntaxError:
             continue
         if isinstance(node, ast.Lambda):
@@ -88,15 +91,27 @@ def _lambda_at(text: str, start: int) -> str | None:
     return None
 
 
+_FOUND: dict[tuple[types.CodeType, str], str | None] = {}  # lambda_text's answers
+_FOUND_MAX = 512
+
+
 def lambda_text(source: str, code: types.CodeType) -> str | None:
-    """The lambda of ``code`` cut out of the lines that define it (``source``), or None."""
-    if len(source) > _MAX_SOURCE:
-        return None
-    for m in re.finditer(r"\blambda\b", source):
-        text = _lambda_at(source, m.start())
-        if text is not None and _same(text, code):
-            return text
-    return None
+    """The lambda of ``code`` cut out of the lines that define it (``source``), or None
+    (remembered: a lambda checked again is not searched for again)."""
+    key = (code, source)
+    if key in _FOUND:
+        return _FOUND[key]
+    found = None
+    if len(source) <= _MAX_SOURCE:
+        for m in re.finditer(r"\blambda\b", source):
+            text = _lambda_at(source, m.start())
+            if text is not None and _same(text, code):
+                found = text
+                break
+    if len(_FOUND) >= _FOUND_MAX:
+        _FOUND.clear()
+    _FOUND[key] = found
+    return found
 
 
 def _definition(fn: Any, code: types.CodeType, as_name: str) -> tuple[list[str], str] | None:
@@ -109,7 +124,9 @@ def _definition(fn: Any, code: types.CodeType, as_name: str) -> tuple[list[str],
         text = lambda_text(source, code)
         if text is None:
             return None
-        body = f"({text})" if "\n" in text else text
+        body = text
+        if "\n" in text:  # in parentheses, closed after a comment that ends it, if any
+            body = f"({text}\n)" if "#" in text.splitlines()[-1] else f"({text})"
         return f"{as_name} = {body}".splitlines(), text
     text = textwrap.dedent(source).rstrip()
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -105,7 +106,9 @@ def _import(obj: Any, as_name: str) -> list[str] | None:
     attr = f".{rest}" if rest else ""
     from_file = f"{as_name} = runpy.run_path({file!r})[{head!r}]{attr}"
     if module == "__main__" or module not in sys.modules:  # a script, or a file loaded by path
-        return [from_file + "  # from the file that defines it"] if file else None
+        # (not '<stdin>' or a notebook cell: no file to load)
+        return [from_file + "  # from the file that defines it"] if file and os.path.isfile(
+            file) else None
     lines = ([f"from {module} import {head} as _{as_name}", f"{as_name} = _{as_name}{attr}"]
              if attr else [f"from {module} import {head} as {as_name}"])
     if file and not _installed(file):

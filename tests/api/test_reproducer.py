@@ -33,6 +33,16 @@ def test_a_lambda_is_cut_out_of_its_line_and_its_neighbour_is_not_taken():
     assert _recover(pair[0]).lines[-1] == "fn = lambda t: np.sin(t)"
 
 
+def test_a_lambda_over_two_lines_is_written_in_parentheses():
+    fns = (lambda t: np.cos(t)
+           + 1.5, None)
+    found = _recover(fns[0])
+    assert found.lines[-2:] == ["fn = (lambda t: np.cos(t)", "           + 1.5)"]
+    space: dict = {}
+    exec("\n".join(found.lines), space)
+    assert space["fn"](0.0) == 2.5
+
+
 def test_a_closure_brings_its_values_modules_and_helpers():
     def make(scale):
         offset = np.array([1.0, 2.0])
