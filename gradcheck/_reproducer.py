@@ -130,22 +130,24 @@ def heading(script: str) -> str:
     return "reproduce (a script, runs as printed)"
 
 
-def _function_lines(fn: Callable) -> tuple[list[str], list[str]]:
-    """Lines that define ``fn`` in the script, and what the user must define (PASTE HERE)."""
+def _function_lines(fn: Callable, literal: Callable[[Any], str | None]
+                    ) -> tuple[list[str], list[str]]:
+    """Lines that define ``fn`` in the script, and what the user must define (PASTE HERE);
+    ``literal`` writes the values a recovered function refers to."""
     lines = _import(fn, "fn")
     if lines is not None:
         return lines, []
 
     if isinstance(fn, NumpyFunction):  # rebuilt from its parts, the hand-written rules kept
         parts = {"forward": fn.forward, "vjp": fn.vjp, "jvp": fn.jvp}
-        found = {k: _defined(v, k) for k, v in parts.items() if v is not None}
+        found = {k: _defined(v, k, literal) for k, v in parts.items() if v is not None}
         if all(v is not None for v in found.values()):
             lines = [line for k in found for line in found[k][0]]  # type: ignore[index]
             missing = [m for k in found for m in found[k][1]]  # type: ignore[index]
             jvp = "jvp" if "jvp" in found else "None"
             return lines + [f"fn = gradcheck.NumpyFunction(forward, vjp, {jvp}, "
                             f"name={fn.name!r})"], missing
-    found_fn = _defined(fn, "fn")
+    found_fn = _defined(fn, "fn", literal)
     if found_fn is not None:
         return found_fn
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
@@ -154,17 +156,52 @@ def _function_lines(fn: Callable) -> tuple[list[str], list[str]]:
     return ["fn = ..."], [what]
 
 
-def _defined(obj: Any, as_name: str) -> tuple[list[str], list[str]] | None:
+def _defined(obj: Any, as_name: str, literal: Callable[[Any], str | None]
+             ) -> tuple[list[str], list[str]] | None:
     """Lines binding ``as_name`` to ``obj``: imported, else its source recovered."""
     lines = _import(obj, as_name)
     if lines is not None:
         return lines, []
-    found = recover(obj, as_name, _import, _literal)
+    found = recover(obj, as_name, _import, literal)
     return None if found is None else (found.lines, found.missing)
 
 
-def _literal(value: Any) -> str | None:
-    """A value a function refers to, written out exactly (None: it cannot be)."""
+#: a torch or JAX array a function refers to: written as NumPy, converted back in the script
+_NATIVE = {"torch": "__import__('torch').as_tensor({})",
+           "jax": "__import__('jax').numpy.asarray({})",
+           "jaxlib": "__import__('jax').numpy.asarray({})"}
+
+
+class _Values:
+    """Writes the values a recovered function refers to: small ones inline
+    (:func:`_literal`), arrays over :data:`INLINE_MAX` elements into the inputs file as
+    ``value_<n>`` (read back as ``_saved['value_<n>']``), torch and JAX arrays through NumPy
+    (their device and ``requires_grad`` are not kept)."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def __call__(self, value: Any) -> str | None:
+        wrap = _NATIVE.get(type(value).__module__.split(".")[0])
+        if wrap is not None:
+            try:
+                host = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+            except Exception:  # not an array after all
+                return None
+            inner = self(host)
+            return None if inner is None else wrap.format(inner)
+        if isinstance(value, np.ndarray) and value.size > INLINE_MAX and \
+                value.dtype.kind in "biuf" and value.nbytes <= SAVED_MAX and \
+                not value.dtype.name.startswith(_ML_PREFIXES):
+            key = f"value_{len(self.arrays)}"
+            self.arrays[key] = value
+            return f"_saved[{key!r}]"
+        return _literal(value, self)
+
+
+def _literal(value: Any, inner: Callable[[Any], str | None] | None = None) -> str | None:
+    """A value a function refers to, written out exactly (None: it cannot be); ``inner``
+    writes the items of a tuple or list."""
     if value is None or isinstance(value, (bool, int, str, bytes)):
         return repr(value)
     if isinstance(value, float):
@@ -175,7 +212,7 @@ def _literal(value: Any) -> str | None:
             and not value.dtype.name.startswith(_ML_PREFIXES):
         return array_literal(value, -1, 0)[0]
     if isinstance(value, (tuple, list)) and len(value) <= INLINE_MAX:
-        items = [_literal(v) for v in value]
+        items = [(inner or _literal)(v) for v in value]
         if all(i is not None for i in items):
             body = ", ".join(i for i in items if i is not None)
             body += "," if isinstance(value, tuple) and len(items) == 1 else ""
@@ -275,11 +312,14 @@ class InputsFile:
     arrays: dict[str, np.ndarray]
 
     @classmethod
-    def of(cls, arrays: Sequence[np.ndarray],
-           kwargs: Mapping[str, Any] | None = None) -> InputsFile | None:
+    def of(cls, arrays: Sequence[np.ndarray], kwargs: Mapping[str, Any] | None = None,
+           values: Mapping[str, np.ndarray] | None = None) -> InputsFile | None:
+        """The file of the large inputs, keyword arguments and ``values`` (those a recovered
+        function refers to, by key), or None where there are none."""
         named: list[tuple[int | str, Any]] = [*enumerate(arrays), *(kwargs or {}).items()]
         big = {_key(k): np.asarray(a) for k, a in named
                if isinstance(a, np.ndarray) and a.size > INLINE_MAX}
+        big.update(values or {})
         if not big:
             return None
         h = hashlib.sha256()
@@ -368,7 +408,12 @@ def build(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any]
     lines = ["import runpy", "", "import numpy as np", ""]
     if any(np.asarray(a).dtype.name.startswith(_ML_PREFIXES) for a in arrays):
         lines[2:2] = ["import ml_dtypes"]
-    fn_lines, missing = _function_lines(fn)
+    values = _Values()
+    fn_lines, missing = _function_lines(fn, values)
+    inputs = InputsFile.of(arrays, kwargs, values.arrays)
+    if inputs is not None:  # before the function: the values it refers to may be there
+        lines.append(f"_saved = np.load({str(inputs.path)!r})  # the exact inputs too big to "
+                     "inline")
     if missing:
         lines[:0] = [f"{PARTIAL} define what is marked {_PASTE} below, then run it"]
         lines += [f"# {_PASTE}: {m}" for m in missing]
@@ -379,10 +424,6 @@ def build(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any]
         names = ", ".join(m.split(":")[0] for m in missing)
         lines += [f"if any(v is ... for v in ({names},)):",
                   f"    raise SystemExit('define {names} where this script says {_PASTE}')"]
-    inputs = InputsFile.of(arrays, kwargs)
-    if inputs is not None:
-        lines.append(f"_saved = np.load({str(inputs.path)!r})  # the exact inputs too big to "
-                     "inline")
     lines.append("inputs = [")
     seed = int(options.get("seed", 0))
     for k, a in enumerate(arrays):

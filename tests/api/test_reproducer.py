@@ -4,6 +4,7 @@ as a failure message prints them, are tested in test_messages.py."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gradcheck._reproducer import array_literal
 
@@ -69,3 +70,33 @@ def test_what_cannot_be_written_is_named_for_the_user():
     found = _recover(lambda t: (lock, t)[1])
     assert found.lines == ["fn = lambda t: (lock, t)[1]"]
     assert found.missing == ["lock: the _thread.lock the function refers to"]
+
+
+def test_large_arrays_a_closure_refers_to_go_to_the_inputs_file(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gradcheck
+
+    torch = pytest.importorskip("torch")
+    weights = np.linspace(-1.0, 1.0, 200)
+    bias = torch.linspace(0.0, 1.0, 200, dtype=torch.float64)
+
+    def make(off):
+        # the value is sin(t) * weights + bias whatever off is; the gradient is off times right
+        return lambda t: ((torch.sin(t) * off - torch.sin(t).detach() * (off - 1.0))
+                          * torch.as_tensor(weights) + bias).sum()
+
+    with gradcheck.stream.using(tmp_path / "results.jsonl"):
+        report = gradcheck.check(make(1.01), np.linspace(0.1, 1.0, 200),
+                                 backend="torch", modes=("rev",))
+    script = report.failures[0].reproducer
+    assert "weights = _saved['value_" in script and "bias = __import__('torch').as_tensor(" \
+        in script and "off = 1.01" in script and not script.startswith("#")
+    root = str(Path(gradcheck.__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path, env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"},
+                         timeout=300)
+    assert out.returncode == 1, out.stderr
+    assert out.stdout.startswith("gradient check failed")
