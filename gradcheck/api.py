@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from gradcheck import stream
-from gradcheck._reproducer import script as _reproducer_script
+from gradcheck._reproducer import Reproducer, heading
+from gradcheck._reproducer import build as _reproducer_build
 from gradcheck.backends import trees
 from gradcheck.backends._cache import FunctionCache
 from gradcheck.backends.base import Backend
@@ -87,7 +88,7 @@ def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray],
 def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device: str,
                 dtype: str, modes: tuple[str, ...], order: int, seed: int,
                 kwargs: Mapping[str, Any] | None = None,
-                rebuild: Sequence[str] | None = None, **optional: Any) -> str:
+                rebuild: Sequence[str] | None = None, **optional: Any) -> Reproducer:
     """The runnable reproducer script (:mod:`gradcheck._reproducer`); ``optional`` holds the
     other arguments of :func:`check`, written out where they differ from the default."""
     defaults = {"atol": None, "rtol": None, "probes": 3, "name": None, "fast": False,
@@ -95,7 +96,7 @@ def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device
     options = {"backend": backend, "device": device, "dtype": dtype, "modes": modes,
                "order": order, "seed": seed,
                **{k: v for k, v in optional.items() if v != defaults.get(k)}}
-    return _reproducer_script(fn, arrays, options, kwargs, rebuild)
+    return _reproducer_build(fn, arrays, options, kwargs, rebuild)
 
 
 class _WithKwargs:
@@ -272,15 +273,17 @@ def check(
     owner = getattr(fn, "__self__", None)
     fn_name = name or (owner.__name__ if isinstance(owner, type) else None) or getattr(
         fn, "__name__", None) or type(fn).__name__
+    repro = _reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
+                        rebuild, atol=atol, rtol=rtol, probes=probes, name=name,
+                        fast=bool(fast), timeout=limit, error_model=model, wrt=wrt)
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
         name=fn_name, fast=bool(fast), timeout=limit, error_model=model,
-        reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
-                               rebuild, atol=atol, rtol=rtol, probes=probes, name=name,
-                               fast=bool(fast), timeout=limit, error_model=model, wrt=wrt),
+        reproducer=repro.text,
         only_inputs=only, input_paths=paths,
     )
     results = run_numeric_checks(be, call, arrays, device=device, dtype=dt, config=cfg)
+    results = repro.for_results(results)  # large inputs saved where a result needs them
     return Report(stream.record_many(results))  # appended to the active result stream, if any
 
 
@@ -307,7 +310,7 @@ def format_failure(report: Report) -> str:
         else:
             lines.append(f"  {r.message}")
         if r.reproducer:
-            lines += ["  reproduce (a script, runs as printed):", r.reproducer]
+            lines += [f"  {heading(r.reproducer)}:", r.reproducer]
     return "\n".join(lines)
 
 
@@ -365,7 +368,7 @@ def format_nothing_decided(report: Report) -> str:
                       f"device={r.device}, dtype={r.dtype}, seed={r.seed})", f"  {r.message}"]
     script = next((r.reproducer for r in report.undecided if r.reproducer), "")
     if script:  # one call made every result: one script
-        lines += ["", "reproduce (a script, runs as printed):", script]
+        lines += ["", f"{heading(script)}:", script]
     return "\n".join(lines)
 
 

@@ -370,6 +370,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
+    if not args.probe:  # package metadata only: no engine is imported (fast)
+        return _list_backends(args)
     from gradcheck.stream.environment import describe_backend
 
     out = []
@@ -386,6 +388,22 @@ def _cmd_backends(args: argparse.Namespace) -> int:
     for d in out:
         for line in _backend_lines(d):
             print(terminal_safe(line))  # adapters name themselves: any text
+    return OK
+
+
+def _list_backends(args: argparse.Namespace) -> int:
+    from gradcheck.backends.listing import list_backends
+
+    listing = list_backends()
+    if args.json:
+        print(json.dumps([b.to_dict() for b in listing], indent=2))
+        return OK
+    for b in listing:
+        version = b.version or "-"
+        state = "installed" if b.installed else f"unavailable: {b.reason}"
+        print(terminal_safe(f"{b.name:<11} {version:<14} {state}  [{b.source}]"))
+    print("(versions from package metadata; nothing imported: 'gradcheck backends --probe' "
+          "imports each installed engine and lists its devices, dtypes and semantics)")
     return OK
 
 
@@ -499,11 +517,18 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--title", default="gradcheck report",
                      help="title of the HTML page (default: 'gradcheck report')")
     rep.set_defaults(func=_cmd_report)
-    be = sub.add_parser("backends", help="installed backends, versions, devices, semantics",
-                        description="List the installed backends: version, devices, dtypes,\n"
+    be = sub.add_parser("backends", help="known backends and versions (--probe: devices, "
+                                         "semantics)",
+                        description="List the known backends: installed or not and the version\n"
+                                    "of the package providing each, from package metadata\n"
+                                    "without importing any engine.  --probe imports each\n"
+                                    "installed engine and lists its version, devices, dtypes,\n"
                                     "forward-mode and order-2 support, declared semantics.")
     be.add_argument("--json", action="store_true",
                     help="machine-readable output (default: text)")
+    be.add_argument("--probe", action="store_true",
+                    help="import each installed engine and describe its adapter (slow: "
+                         "seconds per engine; default: metadata only)")
     be.set_defaults(func=_cmd_backends)
     ops = sub.add_parser("ops", help="the op catalog: families, dtypes, points, known issues",
                          description="List the op catalog: family, arity, dtypes, special\n"

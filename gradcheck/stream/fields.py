@@ -247,6 +247,12 @@ def outcome_fields(obj: dict[str, Any]) -> tuple[str, str, float, str]:
     return test_id, outcome, duration, string(obj, "message", nullable=True) or ""
 
 
+def known_fields(obj: dict[str, Any]) -> tuple[str, str]:
+    """``(known, link)`` of a ``test`` record: its ``gradcheck_known`` marker's reason and link
+    (empty where it has none)."""
+    return (string(obj, "known", nullable=True) or "", string(obj, "link", nullable=True) or "")
+
+
 def environment_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """The ``environment`` record's fields (those the report shows are type-checked)."""
     for key in _ENV_STRINGS:
