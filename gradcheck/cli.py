@@ -267,6 +267,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from gradcheck.plugin.session_report import ReportDirInUse, ReportDirLock, summary_lines
     from gradcheck.report import write_report
     from gradcheck.sweep import cli as sweep_cli
+    from gradcheck.sweep.executors import ClusterRefused
     from gradcheck.sweep.runner import NothingSelected
 
     _nothing_empty(args)
@@ -291,11 +292,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         with sweep_cli.stopped_by_signals():  # also while the report of a stopped sweep is written
             try:
                 outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs,
-                                        report_dir, resume=args.resume)
+                                        report_dir, resume=args.resume, cluster=args.cluster)
             except sweep_cli.Stopped as exc:
                 return _sweep_interrupted(report_dir, exc.signum)
             except NothingSelected as exc:
                 raise UsageError(f"{exc}; see docs/sweep.md") from None
+            except ClusterRefused as exc:
+                raise UsageError(str(exc)) from None
         if outcome is None:
             raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
                              "inventory; see docs/sweep.md")
@@ -487,6 +490,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="continue a sweep that was stopped: keep REPORT_DIR's stream (and "
                          "its workers' streams) and check only the ops without results "
                          "(default: off, the stream is replaced)")
+    sw.add_argument("--cluster", metavar="ADDRESS",
+                    help="run the ops on a Ray cluster (the 'ray' extra): 'ray' for a local "
+                         "one, 'ray://HOST:PORT' for a cluster's client address, 'ray:auto' on "
+                         "one of its nodes; -j is then ignored (default: local processes)")
     sw.set_defaults(func=_cmd_sweep)
     rep = sub.add_parser(
         "report", help="build a report from result streams (merge shards)", formatter_class=raw,
