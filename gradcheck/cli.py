@@ -162,7 +162,8 @@ def pytest_args(args: argparse.Namespace, suites: Path) -> list[str]:
     """The pytest command line of ``gradcheck run``."""
     # -p loads the plugin wherever the suites live (a no-op when it is already registered)
     argv = [str(suites), "-q", "--tb=short", "-p", "no:cacheprovider", "-p",
-            "gradcheck.pytest_plugin", f"--gradcheck-report-dir={args.report_dir}"]
+            "gradcheck.pytest_plugin", f"--gradcheck-report-dir={args.report_dir}",
+            "--gradcheck-progress=auto"]
     if args.profile:
         argv.append(f"--gradcheck-profile={args.profile}")
     for option, values in (("backend", args.backend), ("device", args.device),
