@@ -36,7 +36,7 @@ exit codes:
   0    everything passed
   1    discrepancies found (a check failed or errored, a test failed), or a
        stream read by "report" comes from a process that did not finish or has
-       records of an unknown schema version (skipped)
+       records of an unknown schema version (skipped), or a CI shard is missing
   2    usage or internal error (bad option, unknown backend, a selection that
        plans no check, report directory unusable or in use, no readable results,
        an input of "report" that cannot be read: the others are reported, a file
@@ -336,6 +336,7 @@ def _sweep_interrupted(report_dir: Path, signum: int) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from gradcheck.plugin.session_report import summary_lines
+    from gradcheck.plugin.shards import missing_shards
     from gradcheck.report import write_report
     from gradcheck.stream import read_streams
     from gradcheck.stream.reader import LINE
@@ -362,6 +363,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(terminal_safe(f"warning: process {r.run_id} ({r.environment.get('role', '?')}, "
                             f"{r.source}) has no end record: it was killed, crashed or is still "
                             "running; its completed results are in the report"), file=sys.stderr)
+    missing = missing_shards(data.sources)
+    for message in missing:
+        print(terminal_safe(f"error: {message}"), file=sys.stderr)
     summary_lines(files, print)
     if not data.checks and not data.tests:
         print("gradcheck: the streams hold no results", file=sys.stderr)
@@ -370,7 +374,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"gradcheck: {len(data.unread_inputs)} input(s) could not be read; the report has "
               "the others", file=sys.stderr)
         return USAGE
-    return OK if data.passed and not unfinished and not data.unknown_schema else DISCREPANCIES
+    complete = not unfinished and not data.unknown_schema and not missing
+    return OK if data.passed and complete else DISCREPANCIES
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
