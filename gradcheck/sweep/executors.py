@@ -58,14 +58,15 @@ class ClusterRefused(ValueError):
     """``--cluster`` names something the sweep cannot run on (the message says what to pass)."""
 
 
-def parse_cluster(text: str) -> str | None:
-    """``--cluster`` as the address for ``ray.init``: ``ray`` (a local Ray instance, started
-    and stopped by the sweep: None), ``ray://HOST:PORT`` (a remote cluster over Ray Client),
-    ``ray:ADDRESS`` (this machine is a node of the cluster: ``ray:auto``, ``ray:HOST:6379``).
-    :class:`ClusterRefused` for anything else (a Dask scheduler, with the reason)."""
+def parse_cluster(text: str) -> str:
+    """``--cluster`` as the address for ``ray.init``: ``ray`` (a new local Ray instance,
+    started and stopped by the sweep: ``local``, never one found running),
+    ``ray://HOST:PORT`` (a remote cluster over Ray Client), ``ray:ADDRESS`` (this machine is
+    a node of the cluster: ``ray:auto``, ``ray:HOST:6379``).  :class:`ClusterRefused` for
+    anything else (a Dask scheduler, with the reason)."""
     value = text.strip()
     if value == "ray":
-        return None
+        return "local"
     if value.startswith("ray://") and len(value) > len("ray://"):
         return value
     if value.startswith("ray:") and not value.startswith("ray://") and len(value) > 4:

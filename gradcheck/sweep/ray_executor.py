@@ -113,11 +113,11 @@ class _InFlight:
 
 class RayExecutor:
     """The sweep's ops as Ray tasks (see the module's text).  ``address`` is ``ray.init``'s
-    (None: a local instance, started and stopped here; a driver already connected keeps its
-    connection); ``target`` replaces the op's checks (tests inject hangs and deaths);
+    (``local``: a new local instance, started and stopped here; a driver already connected
+    keeps its connection); ``target`` replaces the op's checks (tests inject hangs and deaths);
     ``nodes`` holds, after :meth:`run`, the node each op ran on."""
 
-    def __init__(self, address: str | None = None, kill_s: float = OP_KILL_S,
+    def __init__(self, address: str = "local", kill_s: float = OP_KILL_S,
                  target: Target | None = None, poll_s: float = 0.2) -> None:
         self.address = address
         self.kill_s = kill_s
@@ -134,7 +134,7 @@ class RayExecutor:
         owned = not ray.is_initialized()
         if owned:
             options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
-            if self.address is None:
+            if self.address == "local":
                 options["include_dashboard"] = False
             ray.init(address=self.address, **options)
         self._display = display

@@ -8,6 +8,8 @@ where Ray is not installed (``pip install 'gradcheck[ray]'``)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -18,6 +20,7 @@ from gradcheck import stream
 from gradcheck.stream import read_streams
 from gradcheck.sweep import SweepConfig, sweep
 from tests.support import ray_ops
+from tests.support.child_env import ROOT, child_env
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs Ray: pip install 'gradcheck[ray]'")
 pytestmark = pytest.mark.cluster
@@ -25,6 +28,43 @@ pytestmark = pytest.mark.cluster
 from gradcheck.sweep.ray_executor import RayExecutor  # noqa: E402 - after the skip
 
 QUICK = SweepConfig(("jax",), profile="quick", triage=False)
+
+
+def _ray_daemons() -> set[int]:
+    """The pids of Ray's node daemons running on this machine."""
+    from pathlib import Path
+
+    out = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"raylet" in cmd.split(b"\0")[0] or b"gcs_server" in cmd.split(b"\0")[0]:
+            out.add(int(proc.name))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_cluster_ray_starts_a_local_instance_and_stops_it(tmp_path):
+    """``gradcheck sweep --cluster ray``: a new local Ray instance for the sweep, gone after."""
+    before = _ray_daemons()
+    out = tmp_path / "rep"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradcheck.cli", "sweep", "--backend", "jax", "--op",
+         "jax.nn.soft_sign", "--profile", "quick", "--cluster", "ray", "--report-dir",
+         str(out)], cwd=ROOT, env=child_env(GRADCHECK_PROGRESS="plain"), capture_output=True,
+        text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "jax: 1 ops swept" in proc.stdout
+    assert "gradcheck sweep: jax 1/1 ops" in proc.stderr  # the progress line, once
+    data = read_streams([out / "results.jsonl"])
+    assert {r.name for r in data.checks} == {"jax.nn.soft_sign"} and not data.problems
+    assert (out / "index.html").is_file() and not (out / "results.cluster.progress").exists()
+    deadline = time.monotonic() + 60
+    while _ray_daemons() - before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _ray_daemons() - before, "the sweep's Ray instance outlived it"
 
 
 @pytest.fixture(scope="module")
