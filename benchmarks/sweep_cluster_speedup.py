@@ -3,6 +3,7 @@
 needs the ray extra):
 
     python benchmarks/sweep_cluster_speedup.py [--reps 2] [--op jax.nn.selu ...]
+        [--config j1|j2|ray1|ray2 ...]
 
 Each cluster is Ray's own ``cluster_utils.Cluster`` on loopback: a head node with no CPU (it
 runs no op) and one or two nodes of one CPU each.  Every run is cold, as a real sweep is (each
@@ -68,6 +69,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--op", action="append", help=f"ops to sweep (default: {', '.join(OPS)})")
+    ap.add_argument("--config", action="append", choices=("j1", "j2", "ray1", "ray2"),
+                    help="configurations, in this order (default: j1 j2 ray1 ray2)")
     args = ap.parse_args()
     from gradcheck.sweep import SweepConfig
 
@@ -76,10 +79,11 @@ def main() -> None:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"sweep of {len(ops)} jax ops (quick profile, no triage), cold runs, fastest of "
           f"{args.reps} rounds; {cpus} usable CPUs")
-    runs = {"local pool, -j 1": lambda: local(1, cfg),
-            "local pool, -j 2": lambda: local(2, cfg),
-            "Ray, 1 node x 1 CPU": lambda: on_cluster(1, cfg),
-            "Ray, 2 nodes x 1 CPU": lambda: on_cluster(2, cfg)}
+    every = {"j1": ("local pool, -j 1", lambda: local(1, cfg)),
+             "j2": ("local pool, -j 2", lambda: local(2, cfg)),
+             "ray1": ("Ray, 1 node x 1 CPU", lambda: on_cluster(1, cfg)),
+             "ray2": ("Ray, 2 nodes x 1 CPU", lambda: on_cluster(2, cfg))}
+    runs = dict(every[c] for c in args.config or every)
     best = dict.fromkeys(runs, float("inf"))
     for k in range(args.reps):
         for label, run in runs.items():
@@ -92,10 +96,11 @@ def main() -> None:
     for label, seconds in rows:
         print(f"  fastest: {label:22} {seconds:7.1f} s")
     t = dict(rows)
-    one, two = t["Ray, 1 node x 1 CPU"], t["Ray, 2 nodes x 1 CPU"]
-    j1, j2 = t["local pool, -j 1"], t["local pool, -j 2"]
-    print(f"speed-up, Ray 2 nodes over 1 node: {one / two:.2f}x; local -j 2 over -j 1: "
-          f"{j1 / j2:.2f}x; Ray 1 node against local -j 1: {j1 / one:.2f}x")
+    for label, (fast, slow) in (("Ray 2 nodes over 1 node", ("ray2", "ray1")),
+                                ("local -j 2 over -j 1", ("j2", "j1")),
+                                ("Ray 1 node against local -j 1", ("ray1", "j1"))):
+        if every[fast][0] in t and every[slow][0] in t:
+            print(f"speed-up, {label}: {t[every[slow][0]] / t[every[fast][0]]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ def body(backend: str, name: str, cfg: object) -> Iterator[list[CheckResult]]:
     """Two batches, then what the op's name asks for: ``fine*`` ends, ``hangs`` sleeps in C
     (a native hang no signal handler interrupts), ``dies`` SIGKILLs its worker, ``waits``
     writes its node's id to the marker file and sleeps (until its node is killed)."""
+    if name == "limits":  # the per-check time limit, as the sweep's checks use it
+        yield [_limits_probe(backend, name)]
+        return
     for k in range(2):
         yield _batch(backend, name, k)
     if name == "hangs":
@@ -39,3 +42,23 @@ def body(backend: str, name: str, cfg: object) -> Iterator[list[CheckResult]]:
 
         Path(os.environ[MARKER_ENV]).write_text(ray.get_runtime_context().get_node_id())
         time.sleep(3600)
+
+
+def _limits_probe(backend: str, name: str) -> CheckResult:
+    """A result whose message says whether the task runs on its process's main thread and
+    whether :func:`gradcheck.backends.limits.deadline` interrupts a 1 s sleep after 0.2 s."""
+    import threading
+
+    from gradcheck.backends import limits
+
+    began = time.monotonic()
+    timed_out = False
+    try:
+        with limits.deadline(0.2) as enforced:
+            time.sleep(1.0)
+    except limits.Timeout:
+        timed_out = True
+    main = threading.current_thread() is threading.main_thread()
+    return CheckResult(kind=CheckKind.CALL, status=Status.PASSED, backend=backend, name=name,
+                       message=f"main={main} enforced={enforced} timed_out={timed_out} "
+                               f"seconds={time.monotonic() - began:.2f}")

@@ -101,10 +101,9 @@ def _by_name(path):
 
 def test_a_hang_and_a_dead_worker_are_recorded_once_and_the_other_ops_go_on(cluster, tmp_path):
     executor = RayExecutor(target=ray_ops.body, kill_s=3.0)
-    began = time.monotonic()
     with stream.using(tmp_path / "results.jsonl"):
         parts = executor.run([("jax", ["fine1", "hangs", "dies", "fine2"])], QUICK, tmp_path)
-    assert parts == [] and time.monotonic() - began < 120
+    assert parts == []
     checks, names = _by_name(tmp_path / "results.jsonl")
     # each op's two batches arrived; the hang and the death one error each, none retried
     assert names == {"fine1": 2, "fine2": 2, "hangs": 3, "dies": 3}
@@ -118,6 +117,16 @@ def test_a_hang_and_a_dead_worker_are_recorded_once_and_the_other_ops_go_on(clus
     assert len(ids) == len(set(ids))  # nothing counted twice
     assert len(set(executor.nodes.values())) == 2  # both nodes ran ops
     assert not (tmp_path / "results.cluster.progress").exists()
+
+
+def test_the_per_check_time_limits_work_in_a_task(cluster, tmp_path):
+    """The reason Ray was chosen over Dask: a task runs on its worker's main thread, where the
+    sweep's per-check limits (a SIGALRM timer and a watchdog thread) interrupt the check."""
+    with stream.using(tmp_path / "results.jsonl"):
+        RayExecutor(target=ray_ops.body).run([("jax", ["limits"])], QUICK, tmp_path)
+    (probe,) = read_streams([tmp_path / "results.jsonl"]).checks
+    fields = dict(part.split("=") for part in probe.message.split())
+    assert fields["main"] == fields["enforced"] == fields["timed_out"] == "True", probe.message
 
 
 def test_a_sweep_on_the_cluster_gives_the_local_results_and_resumes(cluster, tmp_path):
