@@ -46,7 +46,8 @@ def backend_of(nodeid: str) -> str:
     """The backend of a test: the first field of its parameter id (``other`` without one)."""
     if not nodeid.endswith("]") or "[" not in nodeid:
         return "other"
-    return nodeid[nodeid.index("[") + 1:-1].split("-", 1)[0] or "other"
+    first = nodeid[nodeid.index("[") + 1:-1].split("-", 1)[0]
+    return "other" if first in ("", "NOTSET") else first  # NOTSET: an empty parametrization
 
 
 class _Display:

@@ -84,3 +84,4 @@ def test_the_backend_is_the_first_field_of_the_case_id():
     assert backend_of("suites/test_numeric.py::test_vjp[torch-cpu-float64-sin]") == "torch"
     assert backend_of("x.py::test_cross[torch+jax-cpu-float64-sin]") == "torch+jax"
     assert backend_of("x.py::test_plain") == "other"
+    assert backend_of("x.py::test_cross[NOTSET]") == "other"  # an empty parametrization
