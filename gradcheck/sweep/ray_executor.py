@@ -193,11 +193,9 @@ class RayExecutor:
             if not ready:
                 return False
             try:
-                ref = next(f.gen)
+                item = ray.get(next(f.gen))
             except StopIteration:
                 return True
-            try:
-                item = ray.get(ref)
             except ray.exceptions.RayError as exc:  # its worker or node died, or it raised
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 how = f"the cluster reported {type(exc).__name__}" + (
