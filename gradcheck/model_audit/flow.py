@@ -152,6 +152,8 @@ def audit(
     entries = (stop_gradient,) if isinstance(stop_gradient, str) else tuple(stop_gradient)
     plain, row_entries = _declared.split_rows(entries, names)
     stopped = _resolve_stopped(names, plain)
+    # a parameter the model itself freezes (torch requires_grad=False) is declared stopped
+    stopped |= {n for n in names if not hooks.trainable(n)}
     rows = _stopped_rows(hooks, row_entries)
     profile = "" if error_model == DEFAULT_MODEL else f", error_model=gradcheck.{error_model!r}"
     declared_stops = tuple(sorted(stopped)) + _row_entries(row_entries)
@@ -493,8 +495,10 @@ def _flow_message(name: str, status: FlowStatus, ad_norm: float, dep: float, noi
     return {
         FlowStatus.FLOWS: f"{name!r}: gradient flows (|grad| {ad_norm:.3g}; along the random "
                           f"directions max|<grad,u>| AD {ad_proj:.3g} vs {fd_txt})",
-        FlowStatus.BLOCKED_AS_INTENDED: f"{name!r}: blocked as declared in stop_gradient "
-                                        f"({fd_txt}){frozen}",
+        FlowStatus.BLOCKED_AS_INTENDED: (f"{name!r}: blocked as declared in stop_gradient "
+                                         f"({fd_txt})" if trainable else
+                                         f"{name!r}: blocked as declared by the model "
+                                         f"(requires_grad=False; {fd_txt})"),
         FlowStatus.BLOCKED_UNINTENTIONALLY: f"{name!r}: the loss depends on it ({fd_txt}) but "
                                             f"AD gives no gradient{frozen}{where}",
         FlowStatus.LEAK: f"{name!r}: declared in stop_gradient, yet a gradient of norm "

@@ -528,6 +528,8 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
     if moved:
         hint = ""
         for tu_src in _guess_sources(moved, list(before)):
+            if any(np.shape(before[a]) != np.shape(before[b]) for a, b in tu_src):
+                continue  # not a copy of another layer (a frozen layer the step changed)
             tau = _fit_tau(before, after, tu_src)
             hint = (f"; it matches a Polyak update from {tu_src[0][1]!r} with tau = {tau:.6g}: "
                     "declare TargetUpdate(target, source, tau)")

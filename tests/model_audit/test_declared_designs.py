@@ -224,3 +224,37 @@ def test_scheduler_stepped_twice_with_the_torch_optimizer_as_declaration_is_caug
                train_step=TrainStep(_scheduled(m, 2), steps=3)),
          "LR scheduler stepped more than once per training step", "StepLR",
          "last_epoch advanced by 2, 2, 2")
+
+
+# -- requires_grad=False -----------------------------------------------------------------------
+
+def _frozen_backbone(sneaky_update: bool):
+    m = _net()
+    for p in m[0].parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.SGD([p for p in m.parameters() if p.requires_grad], lr=0.1)
+
+    def step(model, b):
+        opt.zero_grad()
+        mse(model, b).backward()
+        opt.step()
+        if sneaky_update:  # BUG: a "frozen" layer still changed by the step (EMA-style code)
+            with torch.no_grad():
+                model[0].weight.mul_(0.99)
+    return m, step
+
+
+def test_a_frozen_backbone_read_from_requires_grad_passes():
+    m, step = _frozen_backbone(False)
+    report = audit(m, mse, _batch(), backend="torch", train_step=TrainStep(step, steps=2))
+    _ok(report)
+    assert report["0.weight"].status.value == "blocked as intended"
+    assert "requires_grad=False" in next(r.message for r in report.results
+                                         if r.name == "0.weight" and r.kind == "flow")
+
+
+def test_a_frozen_parameter_the_step_moves_is_caught():
+    m, step = _frozen_backbone(True)
+    text = _bad(audit(m, mse, _batch(), backend="torch", train_step=TrainStep(step)),
+                "target update differs from the declared one")
+    assert "0.weight" in text and "changed by the step" in text
