@@ -258,3 +258,28 @@ def test_a_frozen_parameter_the_step_moves_is_caught():
     text = _bad(audit(m, mse, _batch(), backend="torch", train_step=TrainStep(step)),
                 "target update differs from the declared one")
     assert "0.weight" in text and "changed by the step" in text
+
+
+def test_maximize_read_from_the_optimizer_is_modelled():
+    """A reward maximised with ``SGD(maximize=True)``: the audit's loss is the reward."""
+    def reward(m, b):
+        return -mse(m, b)
+
+    def make(maximize: bool):
+        m = _net()
+        opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, maximize=maximize)
+
+        def step(model, b):
+            opt.zero_grad()
+            (reward(model, b) if maximize else -reward(model, b)).backward()
+            opt.step()
+        return m, step
+
+    m, step = make(True)
+    _ok(audit(m, reward, _batch(), backend="torch", train_step=TrainStep(step, steps=2)))
+    m, step = make(False)  # the same ascent written by hand, but declared as maximize=False
+    from gradcheck import SGD
+    report = audit(m, reward, _batch(), backend="torch",
+                   train_step=TrainStep(step, optimizer=SGD(0.05, momentum=0.9), steps=1))
+    assert not report.passed
+    assert report.results[-1].details["effective_factor"] == pytest.approx(-1.0, rel=1e-3)
