@@ -318,17 +318,18 @@ def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, o
                       for sign, st in ((1.0, state_p), (-1.0, state_m)))
             tried.append((p, pl, mi, step_noise.propagated(p.values, pl.values, mi.values)))
         optimizer_before = _optimizer_state(model, names)
+        fixed = _AsBefore(model, names, t)  # the diagnoses' hyper-parameters: this step's
         hooks.run_user_step(caller, batch)
         after = hooks.parameter_values()
         pred, plus, minus, slack = min(tried, key=lambda x: assess(
             after, x[0].values, x[0].magnitude, hooks.dtype, model=ctx.error_model,
             measured=x[3]).ratio)
         masks.append({k: noise.below[k] for k in moving})
-        _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving,
+        _compare_step(ctx, hooks, fixed, origin, spec, t, before, after, grads, moving,
                       state, pred, first_grads, targets_named, stopped, slack=slack,
                       noise=noise, unresolved=step_noise.unresolved(masks), loss_fn=loss_fn,
                       batch=batch, earlier=earlier)
-        _check_received(ctx, hooks, model, spec, t, before, grads, moving, pred, noise,
+        _check_received(ctx, hooks, fixed, spec, t, before, grads, moving, pred, noise,
                         optimizer_before, names, loss_fn, batch)
         state, state_p, state_m = pred.state, plus.state, minus.state
 
@@ -393,6 +394,25 @@ def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, movi
                         "gradient_noise": dict(noise.sigma),
                         "micro_batches_assumed": noise.micro_batches,
                         "below_rounding_level": {k: list(v) for k, v in unresolved.items()}})
+
+
+class _AsBefore:
+    """The declared optimizer with the hyper-parameters it had before the user's step (a
+    scheduler inside the step changes a torch optimizer's live ``lr``); state reads stay live."""
+
+    def __init__(self, model: Any, names: Sequence[str], t: int) -> None:
+        self.model = model
+        self._hyper = {k: model.hyper(k, t) for k in names}
+        self._described = model.describe()
+
+    def hyper(self, name: str, t: int) -> dict[str, Any] | None:
+        return self._hyper.get(name)
+
+    def describe(self) -> str:
+        return self._described
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.model, attr)
 
 
 class _Rescaled:
@@ -641,11 +661,8 @@ def _check_received(ctx, hooks, model, spec, t, before, grads, moving, pred, noi
     if not a.ok and a.factor is not None:
         bug, hint = _received_factor(ctx, hooks, got, exp, mag, slack, a.factor,
                                      spec.micro_batches)
-    if not a.ok and bug is BugClass.RECEIVED_GRADIENT_SCALED:
-        wd = {k: (model.hyper(k, t) or {}).get("weight_decay", 0.0) * before[k] for k in got}
-        if any(np.any(v) for v in wd.values()) and ctx.matches(
-                got, {k: exp[k] + wd[k] for k in got}, {k: mag[k] + np.abs(wd[k]) for k in got},
-                hooks.dtype, measured=slack):
+    if not a.ok and bug is BugClass.RECEIVED_GRADIENT_SCALED and \
+            _decay_in_loss(ctx, hooks, model, spec, t, before, grads, got, mag, slack):
             bug, hint = BugClass.WEIGHT_DECAY_TWICE, (
                 "; the optimizer received the gradient plus weight_decay x the parameters on "
                 "top of its own weight decay (an L2 term in the loss, or a manual decay): keep "
@@ -713,3 +730,28 @@ def _received_variant(ctx, hooks, model, spec, t, before, got, mag, slack, loss_
             return v.bug, v.hint.replace(": the step", ": the optimizer received the gradient "
                                          "of a step that", 1)
     return None
+
+
+def _decay_in_loss(ctx, hooks, model, spec, t, before, grads, got, mag, slack) -> bool:
+    """Whether the optimizer received the gradient of the loss plus an L2 term ``wd/2 |p|^2``
+    (clipped with it) on top of its own weight decay."""
+    wd = {k: (model.hyper(k, t) or {}).get("weight_decay", 0.0) * before[k] for k in got}
+    if not any(np.any(v) for v in wd.values()):
+        return False
+    g2 = {k: np.asarray(grads[k], dtype=np.float64) + wd[k] for k in got}
+    for e in _eps_all(spec, hooks):
+        sc = 1.0
+        if spec.max_norm is not None:
+            norm = global_norm(g2)
+            sc = min(1.0, spec.max_norm / (norm + e)) if norm else 1.0
+        cand = {}
+        for k in got:
+            h = model.hyper(k, t) or {}
+            c = sc * g2[k]
+            if h.get("weight_decay") and not h.get("decoupled"):
+                c = c + wd[k]
+            cand[k] = c
+        if ctx.matches(got, cand, {k: mag[k] + np.abs(wd[k]) for k in got}, hooks.dtype,
+                       measured=slack):
+            return True
+    return False
