@@ -179,8 +179,10 @@ class _TorchOptimizer:
         for k in names:
             st = self.opt.state.get(self._params[k]) if k in self._params else None
             if st:
+                # a copy: .double() of a float64 tensor is the tensor, and its .numpy() the
+                # optimizer's live buffer, which the user's step updates in place
                 out[k] = {n: (int(v) if n == "step" else
-                              np.asarray(v.detach().cpu().double().numpy()))
+                              np.array(v.detach().cpu().double().numpy(), copy=True))
                           for n, v in st.items() if v is not None}
         return out
 

@@ -57,14 +57,22 @@ def diagnose(actual: Mapping[str, np.ndarray], mag: Mapping[str, np.ndarray], dt
              alt: Callable[..., Any], *, s: float, norm: float, max_norm: float | None,
              step: int, factor: float | None, linear: bool = True,
              first_grads: Mapping[str, np.ndarray] | None,
-             model: ErrorModel = DEFAULT_MODEL) -> tuple[BugClass, str]:
+             model: ErrorModel = DEFAULT_MODEL,
+             slack: Mapping[str, np.ndarray] | None = None,
+             micro_batches: int | None = None) -> tuple[BugClass, str]:
     """The first known cause whose predicted step matches ``actual`` (``alt(**kw)`` predicts
     the step with a variation: ``scale=``, ``s=``, ``repeat=``, ``grads=``)."""
     def hit(pred: Any, grow: float = 1.0) -> bool:
         m = {k: mag[k] * grow + pred.magnitude[k] for k in mag}
-        return matches(actual, pred.values, m, dtype, model=model)
+        extra = None if slack is None else {k: grow * v for k, v in slack.items()}
+        return matches(actual, pred.values, m, dtype, model=model, measured=extra)
 
     cands: list[tuple[BugClass, str, dict]] = []
+    if micro_batches and micro_batches >= 2:
+        k = int(micro_batches)
+        cands.append((BugClass.MICRO_BATCHES_SUMMED,
+                      f": the step applied {k} x the gradient: the {k} declared micro-batch "
+                      f"gradients summed without dividing the loss by {k}", {"scale": float(k)}))
     if s < 1.0:
         cands.append((BugClass.CLIP_IGNORES_THRESHOLD,
                       f": the clip was not applied (the step used the unclipped gradient; "
@@ -107,8 +115,11 @@ def diagnose(actual: Mapping[str, np.ndarray], mag: Mapping[str, np.ndarray], dt
                       f": step {step + 1} applied the gradient at the parameters of step 1 "
                       "(a gradient function, jit closure or cache holding the initial "
                       "parameters)", {"grads": first_grads}))
-    if not linear:  # Adam-like updates are (nearly) invariant to the gradient's scale
-        cands = [c for c in cands if "scale" not in c[2]]
+    if not linear:  # Adam-like updates are (nearly) invariant to the gradient's scale: only
+        # the declared accumulation's factor is offered (its eps-level signature is specific)
+        cands = [c for c in cands if "scale" not in c[2] or (
+            micro_batches and c[0] is BugClass.MICRO_BATCHES_SUMMED
+            and c[2]["scale"] == float(micro_batches))]
     for bug, hint, kw in cands:
         try:
             pred = alt(**kw)

@@ -22,6 +22,7 @@ class Tie:
     a: str
     b: str
     transpose: bool = False
+    summed: bool = True  # False: a's update uses a's own gradient only (a cause's variation)
 
     def of(self, x: np.ndarray) -> np.ndarray:
         return x.T if self.transpose else x
@@ -82,7 +83,7 @@ def predict(model: Any, values: Mapping[str, np.ndarray], grads: Mapping[str, np
     g = {k: scale * s * np.asarray(grads[k], dtype=np.float64) for k in moving}
     tied_b = {t_.b: t_ for t_ in ties}
     for tie in ties:
-        if tie.a in g and tie.b in g:
+        if tie.a in g and tie.b in g and tie.summed:
             g[tie.a] = g[tie.a] + tie.of(g[tie.b])
     target_of = {tk: (tu, sk) for tu in targets for tk, sk in tu.pairs(names)}
     new = {k: np.asarray(values[k], dtype=np.float64) for k in names}

@@ -33,9 +33,15 @@ import numpy as np
 from gradcheck.backends.guarded import AdapterFailure, attempt
 from gradcheck.core.results import CheckKind, Status
 from gradcheck.model_audit import declared as _declared
+from gradcheck.model_audit import micro_batches, step_noise
 from gradcheck.model_audit import state as _state
 from gradcheck.model_audit.optimizers import SGD, Adam, from_torch
-from gradcheck.model_audit.step_diagnosis import breakdown, diagnose, per_parameter
+from gradcheck.model_audit.step_diagnosis import (
+    _CANNOT_EXPRESS,
+    breakdown,
+    diagnose,
+    per_parameter,
+)
 from gradcheck.model_audit.step_model import Prediction, TargetUpdate, Tie, predict
 from gradcheck.oracle.error_model import ErrorModel
 from gradcheck.semantics.context import (
@@ -65,7 +71,12 @@ class TrainStep:
     ``steps``: consecutive steps compared; ``ties`` (:class:`Tie`) and ``target_updates``
     (:class:`TargetUpdate`) declare parameters the step syncs by copy or Polyak averaging.
     ``clip_value``: each gradient element clipped to ``[-clip_value, clip_value]`` first
-    (``torch.nn.utils.clip_grad_value_``; read from the step's call when not declared)."""
+    (``torch.nn.utils.clip_grad_value_``; read from the step's call when not declared).
+    ``micro_batches``: the step accumulates the gradients of this many micro-batches (sets the
+    rounding allowance of the accumulated gradient, and lets a mismatch be named by the
+    micro-batch pattern that explains it); ``split(batch, K)`` returns the micro-batches as the
+    step forms them (default: every tensor of the batch chunked along its first axis, as
+    ``torch.chunk`` does)."""
 
     fn: Callable[..., Any]
     lr: float | None = None
@@ -78,6 +89,8 @@ class TrainStep:
     ties: Sequence[Tie] = ()
     target_updates: Sequence[TargetUpdate] = ()
     clip_value: float | None = None
+    micro_batches: int | None = None
+    split: Callable[[Any, int], Sequence[Any]] | None = None
 
     def __call__(self, model: Any, batch: Any) -> Any:
         return self.fn(model, batch)
@@ -284,6 +297,9 @@ def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, o
     scheds = _declared.schedulers(found)
     advances: list[list[int]] = []
     lrs: list[tuple[float, float]] = []
+    state_p = state_m = state
+    masks: list[dict] = []
+    earlier: list[tuple[int, BugClass]] = []  # steps that failed with a named cause
     hooks.zero_grad()
     for t in range(max(1, int(spec.steps))):
         hooks.rng_seed = None if seed0 is None else seed0 + 7919 * t
@@ -298,7 +314,12 @@ def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, o
         moving = [k for k in names if k not in stopped and raw[k] is not None]
         epochs = _declared.scheduler_epochs(scheds)
         lr0 = _group_lr(scheds)
-        at = _HyperAt(model, t, names)  # the hyper-parameters as they are before the step
+        # the diagnoses' hyper-parameters: this step's, read before the user's step runs (a
+        # scheduler inside the step changes the live lr of a torch optimizer)
+        fixed = _AsBefore(model, names, t)
+        noise = step_noise.measure(hooks, loss_fn, batch, grads, before, spec.micro_batches,
+                                   ctx.error_model)
+        optimizer_before = _optimizer_state(model, names)
         with _declared.recording_clip_value(spec.fn) as clips:
             hooks.run_user_step(caller, batch)
         advances.append([b - a for a, b in zip(epochs, _declared.scheduler_epochs(scheds),
@@ -307,37 +328,35 @@ def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, o
         clip_value = spec.clip_value if spec.clip_value is not None else (
             clips[-1] if clips else None)
         clip_read = clips[-1] if clips else None
-        preds = _preds(at, before, grads, moving, state, t, spec, hooks,
+        preds = _preds(fixed, before, grads, moving, state, t, spec, hooks,
                        clip_value=clip_value)
+        # per clip epsilon: the prediction and its allowance from the gradient's rounding
+        tried = []
+        for e, p in zip(_eps_all(spec, hooks), preds, strict=True):
+            pl, mi = (predict(fixed, before, step_noise.shifted(grads, noise, sign), moving,
+                              st, t, max_norm=spec.max_norm, eps=e, ties=spec.ties,
+                              targets=spec.target_updates, clip_value=clip_value)
+                      for sign, st in ((1.0, state_p), (-1.0, state_m)))
+            tried.append((p, pl, mi, step_noise.propagated(p.values, pl.values, mi.values)))
         after = hooks.parameter_values()
-        pred = _pick(preds, after, hooks.dtype, ctx.error_model)
-        _compare_step(ctx, hooks, at, origin, spec, t, before, after, grads, moving,
+        pred, plus, minus, slack = min(tried, key=lambda x: assess(
+            after, x[0].values, x[0].magnitude, hooks.dtype, model=ctx.error_model,
+            measured=x[3]).ratio)
+        masks.append({k: noise.below[k] for k in moving})
+        _compare_step(ctx, hooks, fixed, origin, spec, t, before, after, grads, moving,
                       state, pred, first_grads, targets_named, stopped,
-                      (clip_value, clip_read))
-        state = pred.state
+                      (clip_value, clip_read), slack=slack, noise=noise,
+                      unresolved=step_noise.unresolved(masks), loss_fn=loss_fn,
+                      batch=batch, earlier=earlier)
+        _check_received(ctx, hooks, fixed, spec, t, before, grads, moving, pred, noise,
+                        optimizer_before, names, loss_fn, batch)
+        state, state_p, state_m = pred.state, plus.state, minus.state
     if scheds:
         _check_schedulers(ctx, scheds, advances, lrs)
 
 
-class _HyperAt:
-    """An optimizer model with its hyper-parameters at step ``t`` read once, before the user's
-    step runs (a scheduler inside the step changes the live ``lr`` of a torch optimizer)."""
-
-    def __init__(self, model: Any, t: int, names: Sequence[str]) -> None:
-        self._model, self._t = model, t
-        self._hyper = {k: model.hyper(k, t) for k in names}
-        self._described = model.describe()
-
-    def hyper(self, name: str, t: int) -> dict[str, Any] | None:
-        if t == self._t and name in self._hyper:
-            return self._hyper[name]
-        return self._model.hyper(name, t)
-
-    def describe(self) -> str:
-        return self._described
-
-    def initial_state(self, names: tuple[str, ...]) -> dict[str, dict]:
-        return self._model.initial_state(names)
+def _eps_all(spec: TrainStep, hooks: Any) -> list[float]:
+    return sorted({0.0, hooks.clip_semantics.epsilon}) if spec.max_norm is not None else [0.0]
 
 
 def _group_lr(scheds: Sequence[Any]) -> float:
@@ -376,23 +395,29 @@ def _check_schedulers(ctx, scheds, advances: list[list[int]], lrs) -> None:
 
 def _preds(model, before, grads, moving, state, t, spec, hooks, **kw) -> list[Prediction]:
     """One prediction per clip epsilon the engine may use (0 and the documented one)."""
-    eps_all = sorted({0.0, hooks.clip_semantics.epsilon}) if spec.max_norm is not None else [0.0]
+    ties = kw.pop("ties", spec.ties)
     kw.setdefault("clip_value", spec.clip_value)
     return [predict(model, before, grads, moving, state, t, max_norm=spec.max_norm, eps=e,
-                    ties=spec.ties, targets=spec.target_updates, **kw) for e in eps_all]
+                    ties=ties, targets=spec.target_updates, **kw)
+            for e in _eps_all(spec, hooks)]
 
 
 def _pick(preds: list[Prediction], after: Mapping[str, np.ndarray], dtype: str,
-          error_model: ErrorModel) -> Prediction:
+          error_model: ErrorModel, slack: Mapping[str, np.ndarray] | None = None
+          ) -> Prediction:
     return min(preds, key=lambda p: assess(after, p.values, p.magnitude, dtype,
-                                           model=error_model).ratio)
+                                           model=error_model, measured=slack).ratio)
 
 
 def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving, state,
-                  pred, first_grads, targets_named, stopped, clips=(None, None)) -> None:
+                  pred, first_grads, targets_named, stopped, clips=(None, None), *, slack,
+                  noise, unresolved, loss_fn=None, batch=None, earlier: list | None = None
+                  ) -> None:
     name = "train_step.effective_step" + ("" if t == 0 else f"[step {t + 1}]")
     clip_value, clip_read = clips
-    a = ctx.assess(after, pred.values, pred.magnitude, hooks.dtype)
+    label = "the gradient's rounding level through the optimizer"
+    a = ctx.assess(after, pred.values, pred.magnitude, hooks.dtype, measured=slack,
+                   measured_label=label)
     factors = per_parameter(after, pred.values, before, list(before))
     bug, hint = BugClass.STEP_MISMATCH, ""
     if not a.ok:
@@ -401,7 +426,15 @@ def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, movi
         if not hint:
             bug, hint = _explain(hooks, model, spec, t, before, after, grads, moving, state,
                                  pred, first_grads, stopped, targets_named, factors,
-                                 ctx.error_model, clip_value)
+                                 ctx.error_model, slack, loss_fn, batch, noise.below,
+                                 clip_value=clip_value)
+        if earlier is not None:
+            if bug is BugClass.STEP_MISMATCH and earlier:
+                t0, bug = earlier[0]
+                hint = (f": follows from step {t0 + 1}'s mismatch ([{bug.value}]): the optimizer "
+                        "state and parameters the step carries differ from then on") + hint
+            elif bug is not BugClass.STEP_MISMATCH:
+                earlier.append((t, bug))
     flat_a = np.concatenate([np.ravel(after[k] - before[k]) for k in before])
     flat_e = np.concatenate([np.ravel(pred.values[k] - before[k]) for k in before])
     ee = float(flat_e @ flat_e)
@@ -415,14 +448,52 @@ def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, movi
                     "read from the step's clip_grad_value_ call") + ")")
     extra = "".join([f", {len(spec.ties)} tie(s)" if spec.ties else "",
                      f", {len(spec.target_updates)} target update(s)"
-                     if spec.target_updates else ""])
+                     if spec.target_updates else "",
+                     f", {spec.micro_batches} micro-batches" if spec.micro_batches else ""])
     per = "" if a.ok else f"; per parameter (update / intended): {breakdown(factors)}"
     ctx.record(name, a, bug=bug, dtype=hooks.dtype,
                what=f"step {t + 1}: parameters after train_step vs {model.describe()} ({origin}) "
                     f"applied to the true gradient, {clip}{extra}; effective step = {shown} x "
-                    f"intended{hint}{per}",
+                    f"intended{hint}{per}{step_noise.describe_unresolved(unresolved)}",
                details={"effective_factor": factor, "clip_factor": pred.s, "step": t + 1,
-                        "per_parameter": factors, "optimizer": model.describe()})
+                        "per_parameter": factors, "optimizer": model.describe(),
+                        "gradient_noise": dict(noise.sigma),
+                        "micro_batches_assumed": noise.micro_batches,
+                        "below_rounding_level": {k: list(v) for k, v in unresolved.items()}})
+
+
+class _AsBefore:
+    """The declared optimizer with the hyper-parameters it had before the user's step (a
+    scheduler inside the step changes a torch optimizer's live ``lr``); state reads stay live."""
+
+    def __init__(self, model: Any, names: Sequence[str], t: int) -> None:
+        self.model, self._t = model, t
+        self._hyper = {k: model.hyper(k, t) for k in names}
+        self._described = model.describe()
+
+    def hyper(self, name: str, t: int) -> dict[str, Any] | None:
+        if t == self._t and name in self._hyper:
+            return self._hyper[name]
+        return self.model.hyper(name, t)
+
+    def describe(self) -> str:
+        return self._described
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.model, attr)
+
+
+class _Rescaled:
+    """The declared optimizer with some hyper-parameters multiplied (a cause's variation)."""
+
+    def __init__(self, model: Any, **factors: float) -> None:
+        self.model, self.factors = model, factors
+
+    def hyper(self, name: str, t: int) -> dict[str, Any] | None:
+        h = self.model.hyper(name, t)
+        if h is None:
+            return None
+        return {**h, **{k: h[k] * f for k, f in self.factors.items()}}
 
 
 def _clip_value_cause(hooks, model, spec, t, before, after, grads, moving, state, clips,
@@ -502,12 +573,13 @@ class _Flipped:
 
 
 def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, first_grads,
-             stopped, targets_named, factors, error_model: ErrorModel,
-             clip_value: float | None = None) -> tuple[BugClass, str]:
+             stopped, targets_named, factors, error_model: ErrorModel, slack=None,
+             loss_fn=None, batch=None, below=None, clip_value: float | None = None
+             ) -> tuple[BugClass, str]:
     dt = hooks.dtype
 
-    def same(actual: Any, expected: Any, magnitude: Any) -> bool:
-        return matches(actual, expected, magnitude, dt, model=error_model)
+    def same(actual: Any, expected: Any, magnitude: Any, measured: Any = None) -> bool:
+        return matches(actual, expected, magnitude, dt, model=error_model, measured=measured)
 
     for tie in spec.ties:
         d = after[tie.b] - tie.of(after[tie.a])
@@ -526,17 +598,24 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
     moved = [k for k in stopped if k not in targets_named and
              not same(after[k], before[k], 2 * np.abs(before[k]))]
     if moved:
-        hint = ""
         for tu_src in _guess_sources(moved, list(before)):
             if any(np.shape(before[a]) != np.shape(before[b]) for a, b in tu_src):
                 continue  # not a copy of another layer (a frozen layer the step changed)
             tau = _fit_tau(before, after, tu_src)
-            hint = (f"; it matches a Polyak update from {tu_src[0][1]!r} with tau = {tau:.6g}: "
-                    "declare TargetUpdate(target, source, tau)")
-            break
-        return BugClass.TARGET_UPDATE_MISMATCH, (
-            f": parameters declared stopped were changed by the step ({', '.join(moved[:4])})"
-            f" and no target update was declared{hint}")
+            fit = {tk: (1.0 - tau) * before[tk] + tau * after[sk] for tk, sk in tu_src}
+            if np.isfinite(tau) and 0.0 < tau <= 1.0 and all(
+                    same(after[tk], fit[tk], 2 * (np.abs(after[tk]) + np.abs(after[sk])))
+                    for tk, sk in tu_src):
+                return BugClass.TARGET_UPDATE_MISMATCH, (
+                    f": parameters declared stopped were changed by the step "
+                    f"({', '.join(moved[:4])}) and no target update was declared; it matches a "
+                    f"Polyak update from {tu_src[0][1]!r} with tau = {tau:.6g}: declare "
+                    "TargetUpdate(target, source, tau)")
+        return BugClass.FROZEN_PARAMETERS_UPDATED, (
+            f": parameters declared stopped (frozen) were changed by the step "
+            f"({', '.join(moved[:4])}{', ...' if len(moved) > 4 else ''}) and they follow no "
+            "target update: set requires_grad=False on them (or detach their output) and leave "
+            "them out of the optimizer")
     for k in moving:
         for a_name in before:
             if a_name != k and before[a_name].shape == after[k].shape and \
@@ -545,16 +624,26 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
                 return BugClass.TIE_BROKEN, (f": {k!r} was set to {a_name!r} by the step (a sync "
                                              f"by copy): declare Tie({a_name!r}, {k!r})")
 
-    def alt(grads_=None, **kw: Any) -> Prediction:
+    def alt(grads_=None, model_=None, state_=None, **kw: Any) -> Prediction:
         g = grads if grads_ is None else grads_
         kw.setdefault("clip_value", clip_value)
-        return _pick(_preds(model, before, g, moving, state, t, spec, hooks, **kw), after, dt,
-                     error_model)
+        return _pick(_preds(model if model_ is None else model_, before, g, moving,
+                            state if state_ is None else state_, t, spec, hooks, **kw),
+                     after, dt, error_model, slack)
 
     def variant(**kw: Any) -> Prediction:
         g = kw.pop("grads", None)
         return alt(g, **kw)
 
+    def hit(p: Prediction, grow: float = 1.0) -> bool:
+        m = {k: pred.magnitude[k] + p.magnitude[k] for k in p.magnitude}
+        return same(after, p.values, m, None if slack is None else
+                    {k: grow * v for k, v in slack.items()})
+
+    found = _named_variations(hooks, model, spec, t, before, grads, moving, state, alt, hit,
+                              loss_fn, batch, first_grads)
+    if found is not None:
+        return found
     flat_a = np.concatenate([np.ravel(after[k] - before[k]) for k in moving]) if moving else \
         np.zeros(0)
     flat_e = np.concatenate([np.ravel(pred.values[k] - before[k]) for k in moving]) if moving \
@@ -565,13 +654,97 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
     linear = all(h is None or h["kind"] == "sgd" for h in hypers)
     bug, hint = diagnose(after, pred.magnitude, dt, variant, s=pred.s, norm=pred.norm,
                          max_norm=spec.max_norm, step=t, factor=factor, linear=linear,
-                         first_grads=first_grads, model=error_model)
+                         first_grads=first_grads, model=error_model, slack=slack,
+                         micro_batches=spec.micro_batches)
     if bug is BugClass.STEP_MISMATCH and not hint:
-        off = [k for k in moving if factors.get(k, 1.0) == 0.0]
+        # a parameter whose gradient is all rounding (identically zero) need not move
+        off = [k for k in moving if factors.get(k, 1.0) == 0.0
+               and not (below is not None and np.all(below.get(k, False)))]
         if off:
             hint = (f": {', '.join(off[:4])} did not move although it has a gradient (frozen, "
                     "or missing from the optimizer's parameter list)")
     return bug, hint
+
+
+def _named_variations(hooks, model, spec, t, before, grads, moving, state, alt, hit, loss_fn,
+                      batch, first_grads=None) -> tuple[BugClass, str] | None:
+    """The causes named by a variation of the declared step (see the module doc of
+    :mod:`.step_diagnosis` and :mod:`.micro_batches`), or None."""
+    if spec.ties:
+        try:
+            p = alt(ties=tuple(Tie(x.a, x.b, x.transpose, summed=False) for x in spec.ties))
+        except _CANNOT_EXPRESS:
+            p = None
+        if p is not None and hit(p):
+            names = ", ".join(f"{x.a!r} and {x.b!r}" for x in spec.ties)
+            return BugClass.TIE_GRADIENTS_NOT_SUMMED, (
+                f": the step updated the tied weight ({names}) with one side's gradient only and "
+                "copied it to the other: the tied weight's gradient is the sum of both")
+    hypers = [h for h in (model.hyper(k, t) for k in moving) if h is not None]
+    if t > 0:
+        # under Adam a stale gradient (step 1's) and a fresh state can both fit a step: the
+        # gradient that explains it is the more specific cause (named by the factor diagnoses)
+        stale = first_grads is not None and hit(alt(grads_=first_grads))
+        fresh: dict[str, dict] = {k: {} for k in before}
+        if not stale and hit(alt(state_=fresh)):
+            return BugClass.OPTIMIZER_STATE_LOST, (
+                f": step {t + 1} matches the declared optimizer started from an empty state "
+                "(momentum buffers / Adam moments and step count lost): the optimizer is "
+                "rebuilt (or its state reset) every step; create it once, outside the step")
+    if any(h.get("weight_decay") for h in hypers):
+        wd_grads = {k: np.asarray(grads[k]) + (model.hyper(k, t) or {}).get("weight_decay", 0.0)
+                    * before[k] for k in grads}
+        for p in (alt(model_=_Rescaled(model, weight_decay=2.0)), alt(grads_=wd_grads)):
+            if hit(p):
+                return BugClass.WEIGHT_DECAY_TWICE, (
+                    ": the step matches the declared optimizer with its weight decay applied "
+                    "twice (an L2 term in the loss, or a manual decay, on top of the optimizer's "
+                    "weight_decay): keep one")
+    k_mb = spec.micro_batches
+    if not k_mb or k_mb < 2 or loss_fn is None:
+        return None
+    left = hooks.snapshot()
+    try:
+        parts, found = _micro_variants(hooks, loss_fn, batch, spec, before)
+        for v in found:
+            kw: dict[str, Any] = {} if v.clipped_after else {"s": 1.0}
+            if hit(alt(grads_=v.grads, **kw)):
+                return v.bug, v.hint
+        inside = _steps_inside(hooks, model, spec, t, before, moving, state, loss_fn, parts)
+        if inside is not None and hit(inside, float(len(parts))):
+            return BugClass.STEP_INSIDE_ACCUMULATION, (
+                f": the step matches {len(parts)} optimizer updates, one per micro-batch "
+                "(optimizer.step() inside the accumulation loop): step once, after the loop")
+    finally:
+        hooks.restore(left)
+    return None
+
+
+def _micro_variants(hooks, loss_fn, batch, spec, before
+                    ) -> tuple[list[Any], list[micro_batches.Variant]]:
+    """The micro-batches and the accumulation bugs' gradients at ``before`` (the caller
+    restores the hooks)."""
+    hooks.assign(before)
+    parts = micro_batches.split_batch(batch, int(spec.micro_batches), spec.split)
+    sizes = [micro_batches.length(p) or 0 for p in parts]
+    gs = micro_batches.gradients(hooks, loss_fn, parts, before)
+    return parts, micro_batches.variants(gs, sizes, spec.max_norm, _eps_all(spec, hooks))
+
+
+def _steps_inside(hooks, model, spec, t, before, moving, state, loss_fn, parts
+                  ) -> Prediction | None:
+    """``K`` updates, each with one micro-batch's gradient / K at the parameters the previous
+    left (the caller restores the hooks)."""
+    vals, st = dict(before), state
+    pred = None
+    for part in parts:
+        hooks.assign(vals)
+        g = micro_batches.gradients(hooks, loss_fn, [part], vals)[0]
+        g = {k: v / len(parts) for k, v in g.items()}
+        pred = predict(model, vals, g, moving, st, t, max_norm=spec.max_norm, eps=0.0,
+                       ties=spec.ties, targets=spec.target_updates)
+        vals, st = pred.values, pred.state
+    return pred
 
 
 def _fit_tau(before, after, pairs) -> float:
@@ -595,3 +768,141 @@ def _guess_sources(moved: list[str], names: list[str]) -> list[list[tuple[str, s
                 out.append(pairs)
                 break
     return out
+
+
+# -- the gradient the optimizer received (Adam) ----------------------------------------------
+
+def _optimizer_state(model: Any, names: Sequence[str]) -> dict[str, dict] | None:
+    """The live state of a ``torch.optim`` Adam/AdamW read as the declaration, else None."""
+    if getattr(model, "kind", None) not in ("Adam", "AdamW"):
+        return None
+    return model.initial_state(tuple(names))
+
+
+def _check_received(ctx, hooks, model, spec, t, before, grads, moving, pred, noise,
+                    optimizer_before, names, loss_fn, batch) -> None:
+    """Under Adam the step hides a gradient's scale; its first moment does not: the gradient
+    the optimizer received is ``(m_after - beta1 m_before) / (1 - beta1)``, compared with the
+    clipped true gradient (plus ``wd p`` for Adam's coupled decay)."""
+    if optimizer_before is None:
+        return
+    after_state = model.initial_state(tuple(names))
+    tied = {x.b for x in spec.ties} | {x.a for x in spec.ties}
+    got, exp, mag, slack = {}, {}, {}, {}
+    for k in moving:
+        h = model.hyper(k, t)
+        m1 = after_state.get(k, {}).get("exp_avg")
+        if h is None or m1 is None or k in tied:
+            continue
+        b1 = float(h["betas"][0])
+        m0 = optimizer_before.get(k, {}).get("exp_avg", np.zeros_like(m1))
+        got[k] = (m1 - b1 * m0) / (1.0 - b1)
+        e = pred.s * np.asarray(grads[k], dtype=np.float64)
+        if h["weight_decay"] and not h["decoupled"]:
+            e = e + h["weight_decay"] * before[k]
+        exp[k] = e
+        mag[k] = (np.abs(m1) + b1 * np.abs(m0)) / (1.0 - b1) + np.abs(e)
+        slack[k] = pred.s * noise.level[k]
+    if not got:
+        return
+    name = "train_step.received_gradient" + ("" if t == 0 else f"[step {t + 1}]")
+    a = ctx.assess(got, exp, mag, hooks.dtype, measured=slack,
+                   measured_label="the gradient's rounding level")
+    bug, hint = BugClass.RECEIVED_GRADIENT_SCALED, ""
+    if not a.ok and a.factor is not None:
+        bug, hint = _received_factor(ctx, hooks, got, exp, mag, slack, a.factor,
+                                     spec.micro_batches)
+    if not a.ok and bug is BugClass.RECEIVED_GRADIENT_SCALED and \
+            _decay_in_loss(ctx, hooks, model, spec, t, before, grads, got, mag, slack):
+            bug, hint = BugClass.WEIGHT_DECAY_TWICE, (
+                "; the optimizer received the gradient plus weight_decay x the parameters on "
+                "top of its own weight decay (an L2 term in the loss, or a manual decay): keep "
+                "one")
+    if not a.ok and spec.micro_batches and spec.micro_batches >= 2 and \
+            bug is BugClass.RECEIVED_GRADIENT_SCALED:
+        named = _received_variant(ctx, hooks, model, spec, t, before, got, mag, slack,
+                                  loss_fn, batch)
+        if named is not None:
+            bug, hint = named
+    ctx.record(name, a, bug=bug, dtype=hooks.dtype,
+               what=f"step {t + 1}: the gradient {model.describe()} received (from its first "
+                    f"moment: (exp_avg after - beta1 x exp_avg before) / (1 - beta1)) vs the "
+                    f"true gradient{' clipped' if spec.max_norm is not None else ''}{hint}",
+               details={"step": t + 1, "received_factor": a.factor})
+
+
+def _received_factor(ctx, hooks, got, exp, mag, slack, factor: float,
+                     k_mb: int | None) -> tuple[BugClass, str]:
+    """Name a constant factor between the received and the true gradient."""
+    for c in sorted({round(factor), 1.0 / max(1, round(1.0 / factor)) if factor > 0 else 0.0}):
+        if c <= 0 or c == 1.0:
+            continue
+        scaled = {k: c * v for k, v in exp.items()}
+        grown = {k: c * mag[k] for k in mag}
+        if not ctx.matches(got, scaled, grown, hooks.dtype,
+                           measured={k: (1.0 + c) * v for k, v in slack.items()}):
+            continue
+        if c >= 2 and c == int(c):
+            n = int(c)
+            return BugClass.MICRO_BATCHES_SUMMED, (
+                f"; the optimizer received {n} x the true gradient: {n} micro-batch gradients "
+                f"summed without dividing the loss by {n} (or {n} backwards without a reset)"
+                + ("" if k_mb in (None, n) else f"; {k_mb} micro-batches were declared"))
+        return BugClass.RECEIVED_GRADIENT_SCALED, (
+            f"; the optimizer received 1/{round(1 / c)} of the true gradient: the loss divided "
+            "once too often (by the number of micro-batches twice, or averaged over an extra "
+            "axis)")
+    return BugClass.RECEIVED_GRADIENT_SCALED, (
+        f"; the optimizer received {factor:.4g} x the true gradient (least-squares factor)")
+
+
+def _received_variant(ctx, hooks, model, spec, t, before, got, mag, slack, loss_fn, batch
+                      ) -> tuple[BugClass, str] | None:
+    """The accumulation bug whose gradient is the one the optimizer received, or None."""
+    left = hooks.snapshot()
+    try:
+        _, found = _micro_variants(hooks, loss_fn, batch, spec, before)
+    finally:
+        hooks.restore(left)
+    for v in found:
+        s = 1.0
+        if v.clipped_after and spec.max_norm is not None:
+            norm = global_norm(v.grads)
+            s = min(1.0, spec.max_norm / norm) if norm else 1.0
+        exp = {}
+        for k in got:
+            h = model.hyper(k, t)
+            e = s * v.grads[k]
+            if h["weight_decay"] and not h["decoupled"]:
+                e = e + h["weight_decay"] * before[k]
+            exp[k] = e
+        if ctx.matches(got, exp, {k: mag[k] + np.abs(exp[k]) for k in mag}, hooks.dtype,
+                       measured=slack):
+            return v.bug, v.hint.replace(": the step", ": the optimizer received the gradient "
+                                         "of a step that", 1)
+    return None
+
+
+def _decay_in_loss(ctx, hooks, model, spec, t, before, grads, got, mag, slack) -> bool:
+    """Whether the optimizer received the gradient of the loss plus an L2 term ``wd/2 |p|^2``
+    (clipped with it) on top of its own weight decay."""
+    wd = {k: (model.hyper(k, t) or {}).get("weight_decay", 0.0) * before[k] for k in got}
+    if not any(np.any(v) for v in wd.values()):
+        return False
+    g2 = {k: np.asarray(grads[k], dtype=np.float64) + wd[k] for k in got}
+    for e in _eps_all(spec, hooks):
+        sc = 1.0
+        if spec.max_norm is not None:
+            norm = global_norm(g2)
+            sc = min(1.0, spec.max_norm / (norm + e)) if norm else 1.0
+        cand = {}
+        for k in got:
+            h = model.hyper(k, t) or {}
+            c = sc * g2[k]
+            if h.get("weight_decay") and not h.get("decoupled"):
+                c = c + wd[k]
+            cand[k] = c
+        if ctx.matches(got, cand, {k: mag[k] + np.abs(wd[k]) for k in got}, hooks.dtype,
+                       measured=slack):
+            return True
+    return False

@@ -65,6 +65,15 @@ class BugClass(str, enum.Enum):
     DECLARED_STOP_MISSING = "declared stop that does not happen"
     LOSS_SCALE_NOT_REMOVED = "loss scale not removed from the step"
     MICRO_BATCHES_SUMMED = "micro-batch gradients summed, not averaged"
+    UNEVEN_MICRO_BATCHES = "uneven micro-batches weighted equally"
+    ZERO_GRAD_IN_ACCUMULATION = "gradients reset inside the accumulation loop"
+    CLIP_BEFORE_LAST_MICRO_BATCH = "clip before the last micro-batch"
+    STEP_INSIDE_ACCUMULATION = "optimizer step inside the accumulation loop"
+    WEIGHT_DECAY_TWICE = "weight decay applied twice"
+    OPTIMIZER_STATE_LOST = "optimizer state lost between steps"
+    TIE_GRADIENTS_NOT_SUMMED = "tied weights' gradients not summed"
+    FROZEN_PARAMETERS_UPDATED = "parameters meant to be frozen were updated"
+    RECEIVED_GRADIENT_SCALED = "optimizer received a scaled gradient"
     TWO_UPDATES = "two optimizer updates in one step"
     STALE_STATE = "step uses state captured at an earlier step"
     TIE_BROKEN = "declared tie not kept"
@@ -121,14 +130,16 @@ class ProbeContext:
         return r
 
     def assess(self, actual: Any, expected: Any, magnitude: Any, dtype: str,
-               fd_error: Any = None) -> Assessment:
+               fd_error: Any = None, *, measured: Any = None, measured_label: str = ""
+               ) -> Assessment:
         """:func:`assess` under the run's :attr:`error_model`."""
-        return assess(actual, expected, magnitude, dtype, fd_error, model=self.error_model)
+        return assess(actual, expected, magnitude, dtype, fd_error, model=self.error_model,
+                      measured=measured, measured_label=measured_label)
 
     def matches(self, actual: Any, expected: Any, magnitude: Any, dtype: str,
-                fd_error: Any = None) -> bool:
+                fd_error: Any = None, *, measured: Any = None) -> bool:
         """:func:`matches` under the run's :attr:`error_model`."""
-        return self.assess(actual, expected, magnitude, dtype, fd_error).ok
+        return self.assess(actual, expected, magnitude, dtype, fd_error, measured=measured).ok
 
     def compare(self, name: str, actual: Any, expected: Any, magnitude: Any, *, what: str,
                 bug: BugClass, dtype: str | None = None, fd_error: Any = None,
@@ -195,9 +206,11 @@ class Assessment:
 
 
 def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
-           fd_error: Any = None, *, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL
-           ) -> Assessment:
-    """Compare elementwise under the error ``model`` (see module doc); pure, emits nothing."""
+           fd_error: Any = None, *, model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL,
+           measured: Any = None, measured_label: str = "") -> Assessment:
+    """Compare elementwise under the error ``model`` (see module doc); pure, emits nothing.
+    ``measured`` (same structure as ``actual``): an allowance derived elsewhere (e.g. the
+    propagated rounding of a gradient), added elementwise and named ``measured_label``."""
     a, labels = flatten(actual)
     e, _ = flatten(expected)
     mag, _ = flatten(magnitude)
@@ -205,7 +218,8 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
         raise ValueError(f"compared shapes differ: actual {a.shape}, expected {e.shape}, "
                          f"magnitude {mag.shape}")
     fe = flatten(fd_error)[0] if fd_error is not None else np.zeros_like(e)
-    allowed = model.allowed(fe, mag, dtype)
+    extra = flatten(measured)[0] if measured is not None else np.zeros_like(e)
+    allowed = model.allowed(fe, mag, dtype) + extra
     with np.errstate(all="ignore"):
         diff = np.abs(a - e)
         ratio = np.where(diff == 0, 0.0, diff / np.maximum(allowed, 1e-300))
@@ -214,6 +228,11 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
         return Assessment(True, "", 0.0, 0.0, 0.0, 0.0, 0.0, "", 0.0, 0, 0, None)
     i = int(np.argmax(ratio))
     allow = model.allowance(float(fe[i]), float(mag[i]), dtype)
+    if extra[i]:
+        total = allow.allowed + float(extra[i])
+        allow = type(allow)(total, f"{allow.source.rsplit(' = ', 1)[0]} + "
+                                   f"{measured_label or 'measured'} {float(extra[i]):.3g} = "
+                                   f"{total:.3g}")
     ee = float(e @ e)
     factor = float(a @ e) / ee if ee > 0 and np.all(np.isfinite(a)) else None
     disc = float(diff[i]) if np.isfinite(diff[i]) else float("inf")
@@ -224,10 +243,11 @@ def assess(actual: Any, expected: Any, magnitude: Any, dtype: str,
 
 
 def matches(actual: Any, expected: Any, magnitude: Any, dtype: str, fd_error: Any = None, *,
-            model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL) -> bool:
+            model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL, measured: Any = None) -> bool:
     """Whether ``actual`` agrees with ``expected`` under the error ``model``: used to *name* a
     failure (does it match a known bug's signature?), with the same allowance as the verdict."""
-    return assess(actual, expected, magnitude, dtype, fd_error, model=model).ok
+    return assess(actual, expected, magnitude, dtype, fd_error, model=model,
+                  measured=measured).ok
 
 
 def flatten(values: Any) -> tuple[np.ndarray, list[str]]:

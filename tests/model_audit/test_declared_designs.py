@@ -256,7 +256,7 @@ def test_a_frozen_backbone_read_from_requires_grad_passes():
 def test_a_frozen_parameter_the_step_moves_is_caught():
     m, step = _frozen_backbone(True)
     text = _bad(audit(m, mse, _batch(), backend="torch", train_step=TrainStep(step)),
-                "target update differs from the declared one")
+                "parameters meant to be frozen were updated")
     assert "0.weight" in text and "changed by the step" in text
 
 
