@@ -25,8 +25,9 @@ KNOWN: tuple[KnownDiscrepancy, ...] = (
         "torch", subject="torch.addcdiv",
         reason="reverse mode w.r.t. tensor2 is -inf where the derivative -value*tensor1/tensor2^2 "
                "is finite (tensor1 = 1e-300, tensor2 = 3e-300: -1.1e299; tensor2^2 underflows to "
-               "0); plain division gets it right",
-        checks=("vjp", "jvp", "fwd_rev", "eager_func"), points=("tiny", "subnormal")),
+               "0); forward mode (torch.func.jvp) and plain division get it right "
+               "(docs/upstream/torch/addcdiv_backward_inf_when_tensor2_squared_underflows.py)",
+        checks=("vjp", "fwd_rev", "eager_func"), points=("tiny", "subnormal")),
     KnownDiscrepancy(
         "torch", subject="torch.asinh",
         reason="the derivative 1/sqrt(1 + x^2) is 0 for |x| above ~1e154 (x^2 overflows) where "
@@ -50,9 +51,13 @@ KNOWN: tuple[KnownDiscrepancy, ...] = (
         checks=("vjp", "jvp"), points=("huge",), link="https://github.com/jax-ml/jax/issues/40634"),
     KnownDiscrepancy(
         "jax", subject="jax.numpy.sinc",
-        reason="the derivative is -inf at |x| below ~1e-160 (x = 1e-300: the true value is -pi^2 "
-               "x / 3 = -3.3e-300; 1e-100 and above are right)",
-        checks=("vjp", "jvp", "fwd_rev"), points=("tiny", "subnormal")),
+        reason="the derivative is wrong for |x| below ~1e-4 (true value -pi^2 x / 3 "
+               "(1 - pi^2 x^2 / 10 + ...)): -inf below ~1e-155 (x = 1e-300: true -3.3e-300), "
+               "then 0.0 or huge positive values up to 1e-15 (1.4e134 at 1e-150, 0.0 at 1e-100), "
+               "-1.5e-6 at 1e-10 (true -3.3e-10), 2.3e-7 relative off at 1e-5, 1.9e-9 at 1e-4; "
+               "right to ~1e-11 from 1e-3 up (also jax-ml/jax#40629)",
+        checks=("vjp", "jvp", "fwd_rev"), points=("tiny", "subnormal"),
+        link="https://github.com/jax-ml/jax/issues/34139"),
     KnownDiscrepancy(
         "jax", subject="jax.*expm1",
         reason="the derivative is 0 at x = -100 where exp(-100) = 3.7e-44 is representable: it is "
@@ -76,7 +81,8 @@ KNOWN: tuple[KnownDiscrepancy, ...] = (
     KnownDiscrepancy(
         "jax", subject="jax.scipy.special.spence",
         reason="the derivative log(x) / (1 - x) is off for small x: by 2e-5 at x = 1e-12, 8e-4 at "
-               "1e-15 and by exactly -1 from about 1e-20 down to the smallest normal number "
+               "1e-15, 0.11 at 1e-16 and by exactly -1 from about 1e-17 down to the smallest "
+               "normal number "
                "(-709.396 at 2.2e-308, true -708.396); the forward is right",
         checks=("vjp", "jvp"), points=("tiny", "subnormal")),
     KnownDiscrepancy(
@@ -90,7 +96,8 @@ KNOWN: tuple[KnownDiscrepancy, ...] = (
         "jax", subject="jax.scipy.special.gammainc*",
         reason="the forward's run time grows with the argument where a and x are close (float64 "
                "gammainc(1e15, 1e15): 2.7 s, returning 0.352 where P(a, a) -> 1/2; scipy: "
-               "0.5000000042) and gammainc(1e200, 1e200) never returns: the sweep's worker hangs "
+               "0.5000000042; 0.50093 at 1e12, 0.4766 at 1e13; gammaincc(1e12, 1e12) = 8.40, "
+               "above 1) and gammainc(1e200, 1e200) never returns: the sweep's worker hangs "
                "at the huge band and is killed (a crash result with symptom hang); gammaincc at "
                "that point gives nan",
         checks=("call",), points=("crash",)),
@@ -106,13 +113,24 @@ KNOWN: tuple[KnownDiscrepancy, ...] = (
                "the JVP rule multiplies the inverse and the factor in the wrong order",
         checks=("jvp", "fwd_rev", "jvp_of_vjp", "jvp_of_jvp"),
         link="https://github.com/pytorch/pytorch/issues/196682"),
-    # by design: the backend defines these derivatives so (the failures are the sweep's
-    # question, not a wrong rule); each reason says where that is defined
     KnownDiscrepancy(
         "torch", subject="torch.nn.functional.hardsigmoid",
         reason="the float64 derivative on (-3, 3) is 0.1666666716337204, the float32 rounding of "
-               "1/6: 3.0e-8 relative off in float64 (the forward is right)",
+               "1/6 (a single-precision constant in the float64 backward): 3.0e-8 relative off, "
+               "where the float64 forward is exact; in float32 the derivative is the correctly "
+               "rounded 1/6, right",
         checks=("vjp", "jvp", "fwd_rev", "eager_func", "rounding")),
+    KnownDiscrepancy(
+        "jax", subject="jax.numpy.hypot",
+        reason="the derivative w.r.t. the larger argument is r/b instead of b/r at (1e200, 3e200) "
+               "(1.0541, true 0.9487; d/da is right), the partials are nan and -inf at "
+               "(1e-200, 3e-200) (true 0.316, 0.949) and the Hessian at (1e200, 3e200) has "
+               "d2/da db = +1.05e-201, d2/db2 = 0 (true -9.5e-202, 3.2e-202); torch.hypot is "
+               "right (the catalog records the same, gradcheck/ops/binary.py)",
+        checks=("vjp", "jvp", "fwd_rev", "vjp_of_vjp", "jvp_of_vjp", "jvp_of_jvp"),
+        points=("huge", "tiny")),
+    # by design: the backend defines these derivatives so (the failures are the sweep's
+    # question, not a wrong rule); each reason says where that is defined
     KnownDiscrepancy(
         "torch", subject="torch.linalg.cholesky_ex",
         reason="outside the documented domain: the forward reads only the lower triangle of a "

@@ -24,7 +24,8 @@ def test_every_bug_entry_has_a_pinning_test_here():
                     "jax.numpy.sinc", "jax.scipy.special.exp[i1]", "jax.*expm1",
                     "jax.scipy.special.gammainc*", "jax.lax.igamma",
                     "jax.nn.[es]elu", "torch*expm1", "jax.scipy.special.spence",
-                    "torch.cholesky_inverse", "torch.nn.functional.hardsigmoid"}
+                    "torch.cholesky_inverse", "torch.nn.functional.hardsigmoid",
+                    "jax.numpy.hypot"}
     assert {k.nature for k in known.KNOWN} == {"bug", "by_design"}
 
 
@@ -47,6 +48,16 @@ def test_addcdiv_reverse_mode_at_tiny_tensor2():
     want = -1e-300 / 3e-300 / 3e-300  # -1.1e299, finite
     assert math.isfinite(want)
     assert float(t2.grad) == pytest.approx(want, rel=1e-12)
+
+
+def test_addcdiv_forward_mode_at_tiny_tensor2_is_right():
+    """The record is reverse mode only: forward mode gets the finite derivative."""
+    s = torch.tensor([1.0], dtype=torch.float64)
+    t1 = torch.tensor([1e-300], dtype=torch.float64)
+    _, tangent = torch.func.jvp(lambda b: torch.addcdiv(s, t1, b, value=1.0),
+                                (torch.tensor([3e-300], dtype=torch.float64),),
+                                (torch.ones(1, dtype=torch.float64),))
+    assert float(tangent) == pytest.approx(-1e-300 / 3e-300 / 3e-300, rel=1e-12)
 
 
 @pytest.mark.xfail(strict=True, reason="known.py: torch.asinh derivative 0 above ~1e154")
@@ -197,3 +208,32 @@ def test_torch_hardsigmoid_float64_derivative():
     assert torch.equal(y, (x + 3) / 6)  # the forward is right
     (grad,) = torch.autograd.grad(y.sum(), x)
     assert grad.tolist() == pytest.approx([1 / 6] * 3, rel=1e-14, abs=0)
+
+
+def test_torch_hardsigmoid_float32_derivative_is_the_rounded_one_sixth():
+    """The float64 entry's twin: in float32 the derivative is float32(1/6), correctly rounded."""
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float32, requires_grad=True)
+    (grad,) = torch.autograd.grad(torch.nn.functional.hardsigmoid(x).sum(), x)
+    assert grad.tolist() == [float(np.float32(1 / 6))] * 3
+
+
+@pytest.mark.xfail(strict=True, reason="known.py: jax.numpy.hypot partials at huge and tiny "
+                                       "arguments")
+def test_jax_hypot_partials_at_huge_and_tiny_arguments():
+    jax.config.update("jax_enable_x64", True)
+    r = math.sqrt(10.0)  # hypot(1, 3); the partials are a/r, b/r at any scale
+    want = [1 / r, 3 / r]
+    assert [float(v) for v in jax.grad(jax.numpy.hypot, (0, 1))(1e-200, 3e-200)] == \
+        pytest.approx(want, rel=1e-12)
+    assert [float(v) for v in jax.grad(jax.numpy.hypot, (0, 1))(1e200, 3e200)] == \
+        pytest.approx(want, rel=1e-12)
+
+
+def test_torch_hypot_partials_at_huge_and_tiny_arguments_are_right():
+    """The jax entry's twin: torch.hypot gets a/r and b/r at both scales."""
+    r = math.sqrt(10.0)
+    for scale in (1e-200, 1e200):
+        a = torch.tensor(scale, dtype=torch.float64, requires_grad=True)
+        b = torch.tensor(3 * scale, dtype=torch.float64, requires_grad=True)
+        torch.hypot(a, b).backward()
+        assert [float(a.grad), float(b.grad)] == pytest.approx([1 / r, 3 / r], rel=1e-12)
