@@ -203,7 +203,9 @@ def check(
     signal state; C code that never returns to Python is stopped only when it returns;
     process adapters have their own request timeout: ``docs/error-model.md`` section 3b).
 
-    Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
+    Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored,
+    and when nothing was decided (every result inconclusive or skipped: ``report.decided`` is
+    empty, where :func:`assert_gradients` raises :class:`NothingDecided`).
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
     """
@@ -332,8 +334,8 @@ def assert_gradients(fn: Callable, *inputs: Any, **kwargs: Any) -> Report:
     """
     __tracebackhide__ = True
     report = check(fn, *inputs, **kwargs)
-    if not report.passed:
+    if report.failures:
         raise GradientMismatch(format_failure(report), report)
-    if not report.decided:
+    if not report.passed:  # nothing failed, nothing was decided either
         raise NothingDecided(format_nothing_decided(report), report)
     return report
