@@ -92,6 +92,9 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
                    message=f"{output_name(paths, i)} is complex ({name}): complex derivatives "
                            "are not checked; return its .real and .imag as two outputs to "
                            "check them")
+    for i in [i for i in range(len(outs64)) if i not in float_outs and i not in complex_outs]:
+        if cfg.order_level == 0:  # once: an order-2 sub-run's outputs are derivatives of these
+            _integer_output(rec, outs64[i], i, paths, bool(float_outs))
     if not float_outs and complex_outs:
         return Finished("complex outputs")
     if not float_outs:
@@ -118,6 +121,20 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
     if outs_d is None:
         return Finished("low precision evaluation failed")
     return replace(prep, outs_d=tuple(outs_d))
+
+
+def _integer_output(rec: Recorder, out: Any, i: int, paths: tuple[str, ...] | None,
+                    others: bool) -> None:
+    """A skipped result naming an integer or boolean output (an argmax, ``topk``/``sort``/
+    ``max`` indices, a mask): it has no derivative, so it is not compared, and never left out
+    silently; the floating outputs beside it are checked."""
+    name = np.asarray(out).dtype.name
+    rest = ("the floating-point outputs are checked" if others
+            else "the function has no floating-point output to check")
+    rec.record(CheckKind.CALL, Status.SKIPPED, output_index=i, paths=paths,
+               details={"not_differentiable_output": name},
+               message=f"{output_name(paths, i)} is {name} (integer or boolean values have no "
+                       f"derivative): not checked; {rest}")
 
 
 def _evaluator(backend: GuardedBackend, fn: Callable, args64: list[np.ndarray], device: str,
