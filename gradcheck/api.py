@@ -233,7 +233,7 @@ def check(
         fn, "__name__", None) or type(fn).__name__
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
-        name=fn_name, fast=bool(fast), timeout=limit, error_model=model,
+        name=fn_name, fast=bool(fast), timeout=limit, error_model=model, exclude_kinks=True,
         reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
                                atol=atol, rtol=rtol, probes=probes, name=name, fast=bool(fast),
                                timeout=limit, error_model=model),
@@ -257,6 +257,8 @@ def format_failure(report: Report) -> str:
         values = shown(r) if r.status is Status.FAILED else None
         if values is not None:
             lines += _comparison_lines(r, values)
+            if r.details.get("kinks"):  # the elements the verdict is not about
+                lines.append(f"  {r.details['kinks']}")
         else:
             lines.append(f"  {r.message}")
         if r.reproducer:

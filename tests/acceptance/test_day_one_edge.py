@@ -124,3 +124,90 @@ def test_jax_integer_output_forward_mode_is_checked():
                                         backend="jax")
     assert len(_int_notes(report)) == 1
     assert any(r.kind.value == "jvp" and r.status is Status.PASSED for r in report.results)
+
+
+# -- item 1: a kink among the inputs no longer masks a bug elsewhere -------------------------
+
+K = np.array([0.0, 0.7, -1.3, 2.1])  # abs/relu kink at element 0, exactly
+
+
+def _abs_torch(wrong_at: int | None):
+    """``3|t| + t^2`` with a hand-written backward, 1% wrong at element ``wrong_at``."""
+
+    class Abs(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            ctx.save_for_backward(t)
+            return 3 * torch.abs(t) + t**2
+
+        @staticmethod
+        def backward(ctx, g):
+            (t,) = ctx.saved_tensors
+            d = 3 * torch.sign(t) + 2 * t
+            if wrong_at is not None:
+                d = d.clone()
+                d[wrong_at] = d[wrong_at] * 1.01
+            return g * d
+
+    return Abs.apply
+
+
+def _kink_results(report):
+    return [r for r in report.results if r.kind.value in ("vjp", "jvp")]
+
+
+@pytest.mark.parametrize("wrong_at", [None, 1, 3])
+def test_torch_kink_elements_are_left_out_and_the_rest_decided(wrong_at):
+    fn = _abs_torch(wrong_at)
+    report = gradcheck.check(fn, K, backend="torch", modes=("rev",))
+    (vjp,) = _kink_results(report)
+    assert vjp.details["kink_elements"] == {"input 0": [[0]]}
+    assert "1 kink element(s) of 4 left out" in vjp.message and "input 0[0]" in vjp.message
+    if wrong_at is None:
+        assert vjp.status is Status.PASSED and report.passed  # was: inconclusive
+    else:
+        assert vjp.status is Status.FAILED  # was: inconclusive, the 1% bug unnoticed
+        with pytest.raises(gradcheck.GradientMismatch) as info:
+            gradcheck.assert_gradients(fn, K, backend="torch", modes=("rev",))
+        text = str(info.value)
+        assert "1 kink element(s) of 4 left out" in text
+        assert f"d output 0[{wrong_at}] / d input 0[{wrong_at}]" in text  # the bug, not the kink
+
+
+@pytest.mark.parametrize("factor,caught", [(1.0, False), (1.01, True)])
+def test_numpy_relu_at_zero_beside_a_wrong_rule_elsewhere(factor, caught):
+    def vjp(a, c):
+        d = (a[0] > 0).astype(float)
+        d[2] *= factor  # element 2 (1.5) away from the kinks
+        return (c[0] * d,)
+
+    relu = NumpyFunction(lambda x: np.maximum(x, 0.0), vjp, name="relu")
+    x = np.array([0.0, -2.0, 1.5, 0.0, 0.4])
+    report = gradcheck.check(relu, x, backend="numpy", modes=("rev",))
+    (r,) = _kink_results(report)
+    assert r.details["kink_elements"] == {"input 0": [[0], [3]]}
+    assert r.status is (Status.FAILED if caught else Status.PASSED), r.message
+
+
+@pytest.mark.parametrize("factor,caught", [(1.0, False), (1.01, True)])
+def test_torch_max_tie_is_left_out_and_both_modes_decide(factor, caught):
+    x = np.array([[0.5, 0.5], [0.2, 0.7]])  # a tie in row 0
+
+    def f(t):
+        e = torch.exp(t)  # the same values; its derivative `factor` times the true one
+        e = e + (factor - 1.0) * (e - e.detach())
+        return torch.max(t, dim=1).values + e.sum(dim=1)
+
+    report = gradcheck.check(f, x, backend="torch")
+    kinds = {r.kind.value: r for r in _kink_results(report)}
+    assert set(kinds) == {"vjp", "jvp"}
+    for r in kinds.values():
+        assert r.details["kink_elements"] == {"input 0": [[0, 0], [0, 1]]}
+        assert r.status is (Status.FAILED if caught else Status.PASSED), r.message
+
+
+def test_every_element_at_a_kink_stays_inconclusive():
+    report = gradcheck.check(lambda t: torch.abs(t), np.zeros(3), backend="torch")
+    assert {r.status for r in report.results} == {Status.INCONCLUSIVE}
+    assert not report.passed and "not differentiable" in report.results[0].message
+
