@@ -211,3 +211,25 @@ def test_every_element_at_a_kink_stays_inconclusive():
     assert {r.status for r in report.results} == {Status.INCONCLUSIVE}
     assert not report.passed and "not differentiable" in report.results[0].message
 
+
+# -- item 6: a float32 module closed over, float64 inputs -------------------------------------
+
+def test_a_float32_module_closed_over_names_the_two_fixes():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(4, 2)  # float32 parameters
+    report = gradcheck.check(lambda t: linear(t), X, backend="torch")
+    (r,) = report.results
+    assert r.status is Status.ERROR and r.details["computes_in"] == "float32"
+    assert "It runs with float32 inputs: fn computes in float32" in r.message
+    assert "module.double()" in r.message and 'dtype="float32"' in r.message
+    linear.double()  # the fix the message names
+    assert gradcheck.check(lambda t: linear(t), X, backend="torch").passed
+
+
+def test_a_function_that_raises_in_every_dtype_gets_no_dtype_hint():
+    def broken(t):
+        raise ValueError("boom")
+
+    (r,) = gradcheck.check(broken, X, backend="torch").results
+    assert r.status is Status.ERROR and "boom" in r.message
+    assert "module.double()" not in r.message and "computes_in" not in r.details
