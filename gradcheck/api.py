@@ -182,8 +182,11 @@ def check(
     oracle's error estimate with a 3x margin instead of 10x (stricter: a borderline pass may
     fail), ``ErrorModel(rounding_gamma=64.0)`` allows 4x the default rounding; the failure
     message's allowance derivation shows the constants used, and the reproducer passes the
-    same profile.  (Not yet read by the numeric comparisons, which still use the default
-    model: ``docs/error-model.md`` section 5a.)
+    same profile.  Every comparison of ``check`` judges with it (the screen, the full
+    comparisons and their second and scaled estimates, forward vs reverse, eager vs
+    functional, order 2, the rounding check, the runs around kinks); the finite-difference
+    tables' own tuning fields (steps, retries, kink thresholds) are read from the default
+    model (``docs/error-model.md`` section 5a).
 
     Every float64 check screens first: the comparisons with finite differences are judged
     against a cheap estimate (8 evaluations per input along one tangent that the probes share,

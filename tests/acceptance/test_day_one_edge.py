@@ -233,3 +233,97 @@ def test_a_function_that_raises_in_every_dtype_gets_no_dtype_hint():
     (r,) = gradcheck.check(broken, X, backend="torch").results
     assert r.status is Status.ERROR and "boom" in r.message
     assert "module.double()" not in r.message and "computes_in" not in r.details
+
+
+# -- item 11: error_model= is read on every path of check / assert_gradients ------------------
+
+def _sin(eps_rev: float = 0.0, eps_fwd: float = 0.0, eps_low: float = 0.0,
+         eps_second: float = 0.0):
+    """``sin`` with hand-written rules: the VJP ``1 + eps_rev`` times the true one, the JVP
+    ``1 + eps_fwd`` times, the float32 VJP ``1 + eps_low`` times more, and the VJP's own
+    derivative ``1 + eps_second`` times (its values right)."""
+
+    class Sin(torch.autograd.Function):
+        @staticmethod
+        def forward(t):
+            return torch.sin(t)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+            ctx.t = inputs[0]
+
+        @staticmethod
+        def backward(ctx, g):
+            (t,) = ctx.saved_tensors
+            low = eps_low if t.dtype == torch.float32 else 0.0
+            c = torch.cos(t)
+            c = c + eps_second * (c - c.detach())
+            return g * c * (1 + eps_rev) * (1 + low)
+
+        @staticmethod
+        def jvp(ctx, tt):
+            return tt * torch.cos(ctx.t) * (1 + eps_fwd)
+
+    return Sin.apply
+
+
+LOOSE = gradcheck.ErrorModel(rounding_gamma=1e8)  # allows ~2e-8 of the terms
+
+
+@pytest.mark.parametrize("path,fn,kw,kinds", [
+    ("screen and full VJP", _sin(eps_rev=1e-9), {"modes": ("rev",)}, {"vjp"}),
+    ("fast", _sin(eps_rev=1e-9), {"modes": ("rev",), "fast": True}, {"vjp"}),
+    ("JVP and forward vs reverse", _sin(eps_fwd=1e-9), {}, {"jvp", "fwd_rev"}),
+    ("order 2", _sin(eps_second=1e-9), {"modes": ("rev",), "order": 2}, {"vjp_of_vjp"}),
+    ("float32 rounding", _sin(eps_low=1e-4), {"modes": ("rev",), "dtype": "float32"},
+     {"rounding"}),
+    ("kinks left out", lambda t: torch.abs(t) + _sin(eps_rev=1e-9)(t), {"modes": ("rev",)},
+     {"vjp"}),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_a_custom_error_model_changes_the_verdict_on_each_path(path, fn, kw, kinds):
+    x = K if path == "kinks left out" else X
+    strict = gradcheck.check(fn, x, backend="torch", **kw)
+    assert {r.kind.value for r in strict.failures} == kinds, strict.summary()
+    loose = gradcheck.check(fn, x, backend="torch", error_model=LOOSE, **kw)
+    assert loose.passed, [r.message for r in loose.failures]
+    assert "rounding_gamma=100000000.0" in loose.results[0].reproducer
+    with pytest.raises(gradcheck.GradientMismatch):
+        gradcheck.assert_gradients(fn, x, backend="torch", **kw)
+    gradcheck.assert_gradients(fn, x, backend="torch", error_model=LOOSE, **kw)
+    if path == "kinks left out":
+        assert all("kink element(s)" in r.message for r in loose.results)
+
+
+# -- item 11: GRADCHECK_RESULTS beside --gradcheck-report-dir is not silently ignored --------
+
+pytest_plugins = ["pytester"]
+
+USER_TEST = '''
+import numpy as np
+import gradcheck
+
+def test_sin():
+    f = gradcheck.NumpyFunction(np.sin, lambda a, c: (c[0] * np.cos(a[0]),), name="sin")
+    gradcheck.assert_gradients(f, np.linspace(0.1, 1.0, 4), backend="numpy")
+'''
+
+
+def test_gradcheck_results_ignored_for_a_report_dir_is_warned(pytester, monkeypatch, tmp_path):
+    env_path = tmp_path / "mine.jsonl"
+    monkeypatch.setenv("GRADCHECK_RESULTS", str(env_path))
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess("--gradcheck-report-dir", str(tmp_path / "rep"))
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines([f"*GRADCHECK_RESULTS={env_path} is ignored: "
+                                 "--gradcheck-report-dir is given, so the results stream to*"])
+    assert not env_path.exists() and (tmp_path / "rep" / "results.jsonl").exists()
+
+
+def test_gradcheck_results_alone_streams_without_a_warning(pytester, monkeypatch, tmp_path):
+    env_path = tmp_path / "mine.jsonl"
+    monkeypatch.setenv("GRADCHECK_RESULTS", str(env_path))
+    pytester.makepyfile(test_user=USER_TEST)
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert "is ignored" not in result.stdout.str() and env_path.exists()
