@@ -327,3 +327,28 @@ def test_gradcheck_results_alone_streams_without_a_warning(pytester, monkeypatch
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)
     assert "is ignored" not in result.stdout.str() and env_path.exists()
+
+
+# -- item 11: check_clip_function accepts torch's own clip, still catches a wrong one ---------
+
+def _wrong_clip(params, max_norm):
+    """torch's clip with a coefficient 1% too small: clipped norms 1% under max_norm."""
+    grads = [p.grad for p in params]
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    coef = torch.clamp(max_norm / (total + 1e-6) * 0.99, max=1.0)
+    for g in grads:
+        g.mul_(coef)
+    return total
+
+
+@pytest.mark.parametrize("clip,caught", [(torch.nn.utils.clip_grad_norm_, False),
+                                         (_wrong_clip, True)], ids=["torch", "wrong"])
+def test_check_clip_function_on_torchs_own_clip_and_a_wrong_one(clip, caught):
+    report = gradcheck.check_clip_function(clip, backend="torch")
+    (bound,) = [r for r in report.results if r.name == "clip.bound"]
+    assert bound.status is (Status.FAILED if caught else Status.PASSED), bound.message
+    if not caught:  # what was compared: torch's documented definition, epsilon included
+        assert "max_norm x norm / (norm + 1e-06)" in bound.message
+        assert "documented: torch.nn.utils.clip_grad_norm_" in bound.message
+        # the one failure left is torch's known, documented behaviour (no max_norm validation)
+        assert all(r.known for r in report.failures), [r.name for r in report.failures]
