@@ -260,8 +260,9 @@ def format_failure(report: Report) -> str:
         values = shown(r) if r.status is Status.FAILED else None
         if values is not None:
             lines += _comparison_lines(r, values)
-            if r.details.get("kinks"):  # the elements the verdict is not about
-                lines.append(f"  {r.details['kinks']}")
+            for key in ("kinks", "hint"):  # the elements left out; an engine's silent zero
+                if r.details.get(key):
+                    lines.append(f"  {r.details[key]}")
         else:
             lines.append(f"  {r.message}")
         if r.reproducer:

@@ -59,6 +59,10 @@ class Backend(ABC):
     supports_jvp: ClassVar[bool] = False
     supports_order2: ClassVar[bool] = False
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")
+    #: check kind (its value, e.g. ``"jvp_of_jvp"``) -> what an AD value of exactly 0 in a
+    #: failed check of that kind may mean on this engine (a known silent zero), shown in the
+    #: failure (``details["hint"]``)
+    zero_hints: ClassVar[dict[str, str]] = {}
 
     # -- identity ---------------------------------------------------------------------------
     @abstractmethod

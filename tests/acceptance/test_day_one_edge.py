@@ -352,3 +352,29 @@ def test_check_clip_function_on_torchs_own_clip_and_a_wrong_one(clip, caught):
         assert "documented: torch.nn.utils.clip_grad_norm_" in bound.message
         # the one failure left is torch's known, documented behaviour (no max_norm validation)
         assert all(r.known for r in report.failures), [r.name for r in report.failures]
+
+
+# -- item 11: torch's silent zero for forward over forward through an autograd.Function --------
+
+def test_an_autograd_function_with_jvp_failing_order2_forward_gets_a_hint():
+    fn = _sin()  # a correct rule, with a jvp staticmethod
+    report = gradcheck.check(fn, X, backend="torch", order=2)
+    (r,) = report.failures
+    assert r.kind.value == "jvp_of_jvp" and r.actual == 0.0
+    assert "torch returns zeros, without an error" in r.details["hint"] and \
+        r.details["hint"] in r.message
+    with pytest.raises(gradcheck.GradientMismatch) as info:
+        gradcheck.assert_gradients(fn, X, backend="torch", order=2)
+    assert 'modes=("rev",)' in str(info.value)  # the way out the hint names ...
+    gradcheck.assert_gradients(fn, X, backend="torch", order=2, modes=("rev",))  # ... works
+
+
+def test_a_wrong_second_derivative_gets_no_silent_zero_hint():
+    def f(t):  # first derivative right, second derivative off by 2e-3 (forward and reverse)
+        w = t - t.detach()
+        return torch.sin(t) + 1e-3 * w * w
+
+    report = gradcheck.check(f, X, backend="torch", order=2)
+    bad = {r.kind.value: r for r in report.failures}
+    assert "jvp_of_jvp" in bad and bad["jvp_of_jvp"].actual != 0.0
+    assert all("hint" not in r.details for r in report.results)

@@ -6,7 +6,7 @@ Imported only when the ``torch`` backend is asked for; ``import gradcheck`` neve
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -101,6 +101,12 @@ class TorchBackend(Backend):
     )
     supports_jvp = True
     supports_order2 = True
+    zero_hints: ClassVar[dict[str, str]] = {"jvp_of_jvp": (
+        "forward mode gave exactly 0: torch returns zeros, without an error, for the "
+        "forward-mode derivative of a torch.autograd.Function's jvp staticmethod (forward over "
+        "forward does not differentiate it). If fn uses an autograd.Function with a jvp, this "
+        "0 is torch's and says nothing about your rule: check its order 2 with "
+        "modes=(\"rev\",) (VJP of VJP)")}
     dtypes = ("float64", "float32", "float16", "bfloat16")
 
     def version(self) -> str:
