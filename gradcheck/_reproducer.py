@@ -216,6 +216,6 @@ def script(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any
         kw = ", ".join(f"{k!r}: {_value(v, -1, seed)}" for k, v in kwargs.items())
         args += f", kwargs={{{kw}}}"
     lines += [f"report = gradcheck.check(fn, *inputs, {args})",
-              "print(gradcheck.format_failure(report) if not report.passed else "
+              "print(gradcheck.format_failure(report) if report.failures else "
               "report.summary())"]
     return "\n".join(lines)
