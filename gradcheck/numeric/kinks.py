@@ -107,7 +107,7 @@ def _search(prep: Prepared, j: int) -> tuple[int, ...]:
         for d, s in enumerate(sets):
             D[d, s] = rng.choice((-1.0, 1.0), len(s)) * rng.uniform(0.5, 1.0, len(s))
         est = fd.directional_derivatives(f, x, D, h0=h0, f0=y0)
-        flags = np.asarray(est.kink).any(axis=1).tolist()
+        flags = [bool(np.any(est.kink[d])) for d in range(len(sets))]
         shown = [s for s, k in zip(sets, flags, strict=True) if k]
         kinks += [int(s[0]) for s in shown if len(s) == 1]
         sets = [half for s in shown if len(s) > 1
