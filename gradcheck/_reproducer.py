@@ -1,26 +1,38 @@
-"""The reproducer of a :func:`gradcheck.check` call: a Python script that runs as printed.
+"""The reproducer of a :func:`gradcheck.check` call: a Python script that runs as printed and
+fails (exit status 1, the failure message printed) while the checked gradient is wrong.
 
 It imports the function back (from its module by name, or, where that module is not on the
 path, from the file that defines it with :func:`runpy.run_path`), keeps a
 :class:`~gradcheck.NumpyFunction`'s hand-written rules (the object itself where it is a
 module-level name, else rebuilt from its importable parts), binds ``Function.apply`` to its
-class, and defines the inputs: inline at full precision (``np.array(..., dtype=...)``) up to
-:data:`INLINE_MAX` elements each, larger ones as a random stand-in of the same shape and dtype
-that the script says is not the checked point (with the checked bytes' SHA-256 to compare a
-replacement against).  What cannot be imported (a lambda, a function defined inside another)
-makes the script stop at once with a message saying what to define.
+class, and where nothing imports it (a lambda, a function defined inside another) writes its
+source into the script (:mod:`gradcheck._function_source`), with what the source refers to.
+The inputs are exact: inline at full precision (``np.array(..., dtype=...)``) up to
+:data:`INLINE_MAX` elements each, larger ones saved to an ``.npz`` file (:class:`InputsFile`)
+beside the active result stream (the report directory), else in the temporary directory, and
+loaded by the script from its path.  What cannot be written (an ``nn.Module`` a lambda closes
+over) is marked ``PASTE HERE`` and the script's first line says it does not run as printed
+(:func:`heading`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gradcheck import stream
+from gradcheck._function_source import recover
+from gradcheck.core.results import CheckResult, Status
 from gradcheck.core.rules import NumpyFunction
 from gradcheck.oracle.error_model import ErrorModel
 
@@ -94,7 +106,9 @@ def _import(obj: Any, as_name: str) -> list[str] | None:
     attr = f".{rest}" if rest else ""
     from_file = f"{as_name} = runpy.run_path({file!r})[{head!r}]{attr}"
     if module == "__main__" or module not in sys.modules:  # a script, or a file loaded by path
-        return [from_file + "  # from the file that defines it"] if file else None
+        # (not '<stdin>' or a notebook cell: no file to load)
+        return [from_file + "  # from the file that defines it"] if file and os.path.isfile(
+            file) else None
     lines = ([f"from {module} import {head} as _{as_name}", f"{as_name} = _{as_name}{attr}"]
              if attr else [f"from {module} import {head} as {as_name}"])
     if file and not _installed(file):
@@ -104,24 +118,106 @@ def _import(obj: Any, as_name: str) -> list[str] | None:
     return lines
 
 
-def _function_lines(fn: Callable) -> list[str]:
-    """Lines that define ``fn`` in the script."""
+#: the first line of a script that needs the user's definitions before it runs
+PARTIAL = "# NOT RUNNABLE AS PRINTED:"
+_PASTE = "PASTE HERE"
+
+
+def heading(script: str) -> str:
+    """What a message says above ``script``: that it runs as printed, or what to paste in."""
+    if script.startswith(PARTIAL):
+        return f"reproduce (a script: define what it marks {_PASTE}, then run it)"
+    return "reproduce (a script, runs as printed)"
+
+
+def _function_lines(fn: Callable, literal: Callable[[Any], str | None]
+                    ) -> tuple[list[str], list[str]]:
+    """Lines that define ``fn`` in the script, and what the user must define (PASTE HERE);
+    ``literal`` writes the values a recovered function refers to."""
     lines = _import(fn, "fn")
     if lines is not None:
-        return lines
+        return lines, []
 
     if isinstance(fn, NumpyFunction):  # rebuilt from its parts, the hand-written rules kept
         parts = {"forward": fn.forward, "vjp": fn.vjp, "jvp": fn.jvp}
-        found = {k: _import(v, k) for k, v in parts.items() if v is not None}
+        found = {k: _defined(v, k, literal) for k, v in parts.items() if v is not None}
         if all(v is not None for v in found.values()):
-            lines = [line for k in found for line in found[k]]  # type: ignore[union-attr]
+            lines = [line for k in found for line in found[k][0]]  # type: ignore[index]
+            missing = [m for k in found for m in found[k][1]]  # type: ignore[index]
             jvp = "jvp" if "jvp" in found else "None"
             return lines + [f"fn = gradcheck.NumpyFunction(forward, vjp, {jvp}, "
-                            f"name={fn.name!r})"]
+                            f"name={fn.name!r})"], missing
+    found_fn = _defined(fn, "fn", literal)
+    if found_fn is not None:
+        return found_fn
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    why = (f"{name} cannot be imported back (a lambda, a function defined inside another, or "
-           "an object without a module-level name)")
-    return [f"raise NotImplementedError({why + ': define fn here' !r})"]
+    what = (f"fn: the function checked ({name}, a {type(fn).__name__}: it has no importable "
+            "name and its source cannot be read)")
+    return ["fn = ..."], [what]
+
+
+def _defined(obj: Any, as_name: str, literal: Callable[[Any], str | None]
+             ) -> tuple[list[str], list[str]] | None:
+    """Lines binding ``as_name`` to ``obj``: imported, else its source recovered."""
+    lines = _import(obj, as_name)
+    if lines is not None:
+        return lines, []
+    found = recover(obj, as_name, _import, literal)
+    return None if found is None else (found.lines, found.missing)
+
+
+#: a torch or JAX array a function refers to: written as NumPy, converted back in the script
+_NATIVE = {"torch": "__import__('torch').as_tensor({})",
+           "jax": "__import__('jax').numpy.asarray({})",
+           "jaxlib": "__import__('jax').numpy.asarray({})"}
+
+
+class _Values:
+    """Writes the values a recovered function refers to: small ones inline
+    (:func:`_literal`), arrays over :data:`INLINE_MAX` elements into the inputs file as
+    ``value_<n>`` (read back as ``_saved['value_<n>']``), torch and JAX arrays through NumPy
+    (their device and ``requires_grad`` are not kept)."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def __call__(self, value: Any) -> str | None:
+        wrap = _NATIVE.get(type(value).__module__.split(".")[0])
+        if wrap is not None:
+            try:
+                host = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+            except Exception:  # not an array after all
+                return None
+            inner = self(host)
+            return None if inner is None else wrap.format(inner)
+        if isinstance(value, np.ndarray) and value.size > INLINE_MAX and \
+                value.dtype.kind in "biuf" and value.nbytes <= SAVED_MAX and \
+                not value.dtype.name.startswith(_ML_PREFIXES):
+            key = f"value_{len(self.arrays)}"
+            self.arrays[key] = value
+            return f"_saved[{key!r}]"
+        return _literal(value, self)
+
+
+def _literal(value: Any, inner: Callable[[Any], str | None] | None = None) -> str | None:
+    """A value a function refers to, written out exactly (None: it cannot be); ``inner``
+    writes the items of a tuple or list."""
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return repr(value)
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return f"np.{value.dtype.name}({_number(value.item())})"
+    if isinstance(value, np.ndarray) and value.size <= INLINE_MAX and value.dtype.kind in "biuf" \
+            and not value.dtype.name.startswith(_ML_PREFIXES):
+        return array_literal(value, -1, 0)[0]
+    if isinstance(value, (tuple, list)) and len(value) <= INLINE_MAX:
+        items = [(inner or _literal)(v) for v in value]
+        if all(i is not None for i in items):
+            body = ", ".join(i for i in items if i is not None)
+            body += "," if isinstance(value, tuple) and len(items) == 1 else ""
+            return f"({body})" if isinstance(value, tuple) else f"[{body}]"
+    return None
 
 
 def _number(x: Any) -> str:
@@ -161,19 +257,28 @@ def _digest(a: np.ndarray) -> str:
     return f"their sha256[:16] {h.hexdigest()[:16]}"
 
 
-def array_literal(a: np.ndarray, k: int, seed: int) -> tuple[str, str]:
-    """``(expression, comment)`` recreating input ``k``: exact inline values, or for more than
-    :data:`INLINE_MAX` elements a random stand-in of the same shape and dtype."""
+#: bytes of one input saved to the inputs file at most (a broadcast view of a huge shape is
+#: not materialized)
+SAVED_MAX = 1 << 30
+
+
+def _key(k: int | str) -> str:
+    """The inputs file's name of input ``k`` (an index) or keyword argument ``k`` (a name)."""
+    return f"input_{k}" if isinstance(k, int) else f"kwarg_{k}"
+
+
+def array_literal(a: np.ndarray, k: int | str, seed: int) -> tuple[str, str]:
+    """``(expression, comment)`` recreating input ``k`` inline, exactly; for more than
+    :data:`INLINE_MAX` elements the script reads it from the inputs file (:class:`InputsFile`)
+    instead: ``_saved['input_k']``."""
     a = np.asarray(a)
     dt = _dtype_expr(a.dtype)
     if a.size > INLINE_MAX:
-        digest = _digest(a)
-        make = (f"np.random.default_rng({seed + k}).standard_normal({a.shape!r})"
-                if a.dtype.kind in "fV" else f"np.zeros({a.shape!r})")
-        return (f"{make}.astype({dt})",
-                f"  # inputs[{k}]: {a.size} elements, NOT inlined: a random stand-in of the "
-                f"checked shape and dtype, not the checked values ({digest}): put your "
-                "array here")
+        load = f"_saved[{_key(k)!r}]"
+        if a.dtype.name.startswith(_ML_PREFIXES):  # saved as its raw bits
+            load += f".view({dt})"
+        what = f"inputs[{k}]" if isinstance(k, int) else f"kwargs[{k!r}]"
+        return load, f"  # {what}: {a.size} elements, exact, from the inputs file"
     values = a.astype(np.float64).tolist() if a.dtype.name.startswith(_ML_PREFIXES) else \
         a.tolist()
     text = f"np.array({_nested(values)}, dtype={dt})"
@@ -188,7 +293,104 @@ def array_literal(a: np.ndarray, k: int, seed: int) -> tuple[str, str]:
     return text, ""
 
 
-def _value(v: Any, k: int, seed: int) -> str:
+def inputs_dir() -> Path:
+    """Where inputs files go: ``reproducers/`` beside the active result stream (the report
+    directory), else ``gradcheck-reproducers/`` in the temporary directory."""
+    active = stream.active()
+    if active is not None:
+        return active.path.parent / "reproducers"
+    return Path(tempfile.gettempdir()) / "gradcheck-reproducers"
+
+
+@dataclass(frozen=True)
+class InputsFile:
+    """The exact inputs too big to inline, saved as ``input_<k>`` in an ``.npz`` named by
+    their contents (checking the same inputs again names the same file).  Written only when a
+    result needs reproducing (:meth:`Reproducer.for_results`)."""
+
+    path: Path
+    arrays: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, arrays: Sequence[np.ndarray], kwargs: Mapping[str, Any] | None = None,
+           values: Mapping[str, np.ndarray] | None = None) -> InputsFile | None:
+        """The file of the large inputs, keyword arguments and ``values`` (those a recovered
+        function refers to, by key), or None where there are none."""
+        named: list[tuple[int | str, Any]] = [*enumerate(arrays), *(kwargs or {}).items()]
+        big = {_key(k): np.asarray(a) for k, a in named
+               if isinstance(a, np.ndarray) and a.size > INLINE_MAX}
+        big.update(values or {})
+        if not big:
+            return None
+        h = hashlib.sha256()
+        for key, a in big.items():
+            h.update(f"{key} {a.dtype.str} {a.shape} {_digest(a)};".encode())
+        return cls(inputs_dir() / f"inputs-{h.hexdigest()[:20]}.npz", big)
+
+    def write(self, path: Path) -> None:
+        """Save the arrays to ``path`` (atomically; an existing file is the same inputs)."""
+        if path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp.npz")
+        saved = {k: (a.view(f"u{a.itemsize}") if a.dtype.name.startswith(_ML_PREFIXES) else a)
+                 for k, a in self.arrays.items()}
+        np.savez(tmp, **saved)  # type: ignore[arg-type]
+        tmp.replace(path)
+
+    def too_big(self) -> list[str]:
+        return [f"{k}: {a.nbytes} bytes" for k, a in self.arrays.items() if a.nbytes > SAVED_MAX]
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    """The script and the inputs file it reads (None: every input is inline)."""
+
+    text: str
+    inputs: InputsFile | None = None
+
+    def for_results(self, results: Sequence[CheckResult]) -> list[CheckResult]:
+        """``results``, the inputs file written where one of them failed, errored or was
+        inconclusive (its script then runs; a skipped check needs no reproducing); where it
+        cannot be written there, it goes to the temporary directory, and the scripts say the
+        new path; where not at all, the scripts say why."""
+        results = list(results)
+        if self.inputs is None or all(r.status in (Status.PASSED, Status.SKIPPED)
+                                      for r in results):
+            return results
+        text = self._saved_text()
+        if text == self.text:
+            return results
+        return [dataclasses.replace(r, reproducer=text) if r.reproducer == self.text else r
+                for r in results]
+
+    def _saved_text(self) -> str:
+        assert self.inputs is not None
+        old = self.inputs.path
+        if self.inputs.too_big():
+            why = f"inputs too big to save ({', '.join(self.inputs.too_big())})"
+            return _partial(self.text, old, why)
+        fallback = Path(tempfile.gettempdir()) / "gradcheck-reproducers" / old.name
+        error: OSError | None = None
+        for path in dict.fromkeys([old, fallback]):
+            try:
+                self.inputs.write(path)
+            except OSError as exc:
+                error = exc
+                continue
+            return self.text.replace(repr(str(old)), repr(str(path)))
+        return _partial(self.text, old, f"the inputs file could not be written: {error}")
+
+
+def _partial(text: str, path: Path, why: str) -> str:
+    """The script with its inputs file marked as something the user must provide."""
+    lines = text.splitlines()
+    mark = f"{PARTIAL} {why}: provide {path.name} with the arrays {_PASTE} names"
+    return "\n".join([mark, *(f"{line}  # {_PASTE}: {why}" if line.startswith("_saved =")
+                              else line for line in lines)])
+
+
+def _value(v: Any, k: int | str, seed: int) -> str:
     if isinstance(v, np.ndarray):
         return array_literal(v, k, seed)[0]
     if isinstance(v, float):
@@ -198,24 +400,52 @@ def _value(v: Any, k: int, seed: int) -> str:
     return repr(v)
 
 
-def script(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any],
-           kwargs: Mapping[str, Any] | None = None) -> str:
+def build(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any],
+          kwargs: Mapping[str, Any] | None = None, rebuild: Sequence[str] | None = None
+          ) -> Reproducer:
     """The reproducer: a script that defines ``fn`` and the inputs, calls
-    ``gradcheck.check(fn, *inputs, **options)`` and prints the result."""
+    ``gradcheck.check(fn, *inputs, **options)``, prints the result and exits with status 1
+    unless it passed.  ``rebuild``: for nested or complex inputs, each input as an expression
+    of ``leaves`` (the ``arrays``)."""
     lines = ["import runpy", "", "import numpy as np", ""]
     if any(np.asarray(a).dtype.name.startswith(_ML_PREFIXES) for a in arrays):
         lines[2:2] = ["import ml_dtypes"]
-    lines += ["import gradcheck", "", *_function_lines(fn), "inputs = ["]
+    values = _Values()
+    fn_lines, missing = _function_lines(fn, values)
+    inputs = InputsFile.of(arrays, kwargs, values.arrays)
+    if inputs is not None:  # before the function: the values it refers to may be there
+        lines.append(f"_saved = np.load({str(inputs.path)!r})  # the exact inputs too big to "
+                     "inline")
+    if missing:
+        lines[:0] = [f"{PARTIAL} define what is marked {_PASTE} below, then run it"]
+        lines += [f"# {_PASTE}: {m}" for m in missing]
+        lines += [f"{m.split(':')[0]} = ...  # {_PASTE}" for m in missing
+                  if not m.startswith("fn:")]
+    lines += ["import gradcheck", "", *fn_lines]
+    if missing:
+        names = ", ".join(m.split(":")[0] for m in missing)
+        lines += [f"if any(v is ... for v in ({names},)):",
+                  f"    raise SystemExit('define {names} where this script says {_PASTE}')"]
+    lines.append("inputs = [" if rebuild is None else "leaves = [")
     seed = int(options.get("seed", 0))
     for k, a in enumerate(arrays):
         expr, note = array_literal(a, k, seed)
         lines.append(f"    {expr},{note}")
     lines.append("]")
+    if rebuild is not None:  # nested or complex inputs, rebuilt from their arrays
+        lines += ["inputs = [", *(f"    {e}," for e in rebuild), "]"]
     args = ", ".join(f"{k}={_value(v, -1, seed)}" for k, v in options.items())
     if kwargs:
-        kw = ", ".join(f"{k!r}: {_value(v, -1, seed)}" for k, v in kwargs.items())
+        kw = ", ".join(f"{k!r}: {_value(v, k, seed)}" for k, v in kwargs.items())
         args += f", kwargs={{{kw}}}"
     lines += [f"report = gradcheck.check(fn, *inputs, {args})",
               "print(gradcheck.format_failure(report) if report.failures else "
-              "report.summary())"]
-    return "\n".join(lines)
+              "report.summary())",
+              "raise SystemExit(0 if report.passed else 1)"]
+    return Reproducer("\n".join(lines), inputs)
+
+
+def script(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any],
+           kwargs: Mapping[str, Any] | None = None) -> str:
+    """The text of :func:`build` (its inputs file, if any, not written)."""
+    return build(fn, arrays, options, kwargs).text

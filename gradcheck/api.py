@@ -9,13 +9,15 @@ from typing import Any
 import numpy as np
 
 from gradcheck import stream
-from gradcheck._reproducer import script as _reproducer_script
+from gradcheck._reproducer import Reproducer, heading
+from gradcheck._reproducer import build as _reproducer_build
+from gradcheck.backends import trees
 from gradcheck.backends._cache import FunctionCache
 from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure, GuardedBackend
 from gradcheck.backends.registry import get_backend
 from gradcheck.core import arguments
-from gradcheck.core.dtypes import float_bits, is_complex, is_floating
+from gradcheck.core.dtypes import float_bits, is_floating
 from gradcheck.core.errors import GradientMismatch, InvalidArgument, NothingDecided
 from gradcheck.core.results import CheckResult, Report, Shown, Status, number, shown, shown_element
 from gradcheck.core.rules import NumpyFunction
@@ -37,20 +39,37 @@ def _to_numpy(backend: Backend, value: Any, k: int) -> np.ndarray:
                               f"array: {exc}") from exc
 
 
-def _reject_complex(arrays: Sequence[np.ndarray]) -> None:
-    """Complex inputs are rejected, never left out silently: see docs/error-model.md."""
-    for k, a in enumerate(arrays):
-        if is_complex(a.dtype):
-            raise InvalidArgument(
-                f"inputs[{k}] has the complex dtype {a.dtype.name}: gradcheck does not check "
-                "complex derivatives (engines differ in their convention: for a real loss "
-                "PyTorch's gradient is the conjugate of JAX's). Split it into real and "
-                "imaginary parts: pass x.real and x.imag as two floating inputs and build the "
-                "complex value inside fn (torch.complex(re, im), or re + 1j * im in JAX), and "
-                "return a complex output as its .real and .imag")
+def _rebuilt(value: Any, name: str, paths: Sequence[str]) -> str:
+    """The reproducer's expression of one nested or complex input (docs/pytrees.md)."""
+    try:
+        return trees.source(value, name, paths)
+    except ValueError as exc:  # a node only the engine knows: the script says so
+        return f"None  # {exc}: build {name} here from leaves"
 
 
-def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray]) -> str:
+def _structured(be: Backend, fn: Callable, call: Callable, inputs: Sequence[Any],
+                 names: Sequence[str]) -> trees.FlatInputs:
+    """Nested or complex inputs as real arrays named by path (docs/pytrees.md,
+    docs/complex.md); refused where the backend cannot check them."""
+    if isinstance(fn, NumpyFunction):
+        raise InvalidArgument(
+            "a NumpyFunction takes flat real arrays (its vjp receives and returns one array per "
+            "input): pass the arrays of a nested input one by one, and a complex one as its "
+            ".real and .imag; nested and complex inputs are checked on the torch and jax "
+            "backends")
+    flat = trees.flatten_inputs(be, call, inputs, names)
+    if flat.call.complex_parts and be.complex_convention is None:
+        k = next(p for p in flat.paths if p.endswith(".imag"))
+        raise InvalidArgument(
+            f"input {k.removesuffix('.imag')} is complex, and backend {be.name!r} declares no "
+            "convention for complex derivatives (Backend.complex_convention): pass its .real "
+            "and .imag as two floating inputs and build the complex value inside fn; the "
+            "torch and jax backends check complex inputs as they are (docs/complex.md)")
+    return flat
+
+
+def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray],
+                   paths: Sequence[str] | None = None) -> str:
     """The widest floating dtype of the inputs (ml_dtypes' bfloat16 included), float64 for
     none; an input dtype the backend cannot check is an InvalidArgument."""
     floats = [(k, a.dtype) for k, a in enumerate(arrays) if is_floating(a.dtype)]
@@ -58,8 +77,9 @@ def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray]) -> str:
         return "float64"
     k, widest = max(floats, key=lambda t: float_bits(t[1]))
     if widest.name not in backend.dtypes:
+        where = f"inputs[{k}]" if paths is None else f"input {paths[k]}"
         raise InvalidArgument(
-            f"inputs[{k}] has dtype {widest.name}, which backend {backend.name!r} cannot check "
+            f"{where} has dtype {widest.name}, which backend {backend.name!r} cannot check "
             f"(its dtypes: {', '.join(backend.dtypes)}): pass dtype= one of those (the inputs "
             "are rounded to it) or cast the input, e.g. x.astype(np.float32)")
     return widest.name
@@ -67,15 +87,16 @@ def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray]) -> str:
 
 def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device: str,
                 dtype: str, modes: tuple[str, ...], order: int, seed: int,
-                kwargs: Mapping[str, Any] | None = None, **optional: Any) -> str:
+                kwargs: Mapping[str, Any] | None = None,
+                rebuild: Sequence[str] | None = None, **optional: Any) -> Reproducer:
     """The runnable reproducer script (:mod:`gradcheck._reproducer`); ``optional`` holds the
     other arguments of :func:`check`, written out where they differ from the default."""
     defaults = {"atol": None, "rtol": None, "probes": 3, "name": None, "fast": False,
-                "timeout": None, "error_model": DEFAULT_MODEL}
+                "timeout": None, "error_model": DEFAULT_MODEL, "wrt": None}
     options = {"backend": backend, "device": device, "dtype": dtype, "modes": modes,
                "order": order, "seed": seed,
                **{k: v for k, v in optional.items() if v != defaults.get(k)}}
-    return _reproducer_script(fn, arrays, options, kwargs)
+    return _reproducer_build(fn, arrays, options, kwargs, rebuild)
 
 
 class _WithKwargs:
@@ -164,6 +185,7 @@ def check(
     kwargs: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     error_model: ErrorModel | None = None,
+    wrt: int | str | Sequence[int | str] | None = None,
 ) -> Report:
     """Check the derivatives of ``fn`` at ``inputs`` against the finite-difference oracle.
 
@@ -200,6 +222,18 @@ def check(
     (``docs/cost-model.md``).  ``fast=True`` runs only the backend's primary derivative
     paths (no eager-vs-functional or forward-vs-reverse comparison; ``details["fast_screen"]``).
 
+    Inputs and outputs may be nested (pytrees): dicts, lists, tuples, NamedTuples and
+    dataclasses of arrays, flattened with the engine's own pytree utility; every result and
+    message names an array by its path (``VJP of output 0 w.r.t. input params['w']``, worst
+    element ``params['w'][1, 0]``); Python numbers, strings and ``None`` inside them are
+    constants.  ``wrt`` chooses the inputs differentiated: a position (``0``), a path
+    (``"params"``, ``"params['w']"``: that array or every array under it) or a list of them
+    (default: every floating array; integer arrays are never differentiated).  Complex inputs
+    and outputs (torch and jax) are checked as their real and imaginary parts against the
+    real finite-difference oracle, through the engine's own complex rules and convention,
+    which every result names (``details["complex_convention"]``): ``docs/pytrees.md``,
+    ``docs/complex.md``.
+
     ``timeout`` (seconds, default none) limits the whole check: a function or an in-process
     adapter still running then is stopped and reported as an ``error`` result (a ``SIGALRM``
     timer on the main thread and a watchdog thread that ``fn`` cannot disable by changing
@@ -226,22 +260,35 @@ def check(
     limit = arguments.timeout(timeout)
     model = validated_model(error_model)
     call = _with_kwargs(fn, kwargs)
-    arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
-    if not arrays:
+    if not inputs:
         raise InvalidArgument("inputs=() : check needs at least one input array")
-    _reject_complex(arrays)
-    dt = dtype or _default_dtype(be, arrays)
+    names = trees.input_names(fn, len(inputs))
+    paths: tuple[str, ...] | None = None
+    rebuild: list[str] | None = None
+    if trees.needs_flattening(be, inputs):
+        flat = _structured(be, fn, call, inputs, names)
+        call, arrays, paths = flat.call, list(flat.arrays), flat.paths
+        if not arrays:
+            raise InvalidArgument(f"the inputs hold no array (only constants): {names}")
+        rebuild = [_rebuilt(x, n, paths) for x, n in zip(inputs, names, strict=True)]
+    else:
+        arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
+    only = None if wrt is None else trees.select(paths or names, names, wrt)
+    dt = dtype or _default_dtype(be, arrays, paths)
     owner = getattr(fn, "__self__", None)
     fn_name = name or (owner.__name__ if isinstance(owner, type) else None) or getattr(
         fn, "__name__", None) or type(fn).__name__
+    repro = _reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
+                        rebuild, atol=atol, rtol=rtol, probes=probes, name=name,
+                        fast=bool(fast), timeout=limit, error_model=model, wrt=wrt)
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
         name=fn_name, fast=bool(fast), timeout=limit, error_model=model, exclude_kinks=True,
-        reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
-                               atol=atol, rtol=rtol, probes=probes, name=name, fast=bool(fast),
-                               timeout=limit, error_model=model),
+        reproducer=repro.text,
+        only_inputs=only, input_paths=paths,
     )
     results = run_numeric_checks(be, call, arrays, device=device, dtype=dt, config=cfg)
+    results = repro.for_results(results)  # large inputs saved where a result needs them
     return Report(stream.record_many(results))  # appended to the active result stream, if any
 
 
@@ -252,6 +299,11 @@ def format_failure(report: Report) -> str:
     detail panel shows); each result ends with its reproducer, a script printed unindented so
     that it runs as printed."""
     lines = [f"gradient check failed: {report.summary()}"]
+    conventions = {str(r.details["complex_convention"]) for r in report.failures
+                   if r.details.get("complex_convention")}
+    for convention in sorted(conventions):  # complex inputs or outputs: as real, imaginary
+        lines.append(f"complex values checked as (real, imaginary) parts against the real "
+                     f"finite-difference oracle, in the convention of {convention}")
     for r in report.failures:
         lines.append("")
         dtype = f"{r.dtype} (checked in {r.computed_in})" if r.computed_in else r.dtype
@@ -266,7 +318,7 @@ def format_failure(report: Report) -> str:
         else:
             lines.append(f"  {r.message}")
         if r.reproducer:
-            lines += ["  reproduce (a script, runs as printed):", r.reproducer]
+            lines += [f"  {heading(r.reproducer)}:", r.reproducer]
     return "\n".join(lines)
 
 
@@ -306,7 +358,9 @@ def _element(r: CheckResult, index: tuple[int, ...]) -> str:
     """``output[i, j] / input[k]`` for a Jacobian element, ``input[k]`` for a gradient one."""
     n_in = len(r.shapes[r.input_index]) if r.input_index is not None and r.input_index < len(
         r.shapes) else 0
-    inp = f"input {r.input_index}{list(index[len(index) - n_in:])}"
+    at = list(index[len(index) - n_in:])
+    inp = (f"input {r.input_index}{at}" if r.input_path is None
+           else f"{r.input_path}{at}" if at else r.input_path)
     if len(index) > n_in:
         out = r.output_index if r.path is None else r.path
         return f"d output {out}{list(index[:len(index) - n_in])} / d {inp}"
@@ -322,7 +376,7 @@ def format_nothing_decided(report: Report) -> str:
                       f"device={r.device}, dtype={r.dtype}, seed={r.seed})", f"  {r.message}"]
     script = next((r.reproducer for r in report.undecided if r.reproducer), "")
     if script:  # one call made every result: one script
-        lines += ["", "reproduce (a script, runs as printed):", script]
+        lines += ["", f"{heading(script)}:", script]
     return "\n".join(lines)
 
 

@@ -36,7 +36,7 @@ exit codes:
   0    everything passed
   1    discrepancies found (a check failed or errored, a test failed), or a
        stream read by "report" comes from a process that did not finish or has
-       records of an unknown schema version (skipped)
+       records of an unknown schema version (skipped), or a CI shard is missing
   2    usage or internal error (bad option, unknown backend, a selection that
        plans no check, report directory unusable or in use, no readable results,
        an input of "report" that cannot be read: the others are reported, a file
@@ -162,7 +162,8 @@ def pytest_args(args: argparse.Namespace, suites: Path) -> list[str]:
     """The pytest command line of ``gradcheck run``."""
     # -p loads the plugin wherever the suites live (a no-op when it is already registered)
     argv = [str(suites), "-q", "--tb=short", "-p", "no:cacheprovider", "-p",
-            "gradcheck.pytest_plugin", f"--gradcheck-report-dir={args.report_dir}"]
+            "gradcheck.pytest_plugin", f"--gradcheck-report-dir={args.report_dir}",
+            "--gradcheck-progress=auto"]
     if args.profile:
         argv.append(f"--gradcheck-profile={args.profile}")
     for option, values in (("backend", args.backend), ("device", args.device),
@@ -267,6 +268,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from gradcheck.plugin.session_report import ReportDirInUse, ReportDirLock, summary_lines
     from gradcheck.report import write_report
     from gradcheck.sweep import cli as sweep_cli
+    from gradcheck.sweep.executors import ClusterRefused
     from gradcheck.sweep.runner import NothingSelected
 
     _nothing_empty(args)
@@ -291,11 +293,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         with sweep_cli.stopped_by_signals():  # also while the report of a stopped sweep is written
             try:
                 outcome = sweep_cli.run(backends, args.op or (), args.dtype, args.profile, jobs,
-                                        report_dir, resume=args.resume)
+                                        report_dir, resume=args.resume, cluster=args.cluster)
             except sweep_cli.Stopped as exc:
                 return _sweep_interrupted(report_dir, exc.signum)
             except NothingSelected as exc:
                 raise UsageError(f"{exc}; see docs/sweep.md") from None
+            except ClusterRefused as exc:
+                raise UsageError(str(exc)) from None
         if outcome is None:
             raise UsageError("the selection (--backend/--op/--dtype) matches no op of the "
                              "inventory; see docs/sweep.md")
@@ -332,6 +336,7 @@ def _sweep_interrupted(report_dir: Path, signum: int) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from gradcheck.plugin.session_report import summary_lines
+    from gradcheck.plugin.shards import missing_shards
     from gradcheck.report import write_report
     from gradcheck.stream import read_streams
     from gradcheck.stream.reader import LINE
@@ -358,6 +363,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(terminal_safe(f"warning: process {r.run_id} ({r.environment.get('role', '?')}, "
                             f"{r.source}) has no end record: it was killed, crashed or is still "
                             "running; its completed results are in the report"), file=sys.stderr)
+    missing = missing_shards(data.sources)
+    for message in missing:
+        print(terminal_safe(f"error: {message}"), file=sys.stderr)
     summary_lines(files, print)
     if not data.checks and not data.tests:
         print("gradcheck: the streams hold no results", file=sys.stderr)
@@ -366,10 +374,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"gradcheck: {len(data.unread_inputs)} input(s) could not be read; the report has "
               "the others", file=sys.stderr)
         return USAGE
-    return OK if data.passed and not unfinished and not data.unknown_schema else DISCREPANCIES
+    complete = not unfinished and not data.unknown_schema and not missing
+    return OK if data.passed and complete else DISCREPANCIES
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
+    if not args.probe:  # package metadata only: no engine is imported (fast)
+        return _list_backends(args)
     from gradcheck.stream.environment import describe_backend
 
     out = []
@@ -386,6 +397,22 @@ def _cmd_backends(args: argparse.Namespace) -> int:
     for d in out:
         for line in _backend_lines(d):
             print(terminal_safe(line))  # adapters name themselves: any text
+    return OK
+
+
+def _list_backends(args: argparse.Namespace) -> int:
+    from gradcheck.backends.listing import list_backends
+
+    listing = list_backends()
+    if args.json:
+        print(json.dumps([b.to_dict() for b in listing], indent=2))
+        return OK
+    for b in listing:
+        version = b.version or "-"
+        state = "installed" if b.installed else f"unavailable: {b.reason}"
+        print(terminal_safe(f"{b.name:<11} {version:<14} {state}  [{b.source}]"))
+    print("(versions from package metadata; nothing imported: 'gradcheck backends --probe' "
+          "imports each installed engine and lists its devices, dtypes and semantics)")
     return OK
 
 
@@ -487,6 +514,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="continue a sweep that was stopped: keep REPORT_DIR's stream (and "
                          "its workers' streams) and check only the ops without results "
                          "(default: off, the stream is replaced)")
+    sw.add_argument("--cluster", metavar="ADDRESS",
+                    help="run the ops on a Ray cluster (the 'ray' extra): 'ray' for a local "
+                         "one, 'ray://HOST:PORT' for a cluster's client address, 'ray:auto' on "
+                         "one of its nodes; -j is then ignored (default: local processes)")
     sw.set_defaults(func=_cmd_sweep)
     rep = sub.add_parser(
         "report", help="build a report from result streams (merge shards)", formatter_class=raw,
@@ -499,11 +530,18 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--title", default="gradcheck report",
                      help="title of the HTML page (default: 'gradcheck report')")
     rep.set_defaults(func=_cmd_report)
-    be = sub.add_parser("backends", help="installed backends, versions, devices, semantics",
-                        description="List the installed backends: version, devices, dtypes,\n"
+    be = sub.add_parser("backends", help="known backends and versions (--probe: devices, "
+                                         "semantics)",
+                        description="List the known backends: installed or not and the version\n"
+                                    "of the package providing each, from package metadata\n"
+                                    "without importing any engine.  --probe imports each\n"
+                                    "installed engine and lists its version, devices, dtypes,\n"
                                     "forward-mode and order-2 support, declared semantics.")
     be.add_argument("--json", action="store_true",
                     help="machine-readable output (default: text)")
+    be.add_argument("--probe", action="store_true",
+                    help="import each installed engine and describe its adapter (slow: "
+                         "seconds per engine; default: metadata only)")
     be.set_defaults(func=_cmd_backends)
     ops = sub.add_parser("ops", help="the op catalog: families, dtypes, points, known issues",
                          description="List the op catalog: family, arity, dtypes, special\n"

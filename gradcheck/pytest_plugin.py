@@ -61,7 +61,8 @@ _PLAN_TALLY_KEY = pytest.StashKey[_PlanTally]()
 
 # the report hooks (streams, shards, xdist merge, HTML/JUnit) load with this plugin; they must be
 # registered before the command line is parsed (not from pytest_configure) for their options
-pytest_plugins = ["gradcheck.plugin.session_report"]
+pytest_plugins = ["gradcheck.plugin.session_report", "gradcheck.plugin.known_marker",
+                  "gradcheck.plugin.progress"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -30,6 +30,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from gradcheck.core import pytree
+
 # the dtype helpers live in gradcheck.core.dtypes; still importable from here (adapters use them)
 from gradcheck.core.dtypes import float_bits, is_complex, is_floating, widest_dtype  # noqa: F401
 
@@ -63,6 +65,10 @@ class Backend(ABC):
     #: failed check of that kind may mean on this engine (a known silent zero), shown in the
     #: failure (``details["hint"]``)
     zero_hints: ClassVar[dict[str, str]] = {}
+    # the engine's documented convention for the derivatives of complex functions, in words
+    # (shown in every result of a check with complex inputs or outputs); None: the adapter
+    # does not check complex functions (docs/complex.md)
+    complex_convention: ClassVar[str | None] = None
 
     # -- identity ---------------------------------------------------------------------------
     @abstractmethod
@@ -76,6 +82,16 @@ class Backend(ABC):
     def native_to_numpy(self, value: Any) -> np.ndarray | None:
         """Convert one of the engine's arrays to NumPy, or return None if ``value`` is not one."""
         return None
+
+    def tree_flatten(self, value: Any) -> tuple[list[tuple[str, Any]], pytree.Rebuild, Any]:
+        """A nested input or output (a pytree) as ``(path, leaf)`` pairs, a function that
+        rebuilds the structure from new leaves, and a hashable description of the structure.
+
+        Paths are written ``['w']``, ``[0]``, ``.field``.  The default is gradcheck's own
+        flattener (:mod:`gradcheck.core.pytree`: dicts, lists, tuples, NamedTuples,
+        dataclasses); an engine with a pytree utility overrides it with that one, so that the
+        containers registered with the engine flatten as the engine flattens them."""
+        return pytree.flatten(value)
 
     def array_namespace(self) -> Any:  # pragma: no cover - documentation hook
         """The module whose functions ``fn`` is written with (used by op catalogs)."""

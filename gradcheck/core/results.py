@@ -250,6 +250,9 @@ class CheckResult:
     max_abs_discrepancy: float | None = None
     max_rel_discrepancy: float | None = None
     elements_over: int | None = None
+    # the input's path where the inputs are nested or complex (``params['w']``, ``z.imag``:
+    # docs/pytrees.md); None: the input is named by its position
+    input_path: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.kind) is not CheckKind:
@@ -296,8 +299,9 @@ class CheckResult:
         parts = [INFO[self.kind].label]
         if self.output_index is not None:  # by its path where the output is a dict/pytree
             parts.append(f"of output {self.output_index if self.path is None else self.path}")
-        if self.input_index is not None:
-            parts.append(f"w.r.t. input {self.input_index}")
+        if self.input_index is not None:  # by its path where the inputs are nested/complex
+            parts.append(f"w.r.t. input "
+                         f"{self.input_index if self.input_path is None else self.input_path}")
         return " ".join(parts)
 
     def to_json(self) -> str:
@@ -355,7 +359,7 @@ _DETAIL_KEYS = (("order", "order"), ("path", "output_path"), ("bug_class", "bug_
                 ("max_abs_discrepancy", "max_abs_discrepancy"),
                 ("max_rel_discrepancy", "max_rel_discrepancy"),
                 ("elements_over", "elements_over"), ("known_as", "known"),
-                ("known_as", "known_behaviour"))
+                ("known_as", "known_behaviour"), ("input_path", "input_path"))
 _DEFAULTS: dict[str, Any] = {"order": 1, "path": None, "bug_class": None, "section": None,
                              **{name: None for name, _ in _DETAIL_KEYS[4:]}}
 #: the fields whose value replaces a different one in ``details`` (a record updated with

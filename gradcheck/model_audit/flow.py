@@ -43,6 +43,7 @@ from gradcheck.backends.registry import backend_devices, get_backend
 from gradcheck.core import arguments
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.core.results import CheckKind, FlowStatus, ParameterFlow, Report, Status
+from gradcheck.model_audit import declared as _declared
 from gradcheck.model_audit import intent as _intent
 from gradcheck.model_audit.steps import AfterBackward, TrainStep, check_monitor, check_train_step
 from gradcheck.oracle import fd
@@ -148,11 +149,17 @@ def audit(
     names = hooks.parameter_names()
     if not names:
         raise InvalidArgument(f"the model has no parameters that backend {be.name!r} can see")
-    stopped = _resolve_stopped(names, stop_gradient)
+    entries = (stop_gradient,) if isinstance(stop_gradient, str) else tuple(stop_gradient)
+    plain, row_entries = _declared.split_rows(entries, names)
+    stopped = _resolve_stopped(names, plain)
+    # a parameter the model itself freezes (torch requires_grad=False) is declared stopped
+    stopped |= {n for n in names if not hooks.trainable(n)}
+    rows = _stopped_rows(hooks, row_entries)
     profile = "" if error_model == DEFAULT_MODEL else f", error_model=gradcheck.{error_model!r}"
+    declared_stops = tuple(sorted(stopped)) + _row_entries(row_entries)
     ctx = ProbeContext(be, device, hooks.dtype, seed, reproducer=(
         f"gradcheck.audit(model, {getattr(loss_fn, '__name__', 'loss_fn')}, batch, "
-        f"backend={be.name!r}, stop_gradient={tuple(sorted(stopped))!r}, seed={seed}{profile})"),
+        f"backend={be.name!r}, stop_gradient={declared_stops!r}, seed={seed}{profile})"),
         error_model=error_model)
     report = AuditReport(backend=be.name)
     original = hooks.snapshot()
@@ -160,7 +167,7 @@ def audit(
     try:
         with _seeding.controlled_rng(hooks.rng_seed):  # the caller's RNG states come back
             stop = attempt_whole("audit", _run, ctx, hooks, loss_fn, batch, stopped,
-                                 grad_norm_monitor, train_step, report)
+                                 grad_norm_monitor, train_step, report, rows)
         if isinstance(stop, AdapterFailure):  # a SystemExit (or a bug) past every step's guard
             ctx.emit("audit", Status.ERROR, f"the audit stopped: {stop.quoted(QUOTE)}; the "
                      "checks not reported above did not run", kind=CheckKind.FLOW)
@@ -168,6 +175,25 @@ def audit(
         hooks.restore(original)
     report.results = stream.record_many(ctx.results)  # into the active result stream
     return report
+
+
+def _row_entries(rows: dict[str, set[int]]) -> tuple[str, ...]:
+    return tuple(f"{k}[{', '.join(map(str, sorted(v)))}]" for k, v in sorted(rows.items()))
+
+
+def _stopped_rows(hooks: Any, entries: dict[str, set[int]]) -> dict[str, tuple[tuple, str]]:
+    """Rows meant to get no gradient: read from the model (``padding_idx``) and declared as
+    ``"name[i]"`` in ``stop_gradient``; each with where it was declared."""
+    shapes = {k: tuple(np.shape(v)) for k, v in hooks.parameter_values().items()}
+    read = _declared.stopped_rows(hooks.model)
+    out: dict[str, tuple[tuple, str]] = {}
+    for name, rs in _declared.normalised_rows(read, shapes).items():
+        out[name] = (rs, f"padding_idx={', '.join(map(str, rs))} of its embedding module")
+    for name, rs in _declared.normalised_rows(entries, shapes).items():
+        both = tuple(sorted(set(rs) | set(out.get(name, ((), ""))[0])))
+        out[name] = (both, f"declared {name}[{', '.join(map(str, rs))}] in stop_gradient"
+                     + (f" and {out[name][1]}" if name in out else ""))
+    return out
 
 
 def _rng_seed(seed: int) -> int:
@@ -187,7 +213,7 @@ def _observed_backward(hooks: Any, loss_fn: Callable, batch: Any) -> tuple[float
     return loss, seen.seen
 
 
-def _run(ctx, hooks, loss_fn, batch, stopped, monitor, train_step, report) -> None:
+def _run(ctx, hooks, loss_fn, batch, stopped, monitor, train_step, report, rows) -> None:
     hooks.zero_grad()
     observed = attempt("backward", _observed_backward, hooks, loss_fn, batch)
     if isinstance(observed, AdapterFailure):
@@ -211,7 +237,8 @@ def _run(ctx, hooks, loss_fn, batch, stopped, monitor, train_step, report) -> No
     side = attempt("model_copy", _Float64Side, ctx, hooks, loss_fn, batch, bool(declared))
     if not isinstance(side, AdapterFailure):
         report.stochastic = _check_randomness(ctx, side)
-    records = [_parameter(ctx, hooks, i, name, grads[name], stopped, cuts, side, declared)
+    records = [_parameter(ctx, hooks, i, name, grads[name], stopped, cuts, side, declared,
+                          rows.get(name))
                for i, name in enumerate(hooks.parameter_names())]
     report.parameters = tuple(records)
     report.grad_norm = check_monitor(ctx, hooks, loss_fn, batch, grads, monitor, report.loss)
@@ -295,14 +322,17 @@ class _Float64Side:
                 capture(self.hooks, self.hooks.model, loss_fn, (self.batch,), self.seen)
             self.fd_loss = _intent.freezing(loss_fn, self.seen)
 
-    def projections(self, name: str, salt: int, plain: bool = False
-                    ) -> tuple[np.ndarray, fd.FDEstimate]:
-        """``_PROBES`` Gaussian directions for ``name`` and the FD directional derivatives of
-        the intended loss (``plain``: the loss as written) along them."""
+    def projections(self, name: str, salt: int, plain: bool = False,
+                    mask: np.ndarray | None = None) -> tuple[np.ndarray, fd.FDEstimate]:
+        """``_PROBES`` Gaussian directions for ``name`` (zero where ``mask`` is 0) and the FD
+        directional derivatives of the intended loss (``plain``: the loss as written) along
+        them."""
         h = self.hooks
         loss = self.loss_fn if plain else self.fd_loss
         base = h.parameter_values()[name]
         U = self.ctx.rng(1000 + salt).standard_normal((_PROBES,) + base.shape)
+        if mask is not None:
+            U = U * mask
 
         def f_batch(X: np.ndarray) -> np.ndarray:
             rows = X.reshape((len(X),) + base.shape)
@@ -315,7 +345,8 @@ class _Float64Side:
 
 
 def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.ndarray,
-               stopped: set[str], cuts: list, side: Any, declared_here: list) -> ParameterFlow:
+               stopped: set[str], cuts: list, side: Any, declared_here: list,
+               rows: tuple[tuple, str] | None = None) -> ParameterFlow:
     shape = tuple(np.shape(grad))
     declared = name in stopped
     ad_norm = float(np.linalg.norm(grad))
@@ -328,7 +359,12 @@ def _parameter(ctx: ProbeContext, hooks: Any, index: int, name: str, grad: np.nd
                  f"for finite differences: {side.quoted(QUOTE)}", kind=CheckKind.FLOW,
                  flow=record)
         return record
-    U, est = side.projections(name, index)
+    mask = None
+    if rows is not None:
+        mask = np.ones(shape)
+        mask[list(rows[0])] = 0.0
+        _check_rows(ctx, name, grad, side, index, rows, mask)
+    U, est = side.projections(name, index, mask=mask)
     s_fd, e_fd = est.value[:, 0], est.error[:, 0]
     # an FD value is told from 0 where it exceeds what its error estimate allows
     noise = float(np.max(ctx.error_model.fd_bound(e_fd))) if e_fd.size else 0.0
@@ -406,6 +442,48 @@ def _gradient_check(ctx: ProbeContext, name: str, g64: np.ndarray, U: np.ndarray
     return r.status
 
 
+def _check_rows(ctx: ProbeContext, name: str, grad: np.ndarray, side: Any, index: int,
+                rows: tuple[tuple, str], mask: np.ndarray) -> None:
+    """Rows meant to get no gradient, both ways (the gradient the model itself gets, in its
+    dtype): the declared rows must get none; any other row that gets none while FD says the
+    loss depends on it is a partial stop nobody declared."""
+    idx, origin = rows
+    shown = ", ".join(map(str, idx))
+    g = np.asarray(grad)
+    leak = float(np.linalg.norm(g[list(idx)]))
+    flat = g.reshape(g.shape[0], -1)
+    silent = [r for r in range(flat.shape[0]) if r not in idx and not np.any(flat[r])]
+    dep = 0.0
+    g64 = np.asarray(side.grads[name]).reshape(flat.shape)
+    named = [r for r in silent if np.any(g64[r])]  # the float64 copy's AD reaches them
+    silent = named or silent
+    if silent:
+        only = np.zeros(g.shape)
+        only[silent] = 1.0
+        _, est = side.projections(name, index + 7919, mask=only)
+        if np.any(np.abs(est.value[:, 0]) > ctx.error_model.fd_bound(est.error[:, 0])):
+            dep = float(np.max(np.abs(est.value[:, 0])))
+        # else: rows the batch does not reach (their tokens are absent): no gradient, no effect
+    if leak > 0:
+        ctx.emit(f"{name}[{shown}]", Status.FAILED, f"row(s) {shown} of {name!r} are meant to "
+                 f"get no gradient ({origin}) yet get one of norm {leak:.3g}: the forward does "
+                 "not use the module's padding (an F.embedding call without padding_idx, or a "
+                 "copy of the weight), or the declaration names the wrong rows",
+                 bug=BugClass.STOP_GRADIENT_LEAKS, kind=CheckKind.FLOW)
+    elif dep:
+        listed = ", ".join(map(str, silent[:8])) + (" ..." if len(silent) > 8 else "")
+        ctx.emit(f"{name}[{shown}]", Status.FAILED, f"row(s) {'' if named else 'among '}"
+                 f"{listed} of {name!r} get no "
+                 f"gradient although the loss depends on them (FD {dep:.3g} along those rows "
+                 f"alone); only row(s) {shown} are meant to ({origin}): a hook or mask that "
+                 "zeroes other rows, or the wrong padding index in the forward",
+                 bug=BugClass.UNDECLARED_PARTIAL_STOP, kind=CheckKind.FLOW)
+    else:
+        ctx.emit(f"{name}[{shown}]", Status.PASSED, f"row(s) {shown} of {name!r} get no "
+                 f"gradient, as declared ({origin}), and every row the loss depends on gets "
+                 "one; the rest of the weight is checked against FD", kind=CheckKind.FLOW)
+
+
 _FLOW_OK = (FlowStatus.FLOWS, FlowStatus.BLOCKED_AS_INTENDED)
 
 
@@ -417,8 +495,10 @@ def _flow_message(name: str, status: FlowStatus, ad_norm: float, dep: float, noi
     return {
         FlowStatus.FLOWS: f"{name!r}: gradient flows (|grad| {ad_norm:.3g}; along the random "
                           f"directions max|<grad,u>| AD {ad_proj:.3g} vs {fd_txt})",
-        FlowStatus.BLOCKED_AS_INTENDED: f"{name!r}: blocked as declared in stop_gradient "
-                                        f"({fd_txt}){frozen}",
+        FlowStatus.BLOCKED_AS_INTENDED: (f"{name!r}: blocked as declared in stop_gradient "
+                                         f"({fd_txt})" if trainable else
+                                         f"{name!r}: blocked as declared by the model "
+                                         f"(requires_grad=False; {fd_txt})"),
         FlowStatus.BLOCKED_UNINTENTIONALLY: f"{name!r}: the loss depends on it ({fd_txt}) but "
                                             f"AD gives no gradient{frozen}{where}",
         FlowStatus.LEAK: f"{name!r}: declared in stop_gradient, yet a gradient of norm "

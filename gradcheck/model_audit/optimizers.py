@@ -14,7 +14,9 @@ Update rules (``g`` the gradient after clipping, ``t`` the 1-based step count):
 * SGD: ``g += wd p``; with momentum ``b = g`` (first step) else ``b = mu b + (1 - dampening) g``;
   ``d = g + mu b`` (Nesterov) or ``b``; ``p -= lr d``.
 * Adam: ``g += wd p`` (AdamW: ``p *= 1 - lr wd``); ``m = b1 m + (1 - b1) g``,
-  ``v = b2 v + (1 - b2) g^2``; ``p -= lr / (1 - b1^t) x m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
+  ``v = b2 v + (1 - b2) g^2``; ``p -= lr / (1 - b1^t) x m / (sqrt(v) / sqrt(1 - b2^t) + eps)``;
+  with ``amsgrad`` the denominator uses ``v_max = max(v_max, v)`` (kept in the state) for ``v``.
+* ``maximize`` (either): ``g = -g`` first.
 """
 
 from __future__ import annotations
@@ -44,17 +46,19 @@ class SGD:
     dampening: float = 0.0
     nesterov: bool = False
     weight_decay: float = 0.0
+    maximize: bool = False
 
     def hyper(self, name: str, t: int) -> dict[str, Any]:
         return {"kind": "sgd", "lr": _lr(self.lr, t), "momentum": self.momentum,
                 "dampening": self.dampening, "nesterov": self.nesterov,
-                "weight_decay": self.weight_decay}
+                "weight_decay": self.weight_decay, "maximize": self.maximize}
 
     def describe(self) -> str:
         lr = "schedule" if callable(self.lr) else f"{self.lr:g}"
         extra = "".join(f", {k}={v:g}" for k, v in (("momentum", self.momentum),
                                                       ("weight_decay", self.weight_decay)) if v)
-        return f"SGD(lr={lr}{extra}{', nesterov' if self.nesterov else ''})"
+        flags = "".join(f", {f}" for f in ("nesterov", "maximize") if getattr(self, f))
+        return f"SGD(lr={lr}{extra}{flags})"
 
     def initial_state(self, names: tuple[str, ...]) -> dict[str, dict]:
         return {k: {} for k in names}
@@ -62,31 +66,37 @@ class SGD:
 
 @dataclass(frozen=True)
 class Adam:
-    """Declared Adam (``decoupled=True``: AdamW) with ``torch.optim.Adam``'s definitions."""
+    """Declared Adam (``decoupled=True``: AdamW) with ``torch.optim.Adam``'s definitions
+    (``amsgrad``, ``maximize`` as there)."""
 
     lr: Schedule = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
     decoupled: bool = False
+    amsgrad: bool = False
+    maximize: bool = False
 
     def hyper(self, name: str, t: int) -> dict[str, Any]:
         return {"kind": "adam", "lr": _lr(self.lr, t), "betas": self.betas, "eps": self.eps,
-                "weight_decay": self.weight_decay, "decoupled": self.decoupled}
+                "weight_decay": self.weight_decay, "decoupled": self.decoupled,
+                "amsgrad": self.amsgrad, "maximize": self.maximize}
 
     def describe(self) -> str:
         lr = "schedule" if callable(self.lr) else f"{self.lr:g}"
+        flags = "".join(f", {f}=True" for f in ("amsgrad", "maximize") if getattr(self, f))
         return (f"{'AdamW' if self.decoupled else 'Adam'}(lr={lr}, betas={self.betas}, "
-                f"eps={self.eps:g}, weight_decay={self.weight_decay:g})")
+                f"eps={self.eps:g}, weight_decay={self.weight_decay:g}{flags})")
 
     def initial_state(self, names: tuple[str, ...]) -> dict[str, dict]:
         return {k: {} for k in names}
 
 
 def AdamW(lr: Schedule = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-          weight_decay: float = 1e-2) -> Adam:
+          weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False) -> Adam:
     """Declared AdamW (decoupled weight decay)."""
-    return Adam(lr, betas, eps, weight_decay, decoupled=True)
+    return Adam(lr, betas, eps, weight_decay, decoupled=True, amsgrad=amsgrad,
+                maximize=maximize)
 
 
 OptimizerModel = Any  # SGD | Adam | _TorchOptimizer: hyper(name, t), describe(), initial_state
@@ -97,6 +107,8 @@ def update(h: Mapping[str, Any], p: np.ndarray, g: np.ndarray, st: dict
     """One step of the rule ``h`` on one parameter: (new value, new state, magnitude of the
     terms, for the error model)."""
     lr, wd = h["lr"], h["weight_decay"]
+    if h.get("maximize"):
+        g = -g
     if h["kind"] == "sgd":
         d = g + wd * p if wd else g
         mu = h["momentum"]
@@ -114,11 +126,14 @@ def update(h: Mapping[str, Any], p: np.ndarray, g: np.ndarray, st: dict
     d = g + wd * p if (wd and not h["decoupled"]) else g
     m = b1 * m + (1.0 - b1) * d
     v = b2 * v + (1.0 - b2) * d * d
+    out = {"step": t, "exp_avg": m, "exp_avg_sq": v}
+    if h.get("amsgrad"):
+        v = np.maximum(st.get("max_exp_avg_sq", np.zeros_like(p)), v)
+        out["max_exp_avg_sq"] = v
     denom = np.sqrt(v) / np.sqrt(1.0 - b2 ** t) + h["eps"]
     delta = lr / (1.0 - b1 ** t) * m / denom
     new = base - delta
-    return new, {"step": t, "exp_avg": m, "exp_avg_sq": v}, (
-        np.abs(p) + np.abs(new) + 4.0 * np.abs(delta))
+    return new, out, np.abs(p) + np.abs(new) + 4.0 * np.abs(delta)
 
 
 class _TorchOptimizer:
@@ -139,10 +154,6 @@ class _TorchOptimizer:
                 if id(p) in by_id:
                     self.group[by_id[id(p)]] = grp
         self.names = tuple(self.group)
-        for grp in opt.param_groups:
-            for flag in ("amsgrad", "maximize"):
-                if grp.get(flag):
-                    raise NotImplementedError(f"{kind}({flag}=True) is not modelled")
 
     def hyper(self, name: str, t: int) -> dict[str, Any] | None:
         grp = self.group.get(name)
@@ -151,14 +162,15 @@ class _TorchOptimizer:
         if self.kind == "SGD":
             return {"kind": "sgd", "lr": float(grp["lr"]), "momentum": grp["momentum"],
                     "dampening": grp["dampening"], "nesterov": grp["nesterov"],
-                    "weight_decay": grp["weight_decay"]}
+                    "weight_decay": grp["weight_decay"], "maximize": bool(grp.get("maximize"))}
         return {"kind": "adam", "lr": float(grp["lr"]), "betas": tuple(grp["betas"]),
                 "eps": grp["eps"], "weight_decay": grp["weight_decay"],
-                "decoupled": self.kind == "AdamW"}
+                "decoupled": self.kind == "AdamW", "amsgrad": bool(grp.get("amsgrad")),
+                "maximize": bool(grp.get("maximize"))}
 
     def describe(self) -> str:
         g = self.opt.param_groups[0]
-        keys = ("lr", "momentum", "betas", "weight_decay", "nesterov")
+        keys = ("lr", "momentum", "betas", "weight_decay", "nesterov", "amsgrad", "maximize")
         shown = ", ".join(f"{k}={g[k]}" for k in keys if k in g and g[k])
         return f"torch.optim.{self.kind}({shown})"
 

@@ -67,11 +67,15 @@ def predict(model: Any, values: Mapping[str, np.ndarray], grads: Mapping[str, np
             moving: Sequence[str], state: Mapping[str, dict], t: int, *,
             max_norm: float | None, eps: float, ties: Sequence[Tie] = (),
             targets: Sequence[TargetUpdate] = (), scale: float = 1.0, s: float | None = None,
-            repeat: int = 1) -> Prediction:
+            repeat: int = 1, clip_value: float | None = None) -> Prediction:
     """One step (``repeat`` steps with the same gradient) at step index ``t``; ``moving``: the
     parameters the optimizer should update (have a gradient, not declared stopped); ``scale``
-    multiplies the gradient (used to name a failure by its factor)."""
+    multiplies the gradient (used to name a failure by its factor); ``clip_value`` clips each
+    element to ``[-clip_value, clip_value]`` before the norm clip."""
     names = list(values)
+    if clip_value is not None:
+        grads = {k: np.clip(np.asarray(grads[k], dtype=np.float64), -clip_value, clip_value)
+                 if k in moving else grads[k] for k in grads}
     norm = global_norm({k: grads[k] for k in moving})
     if s is None:
         s = 1.0 if max_norm is None else min(1.0, max_norm / (norm + eps)) if norm else 1.0

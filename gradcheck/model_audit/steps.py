@@ -32,6 +32,7 @@ import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailure, attempt
 from gradcheck.core.results import CheckKind, Status
+from gradcheck.model_audit import declared as _declared
 from gradcheck.model_audit import state as _state
 from gradcheck.model_audit.optimizers import SGD, Adam, from_torch
 from gradcheck.model_audit.step_diagnosis import breakdown, diagnose, per_parameter
@@ -62,7 +63,9 @@ class TrainStep:
     says what one step should do; ``max_norm``: clip to this global norm first (None: no clip).
     ``scheduler`` / ``scaler``: objects whose state the audit restores (found in ``fn`` too).
     ``steps``: consecutive steps compared; ``ties`` (:class:`Tie`) and ``target_updates``
-    (:class:`TargetUpdate`) declare parameters the step syncs by copy or Polyak averaging."""
+    (:class:`TargetUpdate`) declare parameters the step syncs by copy or Polyak averaging.
+    ``clip_value``: each gradient element clipped to ``[-clip_value, clip_value]`` first
+    (``torch.nn.utils.clip_grad_value_``; read from the step's call when not declared)."""
 
     fn: Callable[..., Any]
     lr: float | None = None
@@ -74,6 +77,7 @@ class TrainStep:
     state: Any = _NO_STATE
     ties: Sequence[Tie] = ()
     target_updates: Sequence[TargetUpdate] = ()
+    clip_value: float | None = None
 
     def __call__(self, model: Any, batch: Any) -> Any:
         return self.fn(model, batch)
@@ -261,7 +265,7 @@ def _steps(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, found) -> None:
         # the user's step, loss and declarations, with the harness's predictions between
         # them, through the boundary as one: whatever raises fails this check, not the audit
         ran = attempt("train_step", _step_by_step, ctx, hooks, loss_fn, batch, spec, stopped,
-                      model, origin, names)
+                      model, origin, names, found)
     finally:
         hooks.rng_seed = seed0
     if isinstance(ran, AdapterFailure):
@@ -270,13 +274,16 @@ def _steps(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, found) -> None:
 
 
 def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, origin,
-                  names) -> None:
+                  names, found=()) -> None:
     """``spec.steps`` steps of the user's, each compared with the declared optimizer's."""
     targets_named = {tk for tu in spec.target_updates for tk, _ in tu.pairs(names)}
     state = model.initial_state(names)
     caller = _Caller(spec)
     seed0 = hooks.rng_seed
     first_grads = None
+    scheds = _declared.schedulers(found)
+    advances: list[list[int]] = []
+    lrs: list[tuple[float, float]] = []
     hooks.zero_grad()
     for t in range(max(1, int(spec.steps))):
         hooks.rng_seed = None if seed0 is None else seed0 + 7919 * t
@@ -289,18 +296,88 @@ def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, o
         grads = filled(raw, before)
         first_grads = grads if first_grads is None else first_grads
         moving = [k for k in names if k not in stopped and raw[k] is not None]
-        preds = _preds(model, before, grads, moving, state, t, spec, hooks)
-        hooks.run_user_step(caller, batch)
+        epochs = _declared.scheduler_epochs(scheds)
+        lr0 = _group_lr(scheds)
+        at = _HyperAt(model, t, names)  # the hyper-parameters as they are before the step
+        with _declared.recording_clip_value(spec.fn) as clips:
+            hooks.run_user_step(caller, batch)
+        advances.append([b - a for a, b in zip(epochs, _declared.scheduler_epochs(scheds),
+                                                strict=True)])
+        lrs.append((lr0, _group_lr(scheds)))
+        clip_value = spec.clip_value if spec.clip_value is not None else (
+            clips[-1] if clips else None)
+        clip_read = clips[-1] if clips else None
+        preds = _preds(at, before, grads, moving, state, t, spec, hooks,
+                       clip_value=clip_value)
         after = hooks.parameter_values()
         pred = _pick(preds, after, hooks.dtype, ctx.error_model)
-        _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving,
-                      state, pred, first_grads, targets_named, stopped)
+        _compare_step(ctx, hooks, at, origin, spec, t, before, after, grads, moving,
+                      state, pred, first_grads, targets_named, stopped,
+                      (clip_value, clip_read))
         state = pred.state
+    if scheds:
+        _check_schedulers(ctx, scheds, advances, lrs)
+
+
+class _HyperAt:
+    """An optimizer model with its hyper-parameters at step ``t`` read once, before the user's
+    step runs (a scheduler inside the step changes the live ``lr`` of a torch optimizer)."""
+
+    def __init__(self, model: Any, t: int, names: Sequence[str]) -> None:
+        self._model, self._t = model, t
+        self._hyper = {k: model.hyper(k, t) for k in names}
+        self._described = model.describe()
+
+    def hyper(self, name: str, t: int) -> dict[str, Any] | None:
+        if t == self._t and name in self._hyper:
+            return self._hyper[name]
+        return self._model.hyper(name, t)
+
+    def describe(self) -> str:
+        return self._described
+
+    def initial_state(self, names: tuple[str, ...]) -> dict[str, dict]:
+        return self._model.initial_state(names)
+
+
+def _group_lr(scheds: Sequence[Any]) -> float:
+    """The first param group's ``lr`` of the first scheduler's optimizer (nan: none)."""
+    try:
+        return float(scheds[0].optimizer.param_groups[0]["lr"])
+    except (IndexError, KeyError, AttributeError, TypeError):
+        return float("nan")
+
+
+def _check_schedulers(ctx, scheds, advances: list[list[int]], lrs) -> None:
+    """Each LR scheduler must advance at most once per training step (``last_epoch``); a
+    scheduler stepped twice decays the ``lr`` the optimizer reads twice as fast, which the
+    step's comparison (it reads the live ``lr``) cannot see."""
+    kinds = ", ".join(type(o).__name__ for o in scheds)
+    per = [max(a) if a else 0 for a in advances]
+    shown = ", ".join(map(str, per))
+    lr_txt = "; lr " + " -> ".join(f"{b:.6g}" for b in [lrs[0][0]] + [b for _, b in lrs])
+    if any(p > 1 for p in per):
+        worst = max(per)
+        ctx.emit("train_step.scheduler", Status.FAILED,
+                 f"{kinds}: last_epoch advanced by {shown} over the {len(per)} audited training "
+                 f"step(s): scheduler.step() runs {worst} times per training step (inside the "
+                 "micro-batch loop, or in the step and again in the loop), so the schedule "
+                 f"runs {worst}x too fast{lr_txt}",
+                 bug=BugClass.SCHEDULER_STEPPED_TWICE,
+                 details={"advances": per, "schedulers": kinds})
+        return
+    how = ("stepped once per training step" if all(p == 1 for p in per) else
+           "not stepped by the training step (stepped by the loop, e.g. per epoch)"
+           if all(p == 0 for p in per) else "stepped at most once per training step")
+    ctx.emit("train_step.scheduler", Status.PASSED, f"{kinds}: last_epoch advanced by "
+             f"{shown} over the {len(per)} audited step(s): {how}{lr_txt}",
+             details={"advances": per, "schedulers": kinds})
 
 
 def _preds(model, before, grads, moving, state, t, spec, hooks, **kw) -> list[Prediction]:
     """One prediction per clip epsilon the engine may use (0 and the documented one)."""
     eps_all = sorted({0.0, hooks.clip_semantics.epsilon}) if spec.max_norm is not None else [0.0]
+    kw.setdefault("clip_value", spec.clip_value)
     return [predict(model, before, grads, moving, state, t, max_norm=spec.max_norm, eps=e,
                     ties=spec.ties, targets=spec.target_updates, **kw) for e in eps_all]
 
@@ -312,14 +389,19 @@ def _pick(preds: list[Prediction], after: Mapping[str, np.ndarray], dtype: str,
 
 
 def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving, state,
-                  pred, first_grads, targets_named, stopped) -> None:
+                  pred, first_grads, targets_named, stopped, clips=(None, None)) -> None:
     name = "train_step.effective_step" + ("" if t == 0 else f"[step {t + 1}]")
+    clip_value, clip_read = clips
     a = ctx.assess(after, pred.values, pred.magnitude, hooks.dtype)
     factors = per_parameter(after, pred.values, before, list(before))
     bug, hint = BugClass.STEP_MISMATCH, ""
     if not a.ok:
-        bug, hint = _explain(hooks, model, spec, t, before, after, grads, moving, state, pred,
-                             first_grads, stopped, targets_named, factors, ctx.error_model)
+        bug, hint = _clip_value_cause(hooks, model, spec, t, before, after, grads, moving,
+                                      state, clips, ctx.error_model)
+        if not hint:
+            bug, hint = _explain(hooks, model, spec, t, before, after, grads, moving, state,
+                                 pred, first_grads, stopped, targets_named, factors,
+                                 ctx.error_model, clip_value)
     flat_a = np.concatenate([np.ravel(after[k] - before[k]) for k in before])
     flat_e = np.concatenate([np.ravel(pred.values[k] - before[k]) for k in before])
     ee = float(flat_e @ flat_e)
@@ -327,6 +409,10 @@ def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, movi
     shown = "n/a" if factor is None else f"{factor:.6g}"
     clip = ("no clip" if spec.max_norm is None else
             f"clip to max_norm={spec.max_norm} (gradient norm {pred.norm:.6g}, s={pred.s:.6g})")
+    if clip_value is not None:
+        clip += (f", each element clipped to +-{clip_value:g} ("
+                 + ("declared" if spec.clip_value is not None else
+                    "read from the step's clip_grad_value_ call") + ")")
     extra = "".join([f", {len(spec.ties)} tie(s)" if spec.ties else "",
                      f", {len(spec.target_updates)} target update(s)"
                      if spec.target_updates else ""])
@@ -339,8 +425,85 @@ def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, movi
                         "per_parameter": factors, "optimizer": model.describe()})
 
 
+def _clip_value_cause(hooks, model, spec, t, before, after, grads, moving, state, clips,
+                      error_model: ErrorModel) -> tuple[BugClass, str]:
+    """A mismatch explained by an elementwise clip at another value: the one the step's
+    ``clip_grad_value_`` call passed (when a different one is declared), or, undeclared and
+    unread, the value a plain-SGD update implies (``max |update| / lr``)."""
+    declared, read = spec.clip_value, clips[1]
+    cands: list[float] = []
+    if read is not None and declared is not None and read != declared:
+        cands.append(read)
+    hypers = [model.hyper(k, t) for k in moving]
+    if not any(h is None for h in hypers) and all(
+            h["kind"] == "sgd" and not h["momentum"] and not h["weight_decay"]
+            for h in hypers) and hypers:
+        lr = {h["lr"] for h in hypers}
+        if len(lr) == 1 and (lr0 := lr.pop()) > 0:
+            implied = max(float(np.max(np.abs(after[k] - before[k]))) for k in moving) / lr0
+            if implied > 0 and implied != declared:
+                cands.append(implied)
+    for c in cands:
+        try:
+            alt = _pick(_preds(model, before, grads, moving, state, t, spec, hooks,
+                               clip_value=c), after, hooks.dtype, error_model)
+        except (ValueError, ArithmeticError):
+            continue
+        if matches(after, alt.values, alt.magnitude, hooks.dtype, model=error_model):
+            how = "the step's clip_grad_value_ call" if c == read else "the update"
+            said = (f"declared clip_value={declared:g}" if declared is not None else
+                    "no clip_value declared")
+            return BugClass.CLIP_VALUE_MISMATCH, (
+                f": each gradient element was clipped to +-{c:.6g} ({how}), {said}: "
+                + ("the clip value in the code differs from the declared one" if declared
+                   is not None else f"declare TrainStep(clip_value={c:.4g}) if intended"))
+    pred = _pick(_preds(model, before, grads, moving, state, t, spec, hooks,
+                        clip_value=clips[0]), after, hooks.dtype, error_model)
+    if hooks.dtype == "float64" and matches(after, pred.values, pred.magnitude, "float32",
+                                            model=error_model):
+        return BugClass.PRECISION_LOST_IN_STEP, (
+            ": the step agrees with the intended one only to float32 rounding although the "
+            "model is float64: a float32 accumulator or cast on the way (optax.MultiSteps "
+            "accumulates in float32 unless accumulator_dtype=jnp.float64; a float32 constant "
+            "or buffer in the update)")
+    if hypers and all(h is not None and h["kind"] == "adam" for h in hypers):
+        pred = _pick(_preds(model, before, grads, moving, state, t, spec, hooks,
+                            clip_value=clips[0]), after, hooks.dtype, error_model)
+        doubled = {k: before[k] + 2.0 * (pred.values[k] - before[k]) for k in before}
+        if matches(after, doubled, {k: 2.0 * pred.magnitude[k] for k in before}, hooks.dtype,
+                   model=error_model):
+            return BugClass.TWO_UPDATES, (
+                ": the step applied the same Adam update twice (optax.apply_updates or "
+                "p -= update run twice with one update; under Adam a doubled gradient would "
+                "not double the step)")
+        flipped = _Flipped(model, "amsgrad")
+        alt = _pick(_preds(flipped, before, grads, moving, state, t, spec, hooks,
+                           clip_value=clips[0]), after, hooks.dtype, error_model)
+        if matches(after, alt.values, alt.magnitude, hooks.dtype, model=error_model):
+            was = bool(hypers[0].get("amsgrad"))
+            return BugClass.STEP_MISMATCH, (
+                f": the step matches Adam with amsgrad={not was}, declared amsgrad={was} (the "
+                "optimizer the code builds and the declaration disagree)")
+    return BugClass.STEP_MISMATCH, ""
+
+
+class _Flipped:
+    """An optimizer model with one boolean hyper-parameter negated (a diagnosis variant)."""
+
+    def __init__(self, model: Any, key: str) -> None:
+        self._model, self._key = model, key
+
+    def hyper(self, name: str, t: int) -> dict[str, Any] | None:
+        h = self._model.hyper(name, t)
+        return None if h is None else {**h, self._key: not h.get(self._key)}
+
+    def describe(self) -> str:
+        return self._model.describe()
+
+
 def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, first_grads,
-             stopped, targets_named, factors, error_model: ErrorModel) -> tuple[BugClass, str]:
+             stopped, targets_named, factors, error_model: ErrorModel,
+             clip_value: float | None = None) -> tuple[BugClass, str]:
     dt = hooks.dtype
 
     def same(actual: Any, expected: Any, magnitude: Any) -> bool:
@@ -365,6 +528,8 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
     if moved:
         hint = ""
         for tu_src in _guess_sources(moved, list(before)):
+            if any(np.shape(before[a]) != np.shape(before[b]) for a, b in tu_src):
+                continue  # not a copy of another layer (a frozen layer the step changed)
             tau = _fit_tau(before, after, tu_src)
             hint = (f"; it matches a Polyak update from {tu_src[0][1]!r} with tau = {tau:.6g}: "
                     "declare TargetUpdate(target, source, tau)")
@@ -382,6 +547,7 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
 
     def alt(grads_=None, **kw: Any) -> Prediction:
         g = grads if grads_ is None else grads_
+        kw.setdefault("clip_value", clip_value)
         return _pick(_preds(model, before, g, moving, state, t, spec, hooks, **kw), after, dt,
                      error_model)
 

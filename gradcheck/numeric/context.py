@@ -38,6 +38,9 @@ class CheckConfig:
     # where a comparison is inconclusive, find the inputs' kink elements and decide on the
     # others (:mod:`.kinks`); check() sets it, the catalog's runs keep their kink verdicts
     exclude_kinks: bool = False
+    # each input's name where the inputs are nested or complex (``params['w']``, ``z.real``);
+    # results carry it as ``input_path`` (None: inputs are named by position)
+    input_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Identity:
     shapes: tuple[tuple[int, ...], ...]
     reproducer: str
     test_id: str
+    input_paths: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,9 @@ class Recorder:
         details = dict(kw.pop("details", {}))
         if paths is not None and i is not None and i < len(paths):
             details["output_path"] = paths[i]
+        j, names = kw.get("input_index"), self.identity.input_paths
+        if names is not None and j is not None and j < len(names):
+            details["input_path"] = names[j]
         details.update(self.details)
         ident, keep = self.identity, True
         if self.relabel is not None:
@@ -138,6 +145,9 @@ class Finished:
     """Preparation ended the run: its results (already recorded) say why."""
 
     reason: str = ""
+    # the function to run the pipeline on instead (its complex outputs as real and imaginary
+    # parts: :func:`gradcheck.backends.trees.realified`), where preparation found it needs one
+    retry: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -193,9 +203,17 @@ class Prepared:
         """``output 1``, or ``output ['a']`` where the adapter names outputs by path."""
         return output_name(self.output_paths, i)
 
+    def input(self, k: int) -> str:
+        """``input 1``, or ``input params['w']`` where the inputs are nested or complex."""
+        return input_name(self.cfg.input_paths, k)
+
 
 def output_name(paths: tuple[str, ...] | None, i: int) -> str:
     return f"output {paths[i]}" if paths is not None and i < len(paths) else f"output {i}"
+
+
+def input_name(paths: tuple[str, ...] | None, k: int) -> str:
+    return f"input {paths[k]}" if paths is not None and k < len(paths) else f"input {k}"
 
 
 def is_float(a: np.ndarray) -> bool:

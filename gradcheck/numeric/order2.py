@@ -27,7 +27,7 @@ KINDS: dict[tuple[str, CheckKind], CheckKind] = {
 _KEPT = frozenset({CheckKind.CALL, CheckKind.FWD_REV})  # reported as they are
 
 # runs the first-order checks of ``fn`` at ``inputs`` into the recorder (never raises)
-SubRun = Callable[[Any, Sequence[Any], str, CheckConfig, Recorder], None]
+SubRun = Callable[[Any, Sequence[Any], str, CheckConfig, Recorder], Any]
 
 
 def relabel(first: str) -> Relabel:
@@ -77,7 +77,7 @@ def second_order(prep: Prepared, run: SubRun) -> None:
         # dtype; its own record (preparation reads what it recorded), then appended
         ident = Identity(outer.backend, prep.device, outer.dtype, outer.name, cfg.seed,
                          tuple(tuple(np.shape(a)) for a in inputs), cfg.reproducer,
-                         cfg.test_id)
+                         cfg.test_id, cfg.input_paths)
         sub = Recorder(ident, relabel=relabel(first))
         run(g, inputs, "float64", cfg, sub)
         hints = getattr(backend.backend, "zero_hints", {})

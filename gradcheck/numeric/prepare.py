@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.backends import trees
 from gradcheck.backends.guarded import AdapterFailure, FailureKind, GuardedBackend
+from gradcheck.backends.trees import FlatCall
 from gradcheck.core.dtypes import is_complex, numpy_dtype, widest_dtype
 from gradcheck.core.results import CheckKind, Status
 from gradcheck.numeric.context import (
@@ -21,6 +23,7 @@ from gradcheck.numeric.context import (
     Finished,
     Prepared,
     Recorder,
+    input_name,
     is_float,
     output_name,
     outputs,
@@ -45,7 +48,8 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
     empty = [k for k in diff if args[k].size == 0]
     for k in empty:
         rec.record(CheckKind.VJP, Status.INCONCLUSIVE, input_index=k,
-                   message=f"input {k} is empty (shape {args[k].shape}): nothing to check")
+                   message=f"{input_name(cfg.input_paths, k)} is empty (shape "
+                           f"{args[k].shape}): nothing to check")
     diff = [k for k in diff if k not in empty]
     if not diff:
         return Finished("empty inputs")
@@ -85,9 +89,12 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
     if not _pure(rec, before, args64) or not _deterministic(rec, evaluate, outs64,
                                                                  cfg.error_model):
         return Finished("impure or nondeterministic")
-    paths = getattr(outs64, "paths", None)
+    paths = getattr(outs64, "paths", None) or getattr(fn, "output_paths", None)
     float_outs = [i for i, o in enumerate(outs64) if is_float(np.asarray(o))]
     complex_outs = [i for i, o in enumerate(outs64) if is_complex(np.asarray(o).dtype)]
+    if (complex_outs and backend.backend.complex_convention is not None and oracle is None
+            and not isinstance(fn, FlatCall)):  # checked as their real and imaginary parts
+        return Finished("complex outputs", retry=trees.realified(fn, backend.backend))
     for i in complex_outs:  # not left out silently
         name = np.asarray(outs64[i]).dtype.name
         rec.record(CheckKind.CALL, Status.SKIPPED, output_index=i, paths=paths,
@@ -201,9 +208,9 @@ def _pure(rec: Recorder, before: list[np.ndarray], after: list[np.ndarray]) -> b
         changed.append(k)
         rec.record(CheckKind.CALL, Status.ERROR, input_index=k,
                    details={"modified_input": k, "max_change": size},
-                   message=f"fn modified input {k} in place (max change {size:.3g}); gradcheck "
-                           "needs a pure function: copy the input before changing it "
-                           "(x = x.clone() / x.copy())")
+                   message=f"fn modified {input_name(rec.identity.input_paths, k)} in place "
+                           f"(max change {size:.3g}); gradcheck needs a pure function: copy "
+                           "the input before changing it (x = x.clone() / x.copy())")
     return not changed
 
 
@@ -274,21 +281,22 @@ def _empty_outputs(backend: GuardedBackend, fn: Callable, device: str, rec: Reco
                            f"gradients for {len(diff)} differentiable inputs")
         return
     for k, g in zip(diff, grads, strict=True):
+        name = input_name(rec.identity.input_paths, k)
         g = np.asarray(g, dtype=np.float64)
         if g.shape != args64[k].shape:
             rec.record(CheckKind.VJP, Status.ERROR, input_index=k,
-                       message=f"VJP for input {k} has shape {g.shape}, expected "
+                       message=f"VJP for {name} has shape {g.shape}, expected "
                                f"{args64[k].shape} (empty output(s) {shapes})")
         elif np.any(g != 0):
             worst = int(np.argmax(np.abs(g)))
             where = tuple(int(i) for i in np.unravel_index(worst, g.shape))
             rec.record(CheckKind.VJP, Status.FAILED, input_index=k,
                        discrepancy=float(np.abs(g).flat[worst]), allowed=0.0,
-                       message=f"output(s) {shapes} are empty, so the VJP for input {k} must be "
+                       message=f"output(s) {shapes} are empty, so the VJP for {name} must be "
                                f"exactly 0; element {where} is {float(g.flat[worst]):.10g}")
         else:
             rec.record(CheckKind.VJP, Status.PASSED, input_index=k,
-                       message=f"output(s) {shapes} are empty: the VJP for input {k} is exactly "
+                       message=f"output(s) {shapes} are empty: the VJP for {name} is exactly "
                                "0 as it must be (no finite-difference comparison possible)")
 
 

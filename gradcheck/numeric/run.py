@@ -35,8 +35,11 @@ def run_numeric_checks(
     or the adapter is an ``error`` result (:mod:`.._limits`)."""
     start = time.perf_counter()
     recorder = Recorder(identity(backend.name, device, dtype, config, inputs))
-    _pipeline(GuardedBackend(backend), device)(fn, inputs, dtype, config, recorder)
+    checked = _pipeline(GuardedBackend(backend), device)(fn, inputs, dtype, config, recorder)
     results = recorder.results
+    if getattr(checked, "complex_parts", False):  # say which convention was checked
+        note = {"complex_convention": backend.complex_convention}
+        results = tuple(replace(r, details={**r.details, **note}) for r in results)
     elapsed = time.perf_counter() - start
     return [replace(r, duration_s=elapsed / max(len(results), 1)) for r in results]
 
@@ -45,21 +48,26 @@ def identity(backend: str, device: str, dtype: str, config: CheckConfig,
              inputs: Sequence[Any]) -> Identity:
     return Identity(backend, device, dtype, config.name, config.seed,
                     tuple(tuple(np.shape(a)) for a in inputs), config.reproducer,
-                    config.test_id)
+                    config.test_id, config.input_paths)
 
 
 def _pipeline(backend: GuardedBackend, device: str
-              ) -> Callable[[Callable, Sequence[Any], str, CheckConfig, Recorder], None]:
-    """One run of the pipeline on ``backend`` at ``device``, recording into a recorder."""
+              ) -> Callable[[Callable, Sequence[Any], str, CheckConfig, Recorder], Callable]:
+    """One run of the pipeline on ``backend`` at ``device``, recording into a recorder; it
+    returns the function it checked (``fn``, or ``fn`` with its complex outputs split)."""
 
     def run(fn: Callable, inputs: Sequence[Any], dtype: str, config: CheckConfig,
-            recorder: Recorder) -> None:
+            recorder: Recorder) -> Callable:
         try:
             with limits.deadline(config.timeout if config.order_level == 0 else None):
                 prep = prepare(backend, fn, inputs, device=device, dtype=dtype, config=config,
                                recorder=recorder)
+                if isinstance(prep, Finished) and prep.retry is not None:
+                    fn = prep.retry
+                    prep = prepare(backend, fn, inputs, device=device, dtype=dtype,
+                                   config=config, recorder=recorder)
                 if isinstance(prep, Finished):
-                    return
+                    return fn
                 if config.exclude_kinks and config.order_level == 0:
                     around_kinks(prep, first_order_or_screen)
                 else:
@@ -76,5 +84,6 @@ def _pipeline(backend: GuardedBackend, device: str
                 raise
             recorder.record(CheckKind.CALL, Status.ERROR,
                             message=f"unexpected failure while checking: {describe(exc)}")
+        return fn
 
     return run

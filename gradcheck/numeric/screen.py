@@ -154,9 +154,10 @@ def screen(prep: Prepared) -> str | None:
         for j in prep.diff:
             e = est[j]
             if not np.all(e.finite[:, r]):
-                return f"output {i} / input {j}: the FD estimate is not finite"
+                return f"{prep.output(i)} / {prep.input(j)}: the FD estimate is not finite"
             if np.any(e.kink[:, r]):
-                return f"output {i} / input {j}: one-sided derivatives differ (possible kink)"
+                return (f"{prep.output(i)} / {prep.input(j)}: one-sided derivatives differ "
+                        "(possible kink)")
             ad: AdScalars = {}
             skipped: list[_Staged] = []
             for kind, table in scalars.items():
@@ -169,7 +170,7 @@ def screen(prep: Prepared) -> str | None:
                 else:
                     ad[kind] = vals
             if not ad:
-                return f"output {i} / input {j}: no derivative to compare"
+                return f"{prep.output(i)} / {prep.input(j)}: no derivative to compare"
             t = terms(e.magnitude[:, r], ad)  # as the full check counts them
             judged = []
             for kind, (s_ad, _) in ad.items():
@@ -237,7 +238,7 @@ def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.Projec
            s_ad: np.ndarray, t: np.ndarray) -> _Staged | str:
     """The result of one (kind, output, input) comparison, or why the screen cannot pass it."""
     s_fd, e_fd = e.value[:, r], e.error[:, r]
-    what = f"{kind.value.upper()} of output {i} w.r.t. input {j}"
+    what = f"{kind.value.upper()} of {prep.output(i)} w.r.t. {prep.input(j)}"
     floor = prep.cfg.error_model.screen_floor
     for p in range(len(s_ad)):
         if not e_fd[p] <= floor * t[p]:

@@ -29,6 +29,7 @@ import pytest
 from gradcheck import stream
 from gradcheck.backends import children
 from gradcheck.core.errors import WriteFailed
+from gradcheck.plugin.known_marker import declared_known
 from gradcheck.report import ReportFiles, model, write_report
 from gradcheck.stream.reader import terminal_safe
 
@@ -239,8 +240,10 @@ class _TestRecorder:
         message = report.longreprtext[-4000:] if report.failed else ""
         if report.skipped and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2])
-        stream.write_record({"record": "test", "test_id": report.nodeid, "outcome": outcome,
-                             "duration_s": report.duration, "message": message})
+        record = {"record": "test", "test_id": report.nodeid, "outcome": outcome,
+                  "duration_s": report.duration, "message": message}
+        record.update(declared_known(report))  # the gradcheck_known marker's reason, link
+        stream.write_record(record)
 
 
 def _worker_files(path: Path, shard: tuple[int, int] | None) -> list[Path]:
@@ -329,8 +332,9 @@ def summary_lines(files: ReportFiles, write: Any) -> None:
                  key=lambda r: (model.SEVERITY.index(r.status.value), -(r.discrepancy_ratio or 0)))
     for r in bad[:10]:
         ratio = f" ratio {r.discrepancy_ratio:.3g}" if r.discrepancy_ratio is not None else ""
+        test = f" in {t(r.test_id)}" if r.test_id else ""
         write(f"  {r.status.value.upper()} {t(r.name)}: {t(r.subject)} [{t(r.backend)} "
-              f"{t(r.device)} {t(r.dtype)}]{ratio}")
+              f"{t(r.device)} {t(r.dtype)}]{ratio}{test}")
     if len(bad) > 10:
         write(f"  ... {len(bad) - 10} more in the report")
     if data.problems:

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from gradcheck.core.results import Status, shorten
 from gradcheck.report import findings, model
-from gradcheck.stream import StreamData
+from gradcheck.stream import StreamData, expected
 from gradcheck.stream.reader import well_formed
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -176,8 +176,9 @@ def _failures(data: StreamData) -> str:
     items = "".join(
         f'<li><a href="{esc(_hash_link(check=i))}"><span class="badge s-{r.status.value}">'
         f"{r.status.value}</span> {esc(r.name)}: {esc(r.subject)} [{esc(r.backend)} "
-        f"{esc(r.device)} {esc(r.dtype)}]</a> <span class=\"note\">{esc(shorten(r.message, 200))}"
-        "</span></li>" for i, r in bad[:50])
+        f"{esc(r.device)} {esc(r.dtype)}]</a>"
+        + (f" in <code>{esc(r.test_id)}</code>" if r.test_id else "")
+        + f" <span class=\"note\">{esc(shorten(r.message, 200))}</span></li>" for i, r in bad[:50])
     more = f'<p class="note">{len(bad) - 50} more in the table below.</p>' if len(bad) > 50 else ""
     outside = model.failed_tests_without_checks(data)
     tests = "".join(f"<li><code>{esc(t.test_id)}</code> {esc(t.outcome)}<pre>"
@@ -188,6 +189,34 @@ def _failures(data: StreamData) -> str:
     if tests:
         body += f'<h3>Tests that failed outside any check</h3><ul class="tests">{tests}</ul>'
     return _section("failures", "Failures", body)
+
+
+def _expected(data: StreamData) -> str:
+    """The known discrepancies the tests declared (``gradcheck_known``) or expected (xfail,
+    ``pytest.raises``): per test, its reason, its link and how many checks it covers; the
+    catalog's own known discrepancies are in the table and the matrix only."""
+    groups: dict[tuple[str, str, str, str], list[int]] = {}
+    for i, r in enumerate(data.checks):
+        mark = r.known_as
+        if r.known and mark is not None and mark.nature in (expected.DECLARED,
+                                                             expected.EXPECTED):
+            groups.setdefault((r.test_id, mark.nature, mark.reason, mark.link or ""),
+                              []).append(i)
+    if not groups:
+        return ""
+    items = []
+    for (test_id, nature, reason, link), rows in list(groups.items())[:200]:
+        href = (f' <a href="{esc(link)}" rel="noopener noreferrer">{esc(link)}</a>'
+                if link.startswith(("https://", "http://")) else (f" {esc(link)}" if link
+                                                                   else ""))
+        items.append(f'<li><span class="badge s-known">{esc(nature)}</span> '
+                     f"<code>{esc(test_id)}</code>: {esc(reason)}{href} "
+                     f'(<a href="{esc(_hash_link(check=rows[0]))}">{len(rows)} check(s)</a>)'
+                     "</li>")
+    return _section("known", "Known discrepancies declared or expected by tests",
+                    f'<ul class="tests">{"".join(items)}</ul>',
+                    "Failed checks inside a test pytest counted as expected (xfailed, or "
+                    "passed: pytest.raises) or marked gradcheck_known; they do not fail the run.")
 
 
 def _problems(data: StreamData) -> str:
@@ -271,7 +300,8 @@ def render(data: StreamData, *, title: str = "gradcheck report", passed_rows: bo
     generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     sources = ", ".join(data.sources)
     sweep = findings.findings_section(data, _section, esc, lambda i: _hash_link(check=i))
-    sections = "".join([_problems(data), _summary(data), sweep, _failures(data), _matrix(data),
+    sections = "".join([_problems(data), _summary(data), sweep, _failures(data),
+                        _expected(data), _matrix(data),
                         _semantics(data), _flow(data), _table_shell(data, passed_rows),
                         _environment(data)])
     return (

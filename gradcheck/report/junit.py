@@ -14,6 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
+from gradcheck._reproducer import heading
 from gradcheck.core.results import CheckResult, Status, number, shorten, shown, shown_element
 from gradcheck.report import model
 from gradcheck.stream import StreamData, TestOutcome
@@ -48,7 +49,7 @@ def failure_text(r: CheckResult) -> str:
     if r.test_id:
         lines.append(f"test: {r.test_id}")
     if r.reproducer:
-        lines.append(f"reproduce (a script, runs as printed):\n{r.reproducer}")
+        lines.append(f"{heading(r.reproducer)}:\n{r.reproducer}")
     return "\n".join(lines)
 
 

@@ -23,7 +23,8 @@ _INT_FIELDS = ("input_index", "output_index", "seed")
 _NUMBER_FIELDS = ("expected", "actual", "discrepancy", "relative_discrepancy", "allowed",
                   "discrepancy_ratio", "duration_s")
 #: the typed fields of keys that older streams carry in ``details`` (both forms are accepted)
-_TYPED_STRINGS = ("path", "bug_class", "section", "computed_in", "alternative", "localized")
+_TYPED_STRINGS = ("path", "bug_class", "section", "computed_in", "alternative", "localized",
+                  "input_path")
 _TYPED_INTS = ("probe", "probes", "elements_over")
 _TYPED_NUMBERS = ("rounding_level", "max_abs_discrepancy", "max_rel_discrepancy")
 _ENV_STRINGS = ("role", "host", "started", "gradcheck", "python", "implementation", "platform",
@@ -244,6 +245,12 @@ def outcome_fields(obj: dict[str, Any]) -> tuple[str, str, float, str]:
     if not math.isfinite(duration) or duration < 0:
         raise InvalidField(f"duration_s: expected a finite number >= 0, got {duration}")
     return test_id, outcome, duration, string(obj, "message", nullable=True) or ""
+
+
+def known_fields(obj: dict[str, Any]) -> tuple[str, str]:
+    """``(known, link)`` of a ``test`` record: its ``gradcheck_known`` marker's reason and link
+    (empty where it has none)."""
+    return (string(obj, "known", nullable=True) or "", string(obj, "link", nullable=True) or "")
 
 
 def environment_fields(obj: dict[str, Any]) -> dict[str, Any]:

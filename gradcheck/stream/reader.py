@@ -26,6 +26,7 @@ from typing import Any
 
 from gradcheck.core.results import SCHEMA_VERSION, CheckResult, Status
 from gradcheck.stream import fields
+from gradcheck.stream.expected import expected_by_tests
 
 _UNPRINTABLE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -85,6 +86,8 @@ class TestOutcome:
     outcome: str  # passed | failed | error | skipped | xfailed | xpassed
     duration_s: float = 0.0
     message: str = ""
+    known: str = ""  # the reason of the test's gradcheck_known marker
+    link: str = ""  # and its link
 
     @property
     def ok(self) -> bool:
@@ -299,7 +302,8 @@ def _parse(path: Path, n: int, text: str, data: StreamData,
         if kind == "check":
             data.checks.append(CheckResult.from_dict(fields.check_fields(obj)))
         elif kind == "test":
-            data.tests.append(TestOutcome(*fields.outcome_fields(obj)))
+            data.tests.append(TestOutcome(*fields.outcome_fields(obj),
+                                          *fields.known_fields(obj)))
         elif kind == "environment" and run is not None:
             run.environment = fields.environment_fields(obj)
         elif kind == "backends" and run is not None:
@@ -370,4 +374,5 @@ def read_streams(paths: Iterable[str | os.PathLike[str]]) -> StreamData:
             f"this gradcheck reads schema {SCHEMA_VERSION} (written by another gradcheck "
             "version? read it with that version)", kind=SCHEMA))
     data.problems.sort(key=lambda p: p.kind == LINE)  # whole inputs first, then single lines
+    data.checks = expected_by_tests(data.checks, data.tests)  # as pytest counted them
     return data

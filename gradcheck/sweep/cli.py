@@ -13,6 +13,7 @@ from types import FrameType
 
 from gradcheck.backends import children
 from gradcheck.stream import StreamData
+from gradcheck.sweep.executors import from_cluster
 from gradcheck.sweep.runner import PLANS, SweepConfig, SweepOutcome, sweep
 from gradcheck.sweep.triage import findings
 
@@ -54,12 +55,17 @@ def stopped_by_signals() -> Iterator[None]:
 
 
 def run(backends: Sequence[str], ops: Sequence[str], dtypes: Sequence[str] | None,
-        profile: str, n_jobs: int, report_dir: Path, resume: bool = False
-        ) -> SweepOutcome:
-    """Run the sweep; raises :class:`NothingSelected` (naming the selection) where it matches
-    no op, or no selected op declares a ``--dtype`` asked for (nothing was written)."""
+        profile: str, n_jobs: int, report_dir: Path, resume: bool = False,
+        cluster: str | None = None) -> SweepOutcome:
+    """Run the sweep (on the Ray cluster ``cluster`` names, else in local worker processes),
+    showing each backend's progress on stderr; raises :class:`NothingSelected` (naming the
+    selection) where it matches no op, or no selected op declares a ``--dtype`` asked for
+    (nothing was written), and :class:`~gradcheck.sweep.executors.ClusterRefused` for a
+    ``cluster`` it cannot use."""
     cfg = SweepConfig(tuple(backends), tuple(ops), tuple(dtypes) if dtypes else None, profile)
-    return sweep(cfg, report_dir, jobs=n_jobs, isolate=True, resume=resume)
+    executor = from_cluster(cluster) if cluster else None
+    return sweep(cfg, report_dir, jobs=n_jobs, isolate=True, resume=resume, executor=executor,
+                 show_progress=True)
 
 
 def summary(outcome: SweepOutcome, data: StreamData) -> list[str]:

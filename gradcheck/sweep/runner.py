@@ -10,16 +10,17 @@ Everything is deterministic: the seed of a check is derived from its id
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,14 +28,20 @@ from gradcheck import stream
 from gradcheck.backends import children, limits
 from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.errors import WriteFailed
+from gradcheck.core.progress import Progress, mode_for
 from gradcheck.core.results import CheckResult, Status, SweepInfo, Triage
 from gradcheck.core.taxonomy import CheckKind
 from gradcheck.sweep import known, points, resolution, triage
 from gradcheck.sweep.inventory.discover import inventory
 from gradcheck.sweep.inventory.records import Inventory, Op
 
+if TYPE_CHECKING:
+    from gradcheck.sweep.executors import Executor
+
 PROFILES = ("quick", "default", "thorough")
 STREAM = "results.jsonl"
+#: the ops a cluster run has in flight, one name a line (what ``--resume`` checks again)
+CLUSTER_PROGRESS = "results.cluster.progress"
 #: seconds one check may take before it is an error result
 CHECK_TIMEOUT_S = 60.0
 #: seconds all checks of one op may take (its triage included); the points after it are
@@ -135,35 +142,45 @@ def check_op(op: Op, cfg: SweepConfig, budget_s: float = OP_BUDGET_S) -> list[Ch
     """Every check of one op: each dtype, point and order, by :func:`gradcheck.check` and by
     the sweep's own resolution checks (:mod:`.resolution`); triaged where one did not pass.
     After ``budget_s`` seconds the remaining (dtype, point) pairs are skipped results."""
+    return [r for batch in iter_check_op(op, cfg, budget_s) for r in batch]
+
+
+def iter_check_op(op: Op, cfg: SweepConfig,
+                  budget_s: float = OP_BUDGET_S) -> Iterator[list[CheckResult]]:
+    """:func:`check_op`, a batch of recorded results at a time (a skipped point, or one
+    (dtype, point, order)), as they are produced: what a cluster task streams back."""
     start = time.perf_counter()
     plan = PLANS[cfg.profile]
     forward = _forward(op)
     modes = ("rev", "fwd") if op.fwd else ("rev",)
-    out: list[CheckResult] = []
     for dtype in _dtypes(op, cfg):
         pts, skipped = points.points(op, dtype, cfg.profile, forward)
         for s in skipped:
-            out.append(stream.record(_skipped(op, dtype, s.name, f"point {s.name!r} not "
-                                              f"checked: {s.reason}",
-                                              SweepInfo(point=s.name, skipped=s.reason))))
+            yield [stream.record(_skipped(op, dtype, s.name, f"point {s.name!r} not "
+                                          f"checked: {s.reason}",
+                                          SweepInfo(point=s.name, skipped=s.reason)))]
         low = dtype in ("float16", "bfloat16")
         for point in pts:
             if low and not cfg.dtypes and not _wanted(point.name, plan.low_precision_bands):
                 continue
             left = budget_s - (time.perf_counter() - start)
             if left <= 0:
-                out.append(stream.record(_skipped(
+                yield [stream.record(_skipped(
                     op, dtype, point.name, f"point {point.name!r} not checked: the op's time "
                     f"budget ({budget_s:g} s for all its checks) was spent",
-                    SweepInfo(point=point.name, skipped="op time budget spent"))))
+                    SweepInfo(point=point.name, skipped="op time budget spent")))]
                 continue
             order2 = op.order2 and _wanted(point.name, plan.order2_bands)
             second = order2 and (cfg.profile == "thorough" or dtype == "float64")
             for order in (1, 2) if second or order2 else (1,):
-                out.extend(_check_point(op, point, dtype, order, modes, cfg,
-                                        check_too=order == 1 or second,
-                                        limit=budget_s - (time.perf_counter() - start)))
-    return out
+                yield _check_point(op, point, dtype, order, modes, cfg,
+                                   check_too=order == 1 or second,
+                                   limit=budget_s - (time.perf_counter() - start))
+
+
+def failing(results: Sequence[CheckResult]) -> bool:
+    """Whether an op's results hold a failure that is not a known one (what progress counts)."""
+    return any(not r.ok and not r.known for r in results)
 
 
 def _skipped(op: Op, dtype: str, band: str, message: str, sweep: SweepInfo) -> CheckResult:
@@ -219,10 +236,11 @@ def _bounded(job: Any, seconds: float, fallback: Any) -> Any:
 
 def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
             path: str | None = None, ops: Sequence[Op] | None = None,
-            progress: str | None = None) -> int:
+            progress: str | None = None, display: Progress | None = None) -> int:
     """Check the named ops of ``backend`` (in this process), recording into ``path`` when
     given (else into the active stream); ``progress`` is a file that holds the name of the op
-    being checked (what a parent reads when this process dies).  Returns the result count."""
+    being checked (what a parent reads when this process dies); ``display`` is told each op
+    done.  Returns the result count."""
     if ops is None:
         wanted = set(names)
         inv = inventory(backend, list(names))
@@ -230,16 +248,20 @@ def run_ops(backend: str, names: Sequence[str], cfg: SweepConfig,
     count = 0
     warnings.simplefilter("ignore")  # the ops' own deprecation warnings, once per op
     context = stream.using(path, role="sweep-worker") if path else _nothing()
+    per_op = progress is not None and mode_for(sys.stderr) == "ops"
     with context as worker_stream:
         for k, op in enumerate(ops):
             if progress:
                 Path(progress).write_text(op.name)
             began = time.perf_counter()
-            n = len(check_op(op, cfg))
-            count += n
-            if progress:  # a worker: one line per op on stderr (the parent's log)
-                print(f"sweep {op.backend} [{k + 1}/{len(ops)}] {op.name}: {n} results, "
-                      f"{time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
+            results = check_op(op, cfg)
+            count += len(results)
+            if display is not None:
+                display.done(op.backend, failing(results), op.name)
+            if per_op:  # a worker, asked for one line per op on stderr (the parent's log)
+                print(f"sweep {op.backend} [{k + 1}/{len(ops)}] {op.name}: {len(results)} "
+                      f"results, {time.perf_counter() - began:.1f} s", file=sys.stderr,
+                      flush=True)
     if worker_stream is not None and worker_stream.error is not None:
         raise worker_stream.error  # a worker: exits non-zero, its parent says which stream
     if progress:  # every op done: what follows (the interpreter's exit) is no op's hang
@@ -255,6 +277,16 @@ class _nothing:
         return None
 
 
+@contextlib.contextmanager
+def _closing(display: Progress | None) -> Iterator[None]:
+    """The display ended (its line's newline) however the block ends."""
+    try:
+        yield
+    finally:
+        if display is not None:
+            display.close()
+
+
 def _worker(backend: str, names: list[str], cfg: SweepConfig, path: str, progress: str) -> None:
     warnings.simplefilter("ignore")
     run_ops(backend, names, cfg, path, progress=progress)
@@ -267,24 +299,28 @@ def _tied(parent: int, target: Any, *args: Any) -> None:
 
 
 def crash_result(backend: str, name: str, exitcode: int | None,
-                 hung_s: float | None = None) -> CheckResult:
+                 hung_s: float | None = None, how: str | None = None,
+                 kill_s: float = OP_KILL_S) -> CheckResult:
     """The ``error`` result of an op during whose checks the worker process died (a native
-    crash of the engine: a signal, ``abort()``, heap corruption) or was killed because the op
-    ran for ``hung_s`` seconds (a hang)."""
+    crash of the engine: a signal, ``abort()``, heap corruption; ``how`` says what a cluster
+    reported instead of an exit status) or was killed because the op ran for ``hung_s``
+    seconds (a hang; ``kill_s`` the limit it passed)."""
     if hung_s is not None:
         message = (f"the op's checks ran for {hung_s:.0f} s, past the sweep's limit of "
-                   f"{OP_KILL_S:g} s per op, inside code the per-check limits cannot interrupt "
+                   f"{kill_s:g} s per op, inside code the per-check limits cannot interrupt "
                    "(a hang in the engine's native code), so the worker was killed; its "
                    "results before that are in the stream, the ops after it were checked by a "
                    "new worker")
         symptom = "hang"
     else:
-        how = (f"signal {-exitcode}" if exitcode is not None and exitcode < 0
-               else f"exit status {exitcode}")
-        message = (f"the worker process died ({how}) while checking this op: a crash of the "
-                   "engine at one of its points; its results before the crash are in the stream "
-                   "(the worker's run has no end record), the ops after it were checked by a new "
-                   "worker")
+        cause = ("a crash of the engine at one of its points, or the loss of the node it ran "
+                 "on (a cluster task is never retried)" if how else
+                 "a crash of the engine at one of its points")
+        how = how or (f"signal {-exitcode}" if exitcode is not None and exitcode < 0
+                      else f"exit status {exitcode}")
+        message = (f"the worker process died ({how}) while checking this op: {cause}; its "
+                   "results before the crash are in the stream (the worker's run has no end "
+                   "record), the ops after it were checked by a new worker")
         symptom = "raised"
     key = "|".join((backend, name, "call", "crash", symptom))
     sweep = SweepInfo(point="crash", exitcode=exitcode,
@@ -298,7 +334,8 @@ def crash_result(backend: str, name: str, exitcode: int | None,
 
 @dataclass
 class _Running:
-    """A worker process, its shard and what its progress file said when last read."""
+    """A worker process, its shard and what its progress file said when last read; with a
+    ``display``, the ops it finished are shown, failing or not (read from its stream)."""
 
     proc: Any
     backend: str
@@ -306,28 +343,61 @@ class _Running:
     progress: Path
     current: str = ""
     since: float = dataclasses.field(default_factory=time.monotonic)
+    part: Path | None = None
+    display: Progress | None = None
+    offset: int = 0
+    failing: set[str] = dataclasses.field(default_factory=set)
 
     def poll(self, now: float) -> float:
         """Re-read the op being checked; the seconds it has been checked for."""
         name = self.progress.read_text() if self.progress.exists() else ""
         if name != self.current:
+            if self.current:
+                self.finished(self.current)
             self.current, self.since = name, now
         return now - self.since
 
+    def finished(self, name: str, crashed: bool = False) -> None:
+        """``name`` is done: shown, failing where its stream (or a crash) says so."""
+        if self.display is None:
+            return
+        self._read_stream()
+        self.display.done(self.backend, crashed or name in self.failing, name)
+
+    def _read_stream(self) -> None:
+        """The names of the failing results written since the last read (whole lines)."""
+        if self.part is None or not self.part.exists():
+            return
+        with open(self.part, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for line in data[:end].splitlines():
+            if b'"status": "failed"' in line or b'"status": "error"' in line:
+                try:
+                    r = CheckResult.from_json(line.decode("utf-8", "replace"))
+                except (ValueError, TypeError, KeyError):
+                    continue
+                if not r.ok and not r.known:
+                    self.failing.add(r.name)
+
 
 def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path,
-                 jobs: int, target: Any = None, kill_s: float = OP_KILL_S) -> list[Path]:
+                 jobs: int, target: Any = None, kill_s: float = OP_KILL_S,
+                 display: Progress | None = None) -> list[Path]:
     """Run the shards ``(backend, op names)`` in at most ``jobs`` spawned processes running
     ``target(backend, names, cfg, stream_path, progress_path)`` (default: check the ops); a
     process that dies, or that its progress file shows on one op for ``kill_s`` seconds (and
     is then killed), is replaced by one for the ops after that op, which is recorded as a
-    crash in the active stream.  Returns the stream files written."""
+    crash in the active stream; ``display`` is told each op done.  Returns the stream files
+    written."""
     ctx = get_context("spawn")
     queue = list(tasks)
     running: list[_Running] = []
     parts: list[Path] = []
     try:
-        _supervise(queue, running, parts, ctx, cfg, out, jobs, target, kill_s)
+        _supervise(queue, running, parts, ctx, cfg, out, jobs, target, kill_s, display)
     finally:  # stopped early (SIGINT, SIGTERM, an error): no worker outlives the sweep; their
         for w in running:  # streams and progress files stay for --resume
             if w.proc.exitcode is None:
@@ -338,7 +408,7 @@ def run_parallel(tasks: list[tuple[str, list[str]]], cfg: SweepConfig, out: Path
 
 def _supervise(queue: list[tuple[str, list[str]]], running: list[_Running], parts: list[Path],
                ctx: Any, cfg: SweepConfig, out: Path, jobs: int, target: Any,
-               kill_s: float) -> None:
+               kill_s: float, display: Progress | None = None) -> None:
     """The loop of :func:`run_parallel`: start workers for the shards in ``queue``, replace
     the ones that die or hang, until every shard is done (``running`` and ``parts`` are
     updated in place, so the caller can stop what runs if this is interrupted)."""
@@ -353,7 +423,8 @@ def _supervise(queue: list[tuple[str, list[str]]], running: list[_Running], part
                                                     cfg, str(part), str(progress)))
             proc.start()
             parts.append(part)
-            running.append(_Running(proc, backend, names, progress))
+            running.append(_Running(proc, backend, names, progress, part=part,
+                                    display=display))
         for w in list(running):
             w.proc.join(timeout=0.2)
             hung = None
@@ -368,7 +439,9 @@ def _supervise(queue: list[tuple[str, list[str]]], running: list[_Running], part
             w.poll(time.monotonic())
             w.progress.unlink(missing_ok=True)
             if (hung is not None or w.proc.exitcode != 0) and w.current in w.names:
-                stream.record(crash_result(w.backend, w.current, w.proc.exitcode, hung))
+                stream.record(crash_result(w.backend, w.current, w.proc.exitcode, hung,
+                                           kill_s=kill_s))
+                w.finished(w.current, crashed=True)
                 rest = w.names[w.names.index(w.current) + 1:]
                 if rest:
                     queue.append((w.backend, rest))
@@ -405,15 +478,19 @@ class SweepOutcome:
 def _resume_state(out: Path) -> tuple[set[tuple[str, str]], bool]:
     """What a stopped sweep in ``out`` already checked: its workers' leftover streams are
     appended to ``results.jsonl`` first; an op counts as done where it has a result and no
-    worker was checking it when the run stopped (its ``.progress`` file names it: that op is
-    checked again, beside its partial results).  Also whether the left-out names are in."""
+    worker was checking it when the run stopped (its ``.progress`` file names it, or a
+    cluster run's ``results.cluster.progress``, a line per op in flight: that op is checked
+    again, beside its partial results).  Also whether the left-out names are in."""
     from gradcheck.stream import read_streams
 
     target = out / STREAM
     current = {p.read_text() for p in out.glob("results.sweep*.progress")}
+    cluster = out / CLUSTER_PROGRESS
+    if cluster.exists():
+        current |= {line for line in cluster.read_text().splitlines() if line}
     merge(target, sorted(out.glob("results.sweep*.jsonl")))
-    for p in out.glob("results.sweep*.progress"):
-        p.unlink()
+    for p in [*out.glob("results.sweep*.progress"), cluster]:
+        p.unlink(missing_ok=True)
     if not target.exists():
         return set(), False
     done: set[tuple[str, str]] = set()
@@ -428,12 +505,17 @@ def _resume_state(out: Path) -> tuple[set[tuple[str, str]], bool]:
 
 def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
           extra_ops: Sequence[Op] = (), isolate: bool = False,
-          resume: bool = False) -> SweepOutcome:
+          resume: bool = False, executor: Executor | None = None,
+          show_progress: bool = False) -> SweepOutcome:
     """Run the sweep and write ``report_dir/results.jsonl`` (replaced; with ``resume`` kept,
     and only the ops without results in it checked); ``extra_ops`` are checked in this
     process as if the inventory had them (tests inject mutants this way).  With ``jobs > 1``
     or ``isolate`` the inventory's ops run in worker processes, so that a native crash of the
-    engine is recorded (:func:`crash_result`) instead of ending the run."""
+    engine is recorded (:func:`crash_result`) instead of ending the run.  ``executor`` runs
+    the inventory's ops elsewhere (:mod:`.executors`: a Ray cluster); ``show_progress`` shows
+    each backend's progress on stderr (:mod:`gradcheck.core.progress`)."""
+    from gradcheck.sweep.executors import LocalProcesses
+
     start = time.perf_counter()
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -458,7 +540,8 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
     tasks: list[tuple[str, list[str]]] = []
     parts: list[Path] = []
     skipped = 0
-    with stream.using(target, role="sweep") as main:
+    display = Progress("gradcheck sweep", "ops") if show_progress else None
+    with stream.using(target, role="sweep") as main, _closing(display):
         if not have_left:
             for inv in inventories:
                 stream.record_many(left_out_results(inv))
@@ -470,13 +553,15 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
             names = [o.name for o in todo]
             if not names:
                 continue
-            n = max(1, min(jobs, len(names)))
-            if n == 1 and not isolate:
-                run_ops(inv.backend, names, cfg, None, ops=todo)
+            if display is not None:
+                display.plan(inv.backend, len(names))
+            n = 1 if executor is not None else max(1, min(jobs, len(names)))
+            if n == 1 and not isolate and executor is None:
+                run_ops(inv.backend, names, cfg, None, ops=todo, display=display)
                 continue
             tasks += [(inv.backend, names[k::n]) for k in range(n)]
         if tasks:
-            parts = run_parallel(tasks, cfg, out, jobs)
+            parts = (executor or LocalProcesses(jobs)).run(tasks, cfg, out, display)
     if main.error is not None:  # a full disk: the stream is incomplete, no report from it
         raise main.error
     merge(target, parts)

@@ -90,28 +90,29 @@ def test_partly_decided_report_passes_and_counts_what_was_not_decided():
 # -- 4. complex values are rejected or reported, never left out silently -----------------------
 
 
-def test_complex_input_is_rejected_saying_why_and_what_to_do():
+def test_complex_input_is_rejected_where_the_backend_cannot_check_it_saying_what_to_do():
     with pytest.raises(gradcheck.InvalidArgument) as info:
         gradcheck.check(_sin(), X.astype(np.complex128), backend="numpy")
     text = str(info.value)
-    assert "inputs[0] has the complex dtype complex128" in text
-    assert "pass x.real and x.imag as two floating inputs" in text
+    assert "a NumpyFunction takes flat real arrays" in text
+    assert "a complex one as its .real and .imag" in text
 
 
-def test_complex_output_is_a_skip_with_the_fix_and_alone_decides_nothing():
+def test_complex_output_is_checked_as_its_real_and_imaginary_parts():
     torch = pytest.importorskip("torch")
 
     def both(x):
         return torch.sin(x), torch.exp(1j * x)
 
-    report = gradcheck.check(both, X, backend="torch", modes=("rev",))
-    skipped = [r for r in report.results if r.status is Status.SKIPPED]
-    assert [(r.output_index, r.kind) for r in skipped] == [(1, "call")]
-    assert "output 1 is complex (complex128)" in skipped[0].message
-    assert "return its .real and .imag as two outputs" in skipped[0].message
-    assert report.decided and "(1 not decided)" in report.summary()
+    report = gradcheck.assert_gradients(both, X, backend="torch", modes=("rev",))
+    assert {r.path for r in report.results} == {"[0]", "[1].real", "[1].imag"}
+    assert all(r.status is Status.PASSED for r in report.results)
+    assert all("torch (conjugate Wirtinger)" in r.details["complex_convention"]
+               for r in report.results)
+    # where the backend declares no convention, a complex output is still a skip, not a gap
+    only = NumpyFunction(lambda a: np.exp(1j * a), lambda a, c: (c[0],), name="cexp")
     with pytest.raises(NothingDecided, match="output 0 is complex"):
-        gradcheck.assert_gradients(lambda x: torch.exp(1j * x), X, backend="torch")
+        gradcheck.assert_gradients(only, X, backend="numpy", modes=("rev",))
 
 
 # -- 5. bfloat16 (ml_dtypes) is a floating dtype; float8 is refused clearly -----------------------

@@ -134,16 +134,52 @@ def test_backends_lists_versions_devices_and_semantics(capsys, monkeypatch):
     real = gradcheck.cli.get_backend
     monkeypatch.setattr("gradcheck.cli.get_backend",
                         lambda name: real("nowhere_at_all:Nothing" if name == "broken" else name))
-    assert main(["backends", "--json"]) == 0
+    assert main(["backends", "--probe", "--json"]) == 0
     listing = {b["name"]: b for b in json.loads(capsys.readouterr().out)}
     numpy = listing["numpy"]
     assert numpy["devices"] == ["cpu"] and numpy["version"]
     assert numpy["semantics"]["accumulation"] == "functional"
     assert numpy["source"] == "gradcheck.engines.numpy.backend:NumpyBackend"
     assert "cannot be imported" in listing["broken"]["error"]
-    assert main(["backends"]) == 0
+    assert main(["backends", "--probe"]) == 0
     out = capsys.readouterr().out
     assert "semantics: accumulation=functional" in out and "broken: unavailable (" in out
+
+
+_LIST_AND_SHOW_IMPORTS = """
+import json, sys
+from gradcheck.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "imported": [m for m in ("torch", "jax", "jaxlib", "tensorflow",
+                  "mlx", "tinygrad", "autograd") if m in sys.modules]}))
+"""
+
+
+@pytest.mark.parametrize("args", [["backends"], ["backends", "--json"]])
+def test_backends_lists_versions_from_metadata_without_importing_an_engine(args, tmp_path):
+    # the listing runs in a fresh interpreter: what it imported is what sys.modules shows there
+    import subprocess
+    import sys
+
+    from tests.support.child_env import child_env
+
+    proc = subprocess.run([sys.executable, "-c", _LIST_AND_SHOW_IMPORTS, *args], cwd=tmp_path,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    *listing, last = proc.stdout.strip().splitlines()
+    after = json.loads(last)
+    assert after == {"code": 0, "imported": []}
+    text = "\n".join(listing)
+    import numpy
+
+    if "--json" in args:
+        rows = {b["name"]: b for b in json.loads(text)}
+        assert rows["numpy"]["installed"] and rows["numpy"]["version"] == numpy.__version__
+        assert set(rows) >= {"numpy", "torch", "jax"}
+        for b in rows.values():  # every engine not installed says why
+            assert b["installed"] or b["reason"]
+    else:
+        assert f"numpy       {numpy.__version__}" in text and "--probe" in text
 
 
 def test_suites_are_found_explicitly_by_env_or_next_to_the_package(tmp_path, monkeypatch):

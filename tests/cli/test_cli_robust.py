@@ -333,7 +333,7 @@ def test_backends_listing_escapes_adapter_text(capsys, monkeypatch):
     monkeypatch.setattr("gradcheck.cli.installed_backends", lambda: ["x"])
     monkeypatch.setattr("gradcheck.cli.get_backend", lambda name: object())
     monkeypatch.setattr("gradcheck.stream.environment.describe_backend", lambda be: dict(desc))
-    assert main(["backends"]) == 0
+    assert main(["backends", "--probe"]) == 0
     out = capsys.readouterr().out
     assert "op\\x1b[31mred\\rover\\u202e 1\\r2" in out and "cpu\\x1b[0m" in out
     assert "n\\x1bote" in out and "\x1b" not in out and "\r" not in out

@@ -16,7 +16,7 @@ def _out(module: str, capsys) -> str:
 
 def test_training_steps_example(capsys):
     out = _out("training_steps", capsys)
-    assert "momentum SGD + warm-up + clip, 3 steps: 14 checks: 13 passed, 1 skipped" in out
+    assert "momentum SGD + warm-up + clip, 3 steps: 15 checks: 14 passed, 1 skipped" in out
     for bug in ("two optimizer updates in one step", "loss scale not removed from the step",
                 "micro-batch gradients summed, not averaged",
                 "reported norm is not the global L2 norm"):

@@ -91,8 +91,12 @@ def test_noise_is_measured_only_when_the_final_terms_bound_is_exceeded():
                             [X], seed=1)
         assert r.status is Status.PASSED
         calls[name] = backend.calls
-    # 3 probes: 3 VJPs for the comparison; the noise adds 7 points x 3 probes
-    assert calls == {"agrees": 3, "needs noise": 3 + 7 * 3}
+    # 3 probes: 3 VJPs for the comparison; before the noise, the argument conditioning adds 4
+    # points x 3 probes per relative step tried (1 to 4 steps: the cancelling rule's
+    # sensitivity converges late), then the noise 7 points x 3 probes
+    assert calls["agrees"] == 3
+    conditioning = calls["needs noise"] - 3 - 7 * 3
+    assert conditioning in (12, 24, 36, 48), calls
 
 
 def test_model_allowance_adds_the_measured_bound_and_says_so():

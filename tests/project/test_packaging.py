@@ -80,3 +80,43 @@ def test_a_non_editable_install_runs_the_suites_from_another_folder(wheel, tmp_p
     data = stream.read_streams([elsewhere / "out" / "results.jsonl"])
     assert {c.name for c in data.checks if c.kind == "vjp"} == {"tanh"}
     assert all(c.backend == "numpy" for c in data.checks if c.kind != "semantic")
+
+
+# the engines and libraries whose behaviour the known discrepancies and the tests record: a
+# fresh machine must get exactly what CI tested (an open range once gave a machine a jax the
+# records did not describe)
+_RECORDED = ("torch", "jax", "jaxlib", "numpy", "scipy", "mpmath", "hypothesis")
+
+
+def _all_extra_pins() -> dict[str, str]:
+    import re
+
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        extras = tomllib.load(fh)["project"]["optional-dependencies"]
+    pins = {}
+    for spec in extras["all"]:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?==([0-9][0-9A-Za-z.+]*)", spec)
+        if m:
+            pins[m.group(1).lower()] = m.group(3)
+    return pins
+
+
+def test_the_recorded_engines_are_pinned_exactly_in_the_all_extra():
+    pins = _all_extra_pins()
+    assert not [name for name in _RECORDED if name not in pins], pins
+
+
+@pytest.mark.parametrize("name", _RECORDED)
+def test_the_installed_version_is_the_pinned_one(name):
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version(name)
+    except PackageNotFoundError:
+        pytest.skip(f"{name} is not installed")
+    pinned = _all_extra_pins()[name]
+    # torch reports its build ("2.13.0+cu130"): the pin names the release
+    assert installed.split("+")[0] == pinned, (
+        f"{name} {installed} is installed but pyproject.toml's `all` extra pins {pinned}: the "
+        f"known discrepancies and the tests record {pinned}; reinstall with "
+        f"pip install -e '.[all,dev]'")

@@ -60,9 +60,11 @@ TYPED = {
                        max_rel_discrepancy=0.25, elements_over=2),
     "known_as": _base(known_as=KnownMark("the rule reuses the rounded output", "by_design",
                                          "https://example.org/issue/1")),
+    "input_path": _base(input_index=0, input_path="params['w']"),
 }
 #: what a stream written before the typed fields carries in ``details`` instead
 OLD_DETAILS = {"computed_in": {"computed_in": "float64"},
+               "input_path": {"input_path": "params['w']"},
                "rounding_level": {"rounding_level": 4.4e-12},
                "flow": {"flow": "blocked unintentionally",
                         "cut_points": ["Tensor.item() at m.py:3"]},

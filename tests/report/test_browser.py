@@ -19,6 +19,7 @@ import pytest
 from gradcheck.core.results import Status
 from gradcheck.report import write_report
 from gradcheck.stream import StreamData
+from tests.support.audit_streams import audited_streams
 from tests.support.chromium import Browser, find_chromium
 from tests.support.report_data import HOSTILE, hostile_results, numpy_results
 
@@ -204,3 +205,29 @@ def test_a_report_without_passed_rows_opens_a_check_by_its_stream_index(browser,
     n_bad = sum(r.status is not Status.PASSED for r in results)
     assert b.evaluate("document.getElementById('count').textContent").startswith(
         f"{n_bad} of {n_bad}")
+
+
+def test_the_flow_map_of_real_audits_in_the_browser(browser, tmp_path):
+    """Audits written to a stream (torch and JAX): in the page, the "Gradient flow" section
+    draws one cell per audited parameter, with its status, and its tooltip carries the
+    measured evidence."""
+    pytest.importorskip("torch")
+    data, names = audited_streams(tmp_path)
+    page = write_report(data, tmp_path / "out").html
+    b = browser
+    b.navigate(page.as_uri())
+    assert b.wait_for("document.documentElement.dataset.ready")
+    maps = b.evaluate("[...document.querySelectorAll('#flow .flowmap')].map(m => "
+                      "[...m.querySelectorAll('.param')].map(p => [p.querySelector('span')"
+                      ".textContent, p.querySelector('b').textContent, p.title]))")
+    assert len(maps) == len(names)
+    for cells, backend in zip(maps, names, strict=True):
+        assert {n for n, _, _ in cells} == names[backend]
+        assert all(title.startswith(f"{n}: {s} (|grad| ") for n, s, title in cells)
+    statuses = {n: s for n, s, _ in maps[0]}
+    assert statuses["body.weight"] == "flows" and statuses["spare.bias"] == "unused"
+    assert statuses["target.weight"] == "blocked as intended"
+    visible = b.evaluate("[...document.querySelectorAll('#flow .param')].every(p => "
+                         "p.getBoundingClientRect().width > 0)")
+    assert visible
+    _keep(b.screenshot(tmp_path / "report-flow.png"))

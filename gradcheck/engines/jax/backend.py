@@ -29,6 +29,7 @@ import numpy as np
 
 from gradcheck.backends._cache import FunctionCache, missing
 from gradcheck.backends.base import Accumulation, Backend, Outputs, Semantics
+from gradcheck.core import pytree
 from gradcheck.engines.jax.x64 import x64
 
 _x64 = x64
@@ -118,6 +119,10 @@ class JaxBackend(Backend):
     supports_jvp = True
     supports_order2 = True
     dtypes = ("float64", "float32", "float16", "bfloat16")
+    complex_convention = (
+        "jax: for a real loss L of z = x + iy, jax.grad returns dL/dx - i dL/dy (the "
+        "conjugate of torch's), and a VJP maps an output cotangent c to c * df/dz + "
+        "conj(c) * conj(df/dconj(z)) (no conjugate for a holomorphic f)")
 
     def __init__(self, jit: bool = True) -> None:
         self.jit = jit
@@ -126,6 +131,16 @@ class JaxBackend(Backend):
 
     def version(self) -> str:
         return str(jax.__version__)
+
+    def tree_flatten(self, value: Any) -> tuple[list[tuple[str, Any]], Any, Any]:
+        """``jax.tree_util``'s flattening (dict keys sorted, the nodes registered with JAX
+        included); gradcheck's own where JAX leaves a container (a plain dataclass) as a
+        leaf."""
+        pairs, treedef = jax.tree_util.tree_flatten_with_path(value)
+        if any(pytree.is_container(leaf) for _, leaf in pairs):
+            return pytree.flatten(value)
+        return ([(jax.tree_util.keystr(path), leaf) for path, leaf in pairs],
+                lambda leaves: jax.tree_util.tree_unflatten(treedef, list(leaves)), treedef)
 
     def _run(self, fn: Callable, key: tuple, build: Callable[[], Callable], *xs: Any) -> Any:
         """``build()(*xs)``, jitted and cached per ``(fn, key)``; eager where jit cannot trace.

@@ -13,6 +13,7 @@ import torch
 
 from gradcheck.backends._cache import FunctionCache, missing
 from gradcheck.backends.base import Accumulation, Backend, Outputs, Semantics, flatten_outputs
+from gradcheck.core import pytree
 
 _DEVICE_NAMES = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
 
@@ -108,9 +109,25 @@ class TorchBackend(Backend):
         "0 is torch's and says nothing about your rule: check its order 2 with "
         "modes=(\"rev\",) (VJP of VJP)")}
     dtypes = ("float64", "float32", "float16", "bfloat16")
+    complex_convention = (
+        "torch (conjugate Wirtinger): for a real loss L of z = x + iy the gradient torch "
+        "returns is dL/dx + i dL/dy (2 dL/dconj(z)), and a backward maps an output's gradient "
+        "g to g * conj(df/dz) + conj(g) * df/dconj(z)")
 
     def version(self) -> str:
         return str(torch.__version__)
+
+    def tree_flatten(self, value: Any) -> tuple[list[tuple[str, Any]], Any, Any]:
+        """``torch.utils._pytree``'s flattening (the containers registered with torch
+        included); gradcheck's own where torch leaves a container (a plain dataclass) as a
+        leaf."""
+        from torch.utils import _pytree
+
+        pairs, spec = _pytree.tree_flatten_with_path(value)
+        if any(pytree.is_container(leaf) for _, leaf in pairs):
+            return pytree.flatten(value)
+        return ([(_pytree.keystr(path), leaf) for path, leaf in pairs],
+                lambda leaves: _pytree.tree_unflatten(list(leaves), spec), spec)
 
     def devices(self) -> list[str]:
         out = ["cpu"]
@@ -122,7 +139,7 @@ class TorchBackend(Backend):
         if isinstance(value, torch.Tensor):
             if value._is_zerotensor():  # efficient zeros (e.g. abs'' ) refuse .numpy()
                 value = torch.zeros(value.shape, dtype=value.dtype)
-            t = value.detach().cpu()
+            t = value.detach().cpu().resolve_conj().resolve_neg()  # lazy conj/neg views
             if t.dtype == torch.bfloat16:  # as ml_dtypes' bfloat16 (exact), so that the dtype
                 import ml_dtypes  # under test is inferred as bfloat16
 
