@@ -439,7 +439,7 @@ def build(fn: Callable, arrays: Sequence[np.ndarray], options: Mapping[str, Any]
         kw = ", ".join(f"{k!r}: {_value(v, k, seed)}" for k, v in kwargs.items())
         args += f", kwargs={{{kw}}}"
     lines += [f"report = gradcheck.check(fn, *inputs, {args})",
-              "print(gradcheck.format_failure(report) if not report.passed else "
+              "print(gradcheck.format_failure(report) if report.failures else "
               "report.summary())",
               "raise SystemExit(0 if report.passed else 1)"]
     return Reproducer("\n".join(lines), inputs)

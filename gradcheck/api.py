@@ -204,8 +204,11 @@ def check(
     oracle's error estimate with a 3x margin instead of 10x (stricter: a borderline pass may
     fail), ``ErrorModel(rounding_gamma=64.0)`` allows 4x the default rounding; the failure
     message's allowance derivation shows the constants used, and the reproducer passes the
-    same profile.  (Not yet read by the numeric comparisons, which still use the default
-    model: ``docs/error-model.md`` section 5a.)
+    same profile.  Every comparison of ``check`` judges with it (the screen, the full
+    comparisons and their second and scaled estimates, forward vs reverse, eager vs
+    functional, order 2, the rounding check, the runs around kinks); the finite-difference
+    tables' own tuning fields (steps, retries, kink thresholds) are read from the default
+    model (``docs/error-model.md`` section 5a).
 
     Every float64 check screens first: the comparisons with finite differences are judged
     against a cheap estimate (8 evaluations per input along one tangent that the probes share,
@@ -237,7 +240,9 @@ def check(
     signal state; C code that never returns to Python is stopped only when it returns;
     process adapters have their own request timeout: ``docs/error-model.md`` section 3b).
 
-    Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
+    Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored,
+    and when nothing was decided (every result inconclusive or skipped: ``report.decided`` is
+    empty, where :func:`assert_gradients` raises :class:`NothingDecided`).
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
     """
@@ -278,7 +283,7 @@ def check(
                         fast=bool(fast), timeout=limit, error_model=model, wrt=wrt)
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
-        name=fn_name, fast=bool(fast), timeout=limit, error_model=model,
+        name=fn_name, fast=bool(fast), timeout=limit, error_model=model, exclude_kinks=True,
         reproducer=repro.text,
         only_inputs=only, input_paths=paths,
     )
@@ -307,6 +312,9 @@ def format_failure(report: Report) -> str:
         values = shown(r) if r.status is Status.FAILED else None
         if values is not None:
             lines += _comparison_lines(r, values)
+            for key in ("kinks", "hint"):  # the elements left out; an engine's silent zero
+                if r.details.get(key):
+                    lines.append(f"  {r.details[key]}")
         else:
             lines.append(f"  {r.message}")
         if r.reproducer:
@@ -386,8 +394,8 @@ def assert_gradients(fn: Callable, *inputs: Any, **kwargs: Any) -> Report:
     """
     __tracebackhide__ = True
     report = check(fn, *inputs, **kwargs)
-    if not report.passed:
+    if report.failures:
         raise GradientMismatch(format_failure(report), report)
-    if not report.decided:
+    if not report.passed:  # nothing failed, nothing was decided either
         raise NothingDecided(format_nothing_decided(report), report)
     return report

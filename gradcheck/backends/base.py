@@ -61,6 +61,10 @@ class Backend(ABC):
     supports_jvp: ClassVar[bool] = False
     supports_order2: ClassVar[bool] = False
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")
+    #: check kind (its value, e.g. ``"jvp_of_jvp"``) -> what an AD value of exactly 0 in a
+    #: failed check of that kind may mean on this engine (a known silent zero), shown in the
+    #: failure (``details["hint"]``)
+    zero_hints: ClassVar[dict[str, str]] = {}
     # the engine's documented convention for the derivatives of complex functions, in words
     # (shown in every result of a check with complex inputs or outputs); None: the adapter
     # does not check complex functions (docs/complex.md)

@@ -316,15 +316,20 @@ class GuardedBackend:
         return matching("vjp_batch", g, [np.shape(args[k]) for k in diff], "the VJP", rows)
 
     def jvp_batch(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
-                  tangents: Sequence[np.ndarray], device: str, vectorize: bool = False
-                  ) -> list[Any] | AdapterFailure:
-        """One floating array per output, each with the tangents' leading batch axis (the
-        outputs' number and shapes: :meth:`jvp_rows`)."""
+                  tangents: Sequence[np.ndarray], device: str, vectorize: bool = False,
+                  floating: Sequence[int] | None = None) -> list[Any] | AdapterFailure:
+        """One array per output, each with the tangents' leading batch axis (the outputs'
+        number and shapes: :meth:`jvp_rows`), floating for the outputs ``floating`` (default
+        every output; an integer or boolean output's tangent is whatever the engine gives,
+        e.g. JAX's ``float0``, and is not read)."""
         t = self._arrays("jvp_batch", self.backend.jvp_batch, fn, args, diff, tangents,
                          device, vectorize=vectorize)
         if isinstance(t, AdapterFailure) or not len(tangents):
             return t
-        return _stacked("jvp_batch", t, len(tangents[0]), "the JVP", floating=True)
+        picked = range(len(t)) if floating is None else floating
+        checked_t = _stacked("jvp_batch", [t[i] for i in picked if i < len(t)],
+                             len(tangents[0]), "the JVP", floating=True)
+        return checked_t if isinstance(checked_t, AdapterFailure) else t
 
     def devices(self) -> list[str] | AdapterFailure:
         """The adapter's devices: a non-empty list of non-empty names."""
@@ -394,7 +399,7 @@ class GuardedBackend:
                  ) -> list[dict[int, np.ndarray]] | AdapterFailure:
         """:meth:`Backend.jvp_batch` (not vectorized) as ``rows`` validated rows: per row,
         output index (of ``picked``) -> ``J u`` as float64, shaped like ``outputs``."""
-        t = self.jvp_batch(fn, args, diff, tangents, device)
+        t = self.jvp_batch(fn, args, diff, tangents, device, floating=picked)
         if isinstance(t, AdapterFailure):
             return t
         if len(t) != len(outputs):

@@ -99,6 +99,9 @@ class TrainingHooks(ABC):
     #: what :meth:`clip_grad_norm` returns and its epsilon: a class default that an instance may
     #: replace (the op-protocol hooks take their engine session's own)
     clip_semantics: ClipSemantics = ClipSemantics()
+    #: the engine's own public clip functions (``module.qualname``) that :attr:`clip_semantics`
+    #: documents: ``check_clip_function`` holds them to that definition
+    own_clips: ClassVar[tuple[str, ...]] = ()
     #: how :meth:`compile` runs a gradient (shown in messages)
     runner_kind: ClassVar[str] = "plain call"
     #: False where the engine differentiates only op-protocol losses (:mod:`._training_ops`)

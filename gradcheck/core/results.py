@@ -528,8 +528,11 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when no check failed or errored (inconclusive and skipped do not fail)."""
-        return all(r.ok for r in self.results)
+        """True when no check failed or errored and at least one was decided (passed or
+        failed): a report that decided nothing (every result inconclusive or skipped, or no
+        result) is not passed, the rule :func:`gradcheck.assert_gradients` applies when it
+        raises :class:`gradcheck.core.errors.NothingDecided`."""
+        return all(r.ok for r in self.results) and bool(self.decided)
 
     @property
     def decided(self) -> list[CheckResult]:

@@ -35,6 +35,9 @@ class CheckConfig:
     timeout: float | None = None  # seconds for the whole check (:mod:`.._limits`)
     order_level: int = 0  # 1 inside the order-2 sub-run (the outer deadline covers it)
     error_model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # check(error_model=...)
+    # where a comparison is inconclusive, find the inputs' kink elements and decide on the
+    # others (:mod:`.kinks`); check() sets it, the catalog's runs keep their kink verdicts
+    exclude_kinks: bool = False
     # each input's name where the inputs are nested or complex (``params['w']``, ``z.real``);
     # results carry it as ``input_path`` (None: inputs are named by position)
     input_paths: tuple[str, ...] | None = None
@@ -175,6 +178,18 @@ class Prepared:
     # each output's path in the function's output structure (a dict, a pytree), where the
     # adapter names them (Outputs.paths); results carry it as details["output_path"]
     output_paths: tuple[str, ...] | None = None
+    # input index -> flat indices of its elements left out of every comparison: kinks found
+    # by the oracle's one-sided differences (:mod:`.kinks`); the probes' tangents are 0 there
+    excluded: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def excluded_mask(self, j: int) -> np.ndarray | None:
+        """Input ``j``'s excluded elements as a flat boolean mask, or None for none."""
+        for k, flat in self.excluded:
+            if k == j and flat:
+                mask = np.zeros(self.args64[j].size, dtype=bool)
+                mask[list(flat)] = True
+                return mask
+        return None
 
     def result(self, kind: CheckKind, status: Status, *, message: Message = "", **kw: Any
                ) -> CheckResult:

@@ -69,6 +69,9 @@ def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:
     # only elements nonzero on either side can differ (NaN counts as nonzero): a sparse block
     # is compared on its support, a dense one on every element
     rows, cols = np.nonzero((J_ad != 0) | (J_fd != 0))
+    mask = prep.excluded_mask(j)
+    if mask is not None:  # kink columns (:mod:`.kinks`): not compared anywhere
+        rows, cols = rows[~mask[cols]], cols[~mask[cols]]
     ad, fd_, err = J_ad[rows, cols], J_fd[rows, cols], E_fd[rows, cols]
     allowed = prep.cfg.error_model.allowed(err, np.abs(ad) + np.abs(fd_), prep.rule_dtype)
     diff = np.abs(ad - fd_)
@@ -118,7 +121,7 @@ def ad_jacobian(prep: Prepared, kind: CheckKind, i: int, j: int, m: int, n: int
             tans = [unit.reshape((-1,) + in_shape) if k == j else
                     np.zeros((stop - start,) + prep.args64[k].shape) for k in prep.diff]
             got = prep.backend.jvp_batch(prep.fn, prep.args64, prep.diff, tans, prep.device,
-                                         vectorize=True)
+                                         vectorize=True, floating=prep.float_outs)
             want, at = (stop - start,) + tuple(out_shape), i
         if isinstance(got, AdapterFailure):
             return got

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailure
-from gradcheck.core.results import CheckKind, Status
+from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.numeric.context import CheckConfig, Identity, Prepared, Recorder, Relabel
 
 # (the function differentiated, the first-order kind of its check) -> the order-2 kind
@@ -80,4 +80,14 @@ def second_order(prep: Prepared, run: SubRun) -> None:
                          cfg.test_id, cfg.input_paths)
         sub = Recorder(ident, relabel=relabel(first))
         run(g, inputs, "float64", cfg, sub)
-        prep.recorder.absorb(sub.results)
+        hints = getattr(backend.backend, "zero_hints", {})
+        prep.recorder.absorb(_hinted(r, hints) for r in sub.results)
+
+
+def _hinted(r: CheckResult, hints: dict[str, str]) -> CheckResult:
+    """``r`` with the engine's hint where it failed with an AD value of exactly 0 (a silent
+    zero the engine is known to give there: :attr:`Backend.zero_hints`)."""
+    hint = hints.get(r.kind.value)
+    if hint is None or r.status is not Status.FAILED or r.actual != 0.0 or not r.expected:
+        return r
+    return replace(r, message=f"{r.message}; {hint}", details={**r.details, "hint": hint})

@@ -80,9 +80,11 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
         if outs64.unsupported:  # a capability the adapter declares missing
             rec.record(CheckKind.CALL, Status.SKIPPED, message=outs64.reason)
         else:
+            low_ok = _computes_in(backend, fn, args64, diff, device, dtype)
             rec.record(CheckKind.CALL, Status.ERROR,
+                       details={"computes_in": low_ok} if low_ok else {},
                        message=f"the function raised at the sample point (float64): "
-                               f"{outs64.text}")
+                               f"{outs64.text}{_dtype_hint(low_ok)}")
         return Finished("evaluation failed")
     if not _pure(rec, before, args64) or not _deterministic(rec, evaluate, outs64,
                                                                  cfg.error_model):
@@ -99,6 +101,9 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
                    message=f"{output_name(paths, i)} is complex ({name}): complex derivatives "
                            "are not checked; return its .real and .imag as two outputs to "
                            "check them")
+    for i in [i for i in range(len(outs64)) if i not in float_outs and i not in complex_outs]:
+        if cfg.order_level == 0:  # once: an order-2 sub-run's outputs are derivatives of these
+            _integer_output(rec, outs64[i], i, paths, bool(float_outs))
     if not float_outs and complex_outs:
         return Finished("complex outputs")
     if not float_outs:
@@ -125,6 +130,46 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
     if outs_d is None:
         return Finished("low precision evaluation failed")
     return replace(prep, outs_d=tuple(outs_d))
+
+
+def _computes_in(backend: GuardedBackend, fn: Callable, args64: list[np.ndarray],
+                 diff: list[int], device: str, dtype: str) -> str | None:
+    """The lower floating dtype ``fn`` runs in where it raised in float64 (a float32 module
+    or tensor it closes over), or None: one more evaluation, after a failure only."""
+    for low in dict.fromkeys((dtype, "float32")):
+        if low == "float64" or low not in backend.dtypes:
+            continue
+        cast = [a.astype(numpy_dtype(low)) if k in diff else a for k, a in enumerate(args64)]
+        if not isinstance(backend.evaluate(fn, cast, device), AdapterFailure):
+            return low
+    return None
+
+
+def _dtype_hint(low: str | None) -> str:
+    """What to do when ``fn`` runs in ``low`` but not in float64."""
+    if low is None:
+        return ""
+    return (f". It runs with {low} inputs: fn computes in {low} (it closes over a {low} "
+            f"module or tensor, e.g. an nn.Linear). gradcheck differentiates fn in float64 "
+            f"(the oracle and the rule), also with dtype=\"{low}\", which checks the {low} "
+            f"rounding on top and does not avoid the float64 evaluation. Convert what fn "
+            f"closes over to float64 and check again: module.double() (torch), "
+            f"jax.tree.map(lambda p: p.astype(jnp.float64), params) (JAX); then "
+            f"dtype=\"{low}\" checks the {low} rounding where fn also runs with {low} inputs")
+
+
+def _integer_output(rec: Recorder, out: Any, i: int, paths: tuple[str, ...] | None,
+                    others: bool) -> None:
+    """A skipped result naming an integer or boolean output (an argmax, ``topk``/``sort``/
+    ``max`` indices, a mask): it has no derivative, so it is not compared, and never left out
+    silently; the floating outputs beside it are checked."""
+    name = np.asarray(out).dtype.name
+    rest = ("the floating-point outputs are checked" if others
+            else "the function has no floating-point output to check")
+    rec.record(CheckKind.CALL, Status.SKIPPED, output_index=i, paths=paths,
+               details={"not_differentiable_output": name},
+               message=f"{output_name(paths, i)} is {name} (integer or boolean values have no "
+                       f"derivative): not checked; {rest}")
 
 
 def _evaluator(backend: GuardedBackend, fn: Callable, args64: list[np.ndarray], device: str,

@@ -39,8 +39,21 @@ def draw(prep: Prepared, tangents: int | None = None) -> Probes:
     # one array and the batched calls need no stacked copy (stacked)
     v = {i: rows(representable(rng.standard_normal((P,) + np.shape(prep.outs64[i])), low))
          for i in prep.float_outs}
-    u = {j: rows(rng.standard_normal((T,) + prep.args64[j].shape)) for j in prep.diff}
+    u = {j: rows(_without_excluded(prep, j, rng.standard_normal((T,) + prep.args64[j].shape)))
+         for j in prep.diff}
     return Probes(v, u)
+
+
+def _without_excluded(prep: Prepared, j: int, tangents: np.ndarray) -> np.ndarray:
+    """The tangents with 0 at input ``j``'s excluded elements (kinks, :mod:`.kinks`): no
+    comparison moves them, so the oracle never steps across them and AD is projected on the
+    others only."""
+    mask = prep.excluded_mask(j)
+    if mask is None:
+        return tangents
+    flat = tangents.reshape(len(tangents), -1)
+    flat[:, mask] = 0.0
+    return tangents
 
 
 def rows(a: np.ndarray) -> list[np.ndarray]:

@@ -16,6 +16,7 @@ from gradcheck.backends.guarded import GuardedBackend, describe
 from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.numeric.context import CheckConfig, Finished, Identity, Recorder
 from gradcheck.numeric.first_order import first_order_or_screen
+from gradcheck.numeric.kinks import around_kinks
 from gradcheck.numeric.order2 import second_order
 from gradcheck.numeric.prepare import prepare
 
@@ -67,7 +68,10 @@ def _pipeline(backend: GuardedBackend, device: str
                                    config=config, recorder=recorder)
                 if isinstance(prep, Finished):
                     return fn
-                first_order_or_screen(prep)
+                if config.exclude_kinks and config.order_level == 0:
+                    around_kinks(prep, first_order_or_screen)
+                else:
+                    first_order_or_screen(prep)
                 if config.order >= 2:
                     second_order(prep, run)
         except limits.Timeout:

@@ -161,6 +161,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                         f"the directory ({exc.strerror}); pass a writable "
                                         "directory") from None
             state.path = state.report_dir / stream_name(state.shard)
+            _warn_if_env_ignored(config, state.path)
             for old in [state.path, *_worker_files(state.path, state.shard)]:
                 old.unlink(missing_ok=True)  # a new run replaces the previous one
     if state.path is not None:
@@ -168,6 +169,17 @@ def pytest_configure(config: pytest.Config) -> None:
             state.stream = stream.activate(state.path, role=state.worker or "main")
         except WriteFailed as exc:
             raise pytest.UsageError(f"--gradcheck-report-dir: {exc}") from None
+
+
+def _warn_if_env_ignored(config: pytest.Config, path: Path) -> None:
+    """``GRADCHECK_RESULTS`` and ``--gradcheck-report-dir`` both name where results go: the
+    option wins, and the variable is not silently ignored."""
+    env = os.environ.get(stream.ENV_VAR)
+    if env:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"{stream.ENV_VAR}={env} is ignored: --gradcheck-report-dir is given, so the "
+            f"results stream to {path} (and the report is written beside it); unset "
+            f"{stream.ENV_VAR} or drop the option to stream to {env}"), stacklevel=2)
 
 
 @pytest.hookimpl(optionalhook=True)

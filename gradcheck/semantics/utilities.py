@@ -57,18 +57,25 @@ def _context(backend: Any, device: str, dtype: str, seed: int, what: str,
 
 def check_clip_function(clip: Callable, *, backend: str | Any, device: str = "cpu",
                         dtype: str = "float64", seed: int = 0, reports: str = "pre_clip",
-                        epsilon: float = 0.0) -> Report:
+                        epsilon: float | None = None) -> Report:
     """Run the clip probes on the user's ``clip`` (signature per engine: module doc);
     ``reports`` / ``epsilon`` say what it documents (which norm it returns; the constant added
-    to the norm in ``max_norm / (norm + eps)``)."""
+    to the norm in ``max_norm / (norm + eps)``).  ``epsilon=None`` (the default) is 0, but
+    for the engine's own clip (``torch.nn.utils.clip_grad_norm_``) it is that function's
+    documented definition (``max_norm / (total_norm + 1e-6)``, the pre-clip norm returned);
+    the bound's result says which definition it compared with."""
     be = get_backend(backend)
+    own = f"{getattr(clip, '__module__', '')}.{getattr(clip, '__qualname__', '')}"
+    name = getattr(clip, "__name__", "clip")
     clip = _scoped(clip, be)
     base_cls = type(be.training(device, dtype))
     engine = be.name
+    documented = (base_cls.clip_semantics if epsilon is None and own in base_cls.own_clips
+                  else ClipSemantics(reports, 0.0 if epsilon is None else epsilon,
+                                     f"the user's {name}"))
 
     class UserClip(base_cls):  # type: ignore[misc, valid-type]
-        clip_semantics = ClipSemantics(reports, epsilon,
-                                       f"the user's {getattr(clip, '__name__', 'clip')}")
+        clip_semantics = documented
 
         def clip_grad_norm(self, max_norm: float) -> float:
             if engine == "torch":

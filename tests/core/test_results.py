@@ -94,6 +94,14 @@ def test_report_passed_semantics(status, ok):
     assert bool(report) is True  # a failing report is still a (truthy) object
 
 
+@pytest.mark.parametrize("statuses", [(), (Status.INCONCLUSIVE,), (Status.SKIPPED,),
+                                      (Status.INCONCLUSIVE, Status.SKIPPED)])
+def test_a_report_that_decided_nothing_is_not_passed(statuses):
+    # one rule with assert_gradients' NothingDecided: nothing wrong shown is not a pass
+    report = Report([_result(status=s) for s in statuses])
+    assert report.passed is False and report.decided == [] and report.failures == []
+
+
 def test_report_counts_and_summary():
     report = Report([_result(status=Status.PASSED), _result(status=Status.PASSED),
                      _result(status=Status.INCONCLUSIVE), _result(status=Status.ERROR)])

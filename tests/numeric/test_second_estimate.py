@@ -109,7 +109,8 @@ def test_a_coarse_small_step_estimate_never_decides_a_check(delta: float) -> Non
 def test_a_kink_at_the_point_stays_inconclusive() -> None:
     relu = NumpyFunction(lambda x: np.maximum(x, 0.0), lambda a, c: [c[0] * (a[0] > 0)],
                          name="relu")
-    r = _only(gradcheck.check(relu, np.array([0.0, 1.5, -2.0]), backend="numpy", modes="rev"))
+    # every element at the kink (with others, the kinks are left out: numeric/kinks.py)
+    r = _only(gradcheck.check(relu, np.zeros(3), backend="numpy", modes="rev"))
     assert r.status is gradcheck.Status.INCONCLUSIVE
     assert "left derivative" in r.message
 

@@ -93,8 +93,10 @@ def test_smooth_points_are_not_kinks(f, x):
 def test_kink_gives_an_inconclusive_check_not_a_failure():
     relu = gradcheck.NumpyFunction(lambda x: np.maximum(x, 0.0),
                                    lambda a, c: (c[0] * (a[0] > 0),), name="relu")
-    report = gradcheck.check(relu, np.array([0.0, 1.5, -2.0]), backend="numpy", modes=("rev",))
-    assert report.passed
+    # every element at the kink: none left to decide on (with other elements the kinks are
+    # left out and the rest decided: tests/acceptance/test_day_one_edge.py)
+    report = gradcheck.check(relu, np.zeros(3), backend="numpy", modes=("rev",))
+    assert not report.failures and not report.passed  # nothing decided is not a pass
     (r,) = [r for r in report if r.kind == "vjp"]
     assert r.status is gradcheck.Status.INCONCLUSIVE
     assert "not differentiable" in r.message and "left derivative" in r.message

@@ -6,7 +6,7 @@ Imported only when the ``torch`` backend is asked for; ``import gradcheck`` neve
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -57,6 +57,24 @@ def _raise_if_unsupported(exc: RuntimeError, what: str) -> None:
                                   f"{text.splitlines()[0]}") from exc
 
 
+def _differentiable(t: Any) -> bool:
+    return not isinstance(t, torch.Tensor) or t.is_floating_point() or t.is_complex()
+
+
+def _differentiable_part(g: Callable) -> tuple[Callable, list[int]]:
+    """``g`` returning only its floating (and complex) outputs, and the indices of those in
+    ``g``'s outputs (filled by the first call): ``torch.func.vjp`` refuses a function with an
+    integer or boolean output (an argmax, a mask), which has no derivative."""
+    kept: list[int] = []
+
+    def h(*xs: torch.Tensor) -> tuple[Any, ...]:
+        outs = g(*xs)
+        kept[:] = [k for k, o in enumerate(outs) if _differentiable(o)]
+        return tuple(outs[k] for k in kept)
+
+    return h, kept
+
+
 def _tape_vjp(fn: Callable, args: list, diff: Sequence[int], cts: Sequence) -> tuple:
     with torch.enable_grad():
         for k in diff:
@@ -84,6 +102,12 @@ class TorchBackend(Backend):
     )
     supports_jvp = True
     supports_order2 = True
+    zero_hints: ClassVar[dict[str, str]] = {"jvp_of_jvp": (
+        "forward mode gave exactly 0: torch returns zeros, without an error, for the "
+        "forward-mode derivative of a torch.autograd.Function's jvp staticmethod (forward over "
+        "forward does not differentiate it). If fn uses an autograd.Function with a jvp, this "
+        "0 is torch's and says nothing about your rule: check its order 2 with "
+        "modes=(\"rev\",) (VJP of VJP)")}
     dtypes = ("float64", "float32", "float16", "bfloat16")
     complex_convention = (
         "torch (conjugate Wirtinger): for a real loss L of z = x + iy the gradient torch "
@@ -307,28 +331,28 @@ class TorchBackend(Backend):
     def alternative_vjps(self, fn, args, diff, cotangents, device):
         """The functional path, ``torch.func.vjp``, which must agree with the tape."""
         targs = [self.to_native(a, device) for a in args]
-        g = self._partial(fn, targs, diff)
+        g, kept = _differentiable_part(self._partial(fn, targs, diff))
         try:
             outs, pullback = torch.func.vjp(g, *[targs[k] for k in diff])
         except RuntimeError as exc:
             _raise_if_unsupported(exc, "torch.func.vjp")
             raise
-        cts = tuple(self.to_native(c, device).to(o.dtype)
-                    for c, o in zip(cotangents, outs, strict=True))
+        cts = tuple(self.to_native(cotangents[k], device).to(o.dtype)
+                    for k, o in zip(kept, outs, strict=True))
         return {"torch.func.vjp": [self._to_np(r) for r in pullback(cts)]}
 
     def alternative_vjps_batch(self, fn, args, diff, cotangents, device):
         """``torch.func.vjp``: one forward pass, its pullback applied to each cotangent (not
         vmapped: see :meth:`Backend.vjp_batch`)."""
         targs = [self.to_native(a, device) for a in args]
-        g = self._partial(fn, targs, diff)
+        g, kept = _differentiable_part(self._partial(fn, targs, diff))
         try:
             outs, pullback = torch.func.vjp(g, *[targs[k] for k in diff])
         except RuntimeError as exc:
             _raise_if_unsupported(exc, "torch.func.vjp")
             raise
-        cts = tuple(self.to_native(c, device).to(o.dtype)
-                    for c, o in zip(cotangents, outs, strict=True))
+        cts = tuple(self.to_native(cotangents[k], device).to(o.dtype)
+                    for k, o in zip(kept, outs, strict=True))
 
         def loop():
             return _stack_rows((pullback(tuple(c[b] for c in cts))
@@ -343,14 +367,14 @@ class TorchBackend(Backend):
 
         def g(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
             args, cts = list(xs[:n_args]), xs[n_args:]
-            h = self._partial(fn, args, diff)
+            h, kept = _differentiable_part(self._partial(fn, args, diff))
             try:
                 _, pullback = torch.func.vjp(h, *[args[k] for k in diff])  # type: ignore[misc]
             except RuntimeError as exc:
                 if "setup_context" not in str(exc):
                     raise
                 return _tape_vjp(fn, args, diff, cts)
-            return tuple(pullback(tuple(cts)))
+            return tuple(pullback(tuple(cts[k] for k in kept)))
 
         return g
 

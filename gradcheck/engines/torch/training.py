@@ -42,6 +42,8 @@ class TorchTraining(TrainingHooks):
         "pre_clip", 1e-6,
         "torch.nn.utils.clip_grad_norm_: returns the total norm before clipping; gradients are "
         "scaled by min(max_norm / (total_norm + 1e-6), 1)")
+    own_clips = ("torch.nn.utils.clip_grad.clip_grad_norm_",
+                 "torch.nn.utils.clip_grad.clip_grad_norm")
     runner_kind = "torch.compile(backend='aot_eager') + torch.autograd.grad"
 
     def __init__(self, backend: Any, device: str, dtype: str) -> None:
