@@ -242,6 +242,7 @@ def directional_derivatives(
     f0: np.ndarray | None = None,
     one_sided: bool = True,
     noise: np.ndarray | None = None,
+    keep_table: bool = True,
 ) -> FDEstimate:
     """Estimate ``J(x) u`` for each row ``u`` of ``directions`` with an error estimate.
 
@@ -261,6 +262,8 @@ def directional_derivatives(
     earlier call at larger steps): no noise points are evaluated.  It is a property of ``f``
     near ``x``, not of the steps, and measuring it again with fewer halvings would put the
     noise points at the table's own scale, where a kink looks like noise.
+    ``keep_table=False``: :attr:`FDEstimate.table` is left empty (``(P, 0, m)``), for an
+    estimate whose convergence is never shown (it holds ``P K m`` values per attempt).
     """
     if levels < 3:
         raise ValueError(f"levels={levels} must be at least 3 (a column needs two entries)")
@@ -316,7 +319,7 @@ def directional_derivatives(
                                                 noise, chunk)
                 tab = _tables(values, steps, f0, noise, one_sided)
         all_steps.append(steps)
-        all_tables.append(tab.central)
+        all_tables.append(tab.central if keep_table else tab.central[:, :0])
         best = tab if best is None else _merge(best, tab)
         if not np.all(np.isfinite(f0)) or not np.any(_unconverged(best)):
             break
@@ -374,11 +377,13 @@ def stack(parts: list[FDEstimate]) -> FDEstimate:
     directions that were retried fewer times (or had fewer levels) are padded with NaN (no
     step there)."""
     width = max(e.steps.shape[1] for e in parts)
+    kept = max(e.table.shape[1] for e in parts)  # 0: no tables kept
 
     def pad(a: np.ndarray) -> np.ndarray:
-        if a.shape[1] == width:
+        want = width if a.ndim == 2 else kept
+        if a.shape[1] == want:
             return a
-        fill = np.full((a.shape[0], width - a.shape[1]) + a.shape[2:], np.nan)
+        fill = np.full((a.shape[0], want - a.shape[1]) + a.shape[2:], np.nan)
         return np.concatenate([a, fill], axis=1)
 
     def cat(name: str) -> np.ndarray:
