@@ -73,8 +73,13 @@ def _run(case: str, x, f) -> dict:
             "localized": vjp.localized if vjp is not None else None}
 
 
-def child(case: str, n: int) -> None:
-    """One measurement in this fresh process; prints one JSON line."""
+def child(case: str, n: int, limit_gb: float | None = None) -> None:
+    """One measurement in this fresh process; prints one JSON line.  ``limit_gb``: the
+    process's address space is capped there (a case that needs more ends in MemoryError,
+    reported as an error, instead of pushing a shared machine into swap or the OOM killer)."""
+    if limit_gb:
+        cap = int(limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     sys.path.insert(0, HERE)
     sys.path.insert(0, ROOT)
     import numpy as np
@@ -100,8 +105,9 @@ def _env() -> dict[str, str]:
             "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
-def _measure(case: str, n: int) -> dict:
+def _measure(case: str, n: int, limit_gb: float | None = None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", case, str(n)]
+    cmd += ["--memory-limit-gb", str(limit_gb)] if limit_gb else []
     out = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
@@ -118,7 +124,7 @@ def _best(runs: list[dict]) -> dict:
     return best
 
 
-def table(sizes: list[int], reps: int) -> list[dict]:
+def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[dict]:
     print(f"f = 2 tanh(x) + sin(x), float64, CPU, one thread; each case a fresh process, "
           f"fastest of {reps}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'n':>9s} {'case':16s} {'wall s':>8s} {'cpu s':>8s} {'x torch':>7s} "
@@ -130,7 +136,7 @@ def table(sizes: list[int], reps: int) -> list[dict]:
         runs: dict[str, list[dict]] = {c: [] for c in CASES}
         for _ in range(reps):
             for case in CASES:  # interleaved: each sees the same load
-                runs[case].append(_measure(case, n))
+                runs[case].append(_measure(case, n, limit_gb))
         for case in CASES:
             got[case] = _best(runs[case])
         for case in CASES:
@@ -161,13 +167,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="n = 1e3, 1e4, 1e5 only")
     ap.add_argument("--reps", type=int, default=1, help="processes per case (the fastest)")
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--memory-limit-gb", type=float,
+                    help="cap each case's address space (a case over it is an error)")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "N"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.child[0], int(float(a.child[1])))
+        child(a.child[0], int(float(a.child[1])), a.memory_limit_gb)
         return
     sizes = [1e3, 1e4, 1e5] if a.quick else a.sizes
-    rows = table([int(s) for s in sizes], a.reps)
+    rows = table([int(s) for s in sizes], a.reps, a.memory_limit_gb)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)

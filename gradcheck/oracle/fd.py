@@ -51,7 +51,7 @@ differentiates in low precision: ``x`` and every evaluation are float64.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -362,7 +362,27 @@ def directional_derivatives_split(f_batch: BatchFn, x: np.ndarray, directions: n
             if value is not None and np.ndim(value) > 0:
                 sub[key] = np.asarray(value)[p:p + 1]
         parts.append(directional_derivatives(f_batch, x, raw[p:p + 1], **sub))
-    return stack(parts)
+    return _stack_tables_moved(parts)
+
+
+def _stack_tables_moved(parts: list[FDEstimate]) -> FDEstimate:
+    """:func:`stack` of the split estimates, their tables moved into the stacked one a
+    direction at a time (each part's table freed once copied): the split's peak holds one
+    copy of the tables, not two."""
+    tables = [e.table for e in parts]
+    parts[:] = [replace(e, table=e.table[:, :0]) for e in parts]
+    out = stack(parts)
+    kept = max(t.shape[1] for t in tables)
+    table = np.empty((sum(len(t) for t in tables), kept) + tables[0].shape[2:])
+    row = 0
+    for k in range(len(tables)):
+        t = tables[k]
+        table[row:row + len(t), :t.shape[1]] = t
+        table[row:row + len(t), t.shape[1]:] = np.nan
+        row += len(t)
+        tables[k] = table[:0]  # the part's table is freed here
+        del t
+    return replace(out, table=table)
 
 
 def rows_of(est: FDEstimate, rows: slice) -> FDEstimate:
