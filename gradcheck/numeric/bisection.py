@@ -83,7 +83,7 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
         neg, a, b = heapq.heappop(heap)
         if -neg <= 1.0:
             break  # no group left over its allowance
-        if b - a == 1:
+        if b - a == 1 and a in single:  # (a one-element root is evaluated first)
             leaves.append(_leaf(a, v, fd_r, err_r, out_shape, model, dtype, single[a]))
             continue
         parts = _split(a, b, branch)
@@ -120,7 +120,7 @@ def _leaf(r: int, v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray,
     """Output element ``r``: the backend's ``(J u)_r`` (its scalar over ``v_r``) against the
     oracle's, with the allowance of that element."""
     vr = float(v[r])
-    actual = s / vr
+    actual = s / vr if vr != 0 else float("nan")  # (a zero cotangent element: no value)
     allowed = model.allowed(float(err_r[r]), abs(actual) + abs(float(fd_r[r])), dtype)
     return _element(r, actual, float(fd_r[r]), float(allowed), out_shape)
 

@@ -94,6 +94,23 @@ def test_the_budget_bounds_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     assert r.localized is not None and "budget spent" in r.localized
 
 
+def test_a_scalar_output_is_compared_whole() -> None:
+    """``sum(sin(x))``: one output element, so the search is that element along the tangent
+    (one VJP row); a wrong rule fails and the element is named with its values."""
+
+    def vjp(a, c):
+        g = c[0] * np.cos(a[0])
+        g[10] *= 1 + 1e-3
+        return [g]
+
+    f = NumpyFunction(lambda x: np.sum(np.sin(x)), vjp,
+                      lambda a, t: [np.cos(a[0]) @ t[0]], name="sumsin")
+    r = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    assert r.status is gradcheck.Status.FAILED
+    assert [w.index for w in r.worst] == [()]
+    assert r.details["localize_rows"] == 1
+
+
 def test_split_covers_the_range_in_contiguous_groups() -> None:
     assert bisection._split(0, 20, 8) == [(0, 2), (2, 5), (5, 8), (8, 10), (10, 12),
                                           (12, 15), (15, 18), (18, 20)]
