@@ -68,9 +68,12 @@ def _run(case: str, x, f) -> dict:
 
     report = gradcheck.check(f, x, backend="torch")
     vjp = next((r for r in report.results if r.kind == "vjp"), None)
+    errors = [r.message for r in report.results if r.status.value == "error"]
     return {"passed": report.passed,
             "worst": [list(w.index) for w in vjp.worst] if vjp is not None else [],
-            "localized": vjp.localized if vjp is not None else None}
+            "localized": vjp.localized if vjp is not None else None,
+            "statuses": {str(r.kind.value): r.status.value for r in report.results},
+            "errors": errors}
 
 
 def child(case: str, n: int, limit_gb: float | None = None) -> None:
@@ -124,6 +127,14 @@ def _best(runs: list[dict]) -> dict:
     return best
 
 
+def _verdict(r: dict) -> str:
+    """passed, FAILED, or ERROR where a result is an error (the check itself did not finish:
+    a MemoryError under ``--memory-limit-gb``, say; its message is printed below the table)."""
+    if r.get("errors"):
+        return "ERROR"
+    return "passed" if r["passed"] else "FAILED"
+
+
 def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[dict]:
     print(f"f = 2 tanh(x) + sin(x), float64, CPU, one thread; each case a fresh process, "
           f"fastest of {reps}; load average {os.getloadavg()[0]:.1f}")
@@ -154,9 +165,11 @@ def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[di
                   f"{r['cpu'] / base['cpu'] if fail else 1:9.2f} {r['peak_gb']:7.2f} "
                   f"{r['peak_gb'] / ref['peak_gb'] if have_ref else 1:7.2f} "
                   f"{r['peak_gb'] / base['peak_gb'] if fail else 1:9.2f} "
-                  f"{r['added_gb']:6.2f} {'passed' if r['passed'] else 'FAILED':>8s}  "
+                  f"{r['added_gb']:6.2f} {_verdict(r):>8s}  "
                   f"{worst[:3] if worst else ''}")
             rows.append({"n": n, "case": case, **r})
+            for message in r.get("errors", []):
+                print(f"{'':9s} {'':16s} error: {message[:300]}")
         sys.stdout.flush()
     return rows
 
