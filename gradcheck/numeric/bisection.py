@@ -42,6 +42,9 @@ BRANCH = 8
 BUDGET_ROWS = 128
 #: the worst elements reported
 WORST = 5
+#: elements of the cotangents (or gradients) one batched VJP call holds at most: 8 rows at
+#: n = 1e6, one row per call at 1e7 (the engine's batched intermediates grow with the rows)
+CALL_ELEMENTS = 2**23
 #: how :attr:`CheckResult.localized` starts for a block localized by this module
 PREFIX = "along the tangent"
 
@@ -148,17 +151,26 @@ def _vjp_groups(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     """``<J^T (v 1_R), u>`` and ``sum |J^T (v 1_R)| |u|`` for each group ``R`` of ``parts``
     (one batched VJP)."""
     out_shape = np.shape(prep.outs64[i])
-    B = len(parts)
-    w = np.zeros((B, v.size))
-    for row, (lo, hi) in enumerate(parts):
-        w[row, lo:hi] = v[lo:hi]
-    cts = [w.reshape((B,) + out_shape) if k == i else np.zeros((B,) + np.shape(o))
-           for k, o in enumerate(prep.outs64)]
-    got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,
-                                 vectorize=True)
-    if isinstance(got, AdapterFailure):
-        return got
-    g = np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(B, -1)
+    size = max(v.size, u.size, 1)
+    per_call = max(1, min(len(parts), CALL_ELEMENTS // size))
     uf = u.ravel()
     au = np.abs(uf)
-    return [float(row @ uf) for row in g], [float(np.abs(row) @ au) for row in g]
+    s: list[float] = []
+    mag: list[float] = []
+    for start in range(0, len(parts), per_call):
+        block = parts[start:start + per_call]
+        B = len(block)
+        w = np.zeros((B, v.size))
+        for row, (lo, hi) in enumerate(block):
+            w[row, lo:hi] = v[lo:hi]
+        cts = [w.reshape((B,) + out_shape) if k == i else np.zeros((B,) + np.shape(o))
+               for k, o in enumerate(prep.outs64)]
+        got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,
+                                     vectorize=True)
+        if isinstance(got, AdapterFailure):
+            return got
+        g = np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(B, -1)
+        s += [float(row @ uf) for row in g]
+        mag += [float(np.abs(row) @ au) for row in g]
+        del got, g, w, cts
+    return s, mag

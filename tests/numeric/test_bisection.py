@@ -145,3 +145,15 @@ def test_a_million_inputs_name_the_wrong_elements() -> None:
     assert r.status is gradcheck.Status.FAILED
     assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
     assert [w.index for w in r.worst] == [(n // 3,), (n - 7,)]
+
+
+def test_one_row_per_call_finds_the_same_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large inputs take one VJP row per call (``CALL_ELEMENTS``): the same search."""
+    f = _sin({4321: 1e-3, 17: 1e-5})
+    first = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
+                                 error_model=SMALL_BLOCKS))
+    monkeypatch.setattr(bisection, "CALL_ELEMENTS", N)
+    again = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
+                                 error_model=SMALL_BLOCKS))
+    assert again.worst == first.worst
+    assert again.details["localize_rows"] == first.details["localize_rows"]
