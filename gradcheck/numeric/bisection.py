@@ -82,15 +82,21 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
     rows = 0
     leaves: list[WorstElement] = []
     single: dict[int, float] = {}  # the AD scalar of each single-element group evaluated
+    stopped = ""
     while heap and len(leaves) < worst:
         neg, a, b = heapq.heappop(heap)
         if -neg <= 1.0:
-            break  # no group left over its allowance
+            if not leaves:
+                stopped = (" (no group of elements over its allowance: the error is spread "
+                           "over elements each within its own)")
+            break
         if b - a == 1 and a in single:  # (a one-element root is evaluated first)
             leaves.append(_leaf(a, v, fd_r, err_r, out_shape, model, dtype, single[a]))
             continue
         parts = _split(a, b, branch)
         if rows + len(parts) > budget:
+            if not leaves:
+                stopped = " (budget spent before an element was reached)"
             break
         groups = _vjp_groups(prep, i, j, v, u, parts)
         if isinstance(groups, AdapterFailure):
@@ -107,8 +113,7 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
             if hi - lo == 1:
                 single[lo] = s_g
             heapq.heappush(heap, (-ratio, lo, hi))
-    how = (f"{PREFIX} of probe {p + 1}: {m} output elements bisected, {rows} VJP rows"
-           + ("" if leaves or not heap else " (budget spent before an element was reached)"))
+    how = f"{PREFIX} of probe {p + 1}: {m} output elements bisected, {rows} VJP rows{stopped}"
     return how, tuple(leaves), {"localize_rows": rows}
 
 

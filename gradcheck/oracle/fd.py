@@ -321,6 +321,10 @@ def directional_derivatives(
         all_steps.append(steps)
         all_tables.append(tab.central if keep_table else tab.central[:, :0])
         best = tab if best is None else _merge(best, tab)
+        # this attempt's values are freed before a retry evaluates its own
+        del values, tab
+        if attempt == 0:
+            del noise_vals
         if not np.all(np.isfinite(f0)) or not np.any(_unconverged(best)):
             break
     assert best is not None and noise is not None
