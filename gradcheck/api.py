@@ -23,6 +23,7 @@ from gradcheck.core.results import CheckResult, Report, Shown, Status, number, s
 from gradcheck.core.rules import NumpyFunction
 from gradcheck.core.taxonomy import INFO, CheckKind
 from gradcheck.numeric import CheckConfig, run_numeric_checks
+from gradcheck.numeric.bisection import PREFIX as BISECTED
 from gradcheck.oracle.error_model import DEFAULT_MODEL, ErrorModel, validated_model
 
 _MODES = ("rev", "fwd")
@@ -355,7 +356,11 @@ def _comparison_lines(r: CheckResult, values: Shown) -> list[str]:
 
 
 def _element(r: CheckResult, index: tuple[int, ...]) -> str:
-    """``output[i, j] / input[k]`` for a Jacobian element, ``input[k]`` for a gradient one."""
+    """``output[i, j] / input[k]`` for a Jacobian element, ``input[k]`` for a gradient one,
+    ``output[i]`` along the probe's tangent for an element localized on a budget."""
+    if r.localized is not None and r.localized.startswith(BISECTED):
+        out = r.output_index if r.path is None else r.path
+        return f"output {out}{list(index)} along the tangent"
     n_in = len(r.shapes[r.input_index]) if r.input_index is not None and r.input_index < len(
         r.shapes) else 0
     at = list(index[len(index) - n_in:])

@@ -148,7 +148,7 @@ def _emit_rules(prep: Prepared, pr: Probes, i: int, sl: slice, where: dict[str, 
         c = Comparison(kind, s_ad, side.values, side.errors, side.terms, prep.rule_dtype,
                        conditioning=rule_conditioning(prep, pj, i, fde, sl),
                        floors=rounding_floors(prep, pj, i, fde, len(s_ad)))
-        emit(prep, c, where, pj, conv, oracle_note=judged.note)
+        emit(prep, c, where, pj, conv, oracle_note=judged.note, estimate=fde)
 
 
 def _ad_vs_ad(prep: Prepared, s: Samples, i: int, j: int, where: dict[str, int],
@@ -173,9 +173,10 @@ def emit_fwd_rev(prep: Prepared, where: dict[str, int], pr: Probes, jvp: np.ndar
 
 
 def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
-         conv: list[tuple[tuple[float, float], ...]] | tuple[()], *, oracle_note: str = ""
-         ) -> CheckResult:
-    """Record the verdict of ``c`` (its worst probe), localized where it failed."""
+         conv: list[tuple[tuple[float, float], ...]] | tuple[()], *, oracle_note: str = "",
+         estimate: fd.FDEstimate | None = None) -> CheckResult:
+    """Record the verdict of ``c`` (its worst probe), localized where it failed (``estimate``:
+    the oracle's, along ``pr``, for a block too large to build: :mod:`.bisection`)."""
     v = judge(c, model_of(prep))
     i, j = where["output_index"], where["input_index"]
     details: dict[str, object] = {"resolution": v.resolution}
@@ -187,7 +188,8 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
                                                     probe_norms(pr, i, j, v.probe), c.dtype)
     loc = Localization("")
     if not v.ok and c.kind in (CheckKind.VJP, CheckKind.JVP) and prep.cfg.localize:
-        loc = localize(prep, c.kind, i, j)
+        loc = localize(prep, c.kind, i, j,
+                       None if estimate is None else (estimate, pr, v.probe))
         details.update(loc.details())
     oracle = bool(c.fd_error[v.probe] > 0)
     return prep.result(

@@ -13,8 +13,10 @@ import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
 from gradcheck.core.results import CheckKind, WorstElement
+from gradcheck.numeric import bisection
 from gradcheck.numeric.context import Prepared
-from gradcheck.numeric.probes import batch_fn, f0, out_slices
+from gradcheck.numeric.probes import Probes, batch_fn, f0, out_slices
+from gradcheck.oracle import fd
 from gradcheck.oracle.jacobian import fd_jacobian
 
 ROWS = 256  # unit cotangents / tangents per batched AD call (bounds memory)
@@ -46,14 +48,20 @@ class Localization:
 _SUMMARY_FIELDS = ("max_abs_discrepancy", "max_rel_discrepancy", "elements_over")
 
 
-def localize(prep: Prepared, kind: CheckKind, i: int, j: int) -> Localization:
+def localize(prep: Prepared, kind: CheckKind, i: int, j: int,
+             along: tuple[fd.FDEstimate, Probes, int] | None = None) -> Localization:
     """Full Jacobian block ``J_ij`` from AD and from FD (column-compressed where the AD
-    pattern is sparse: :func:`gradcheck.oracle.jacobian.fd_jacobian`); the worst elements."""
+    pattern is sparse: :func:`gradcheck.oracle.jacobian.fd_jacobian`); the worst elements.
+    A block too large for that is localized on a budget along the failed probe's tangent
+    (:mod:`.bisection`) where ``along`` gives the estimate the verdict rests on, its probes and
+    the failed probe."""
     n = prep.args64[j].size
     m = int(np.size(prep.outs64[i]))
     model = prep.cfg.error_model  # a dense FD Jacobian: 5 evaluations of f per column (or 16+)
     if m * n > model.localize_max_elements or n > model.localize_max_columns:
-        return Localization(f"skipped: block {m}x{n} too large to localize")
+        if along is None:
+            return Localization(f"skipped: block {m}x{n} too large to localize")
+        return Localization(*bisection.bisect(prep, kind, i, j, *along, out_slices(prep)[i]))
     J_ad = ad_jacobian(prep, kind, i, j, m, n)
     if isinstance(J_ad, AdapterFailure):
         return Localization(f"failed: {J_ad.text}")

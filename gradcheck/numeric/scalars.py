@@ -121,7 +121,10 @@ def ad_scalars(kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples, pr: Pr
 
 def convergence(fde: fd.FDEstimate, p: int, v: np.ndarray, sl: slice
                 ) -> tuple[tuple[float, float], ...]:
-    """(step, projected central difference) along probe ``p``: the reported probe's table."""
+    """(step, projected central difference) along probe ``p``: the reported probe's table
+    (none where the estimate kept no table)."""
+    if fde.table.shape[1] == 0:
+        return ()
     return tuple((float(h), float(v @ fde.table[p, k, sl]))
                  for k, h in enumerate(fde.steps[p]) if np.isfinite(h))  # NaN: no such step
 

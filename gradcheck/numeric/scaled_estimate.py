@@ -156,7 +156,8 @@ def uncrossed(prep: Prepared, pr: Probes, j: int, rests_on: fd.FDEstimate,
     D = np.where(crossed_mask, 0.0, rests_on.directions)
     if not np.all(np.any(D != 0, axis=1)):
         return Declined("every element a probe moves is crossed")
-    est = _estimate_at(prep, j, D, rests_on.steps[:, 0], fd.DEFAULT_LEVELS)
+    # its convergence is never shown (it confirms or not; the verdict rests on another)
+    est = _estimate_at(prep, j, D, rests_on.steps[:, 0], fd.DEFAULT_LEVELS, keep_table=False)
     if isinstance(est, str):
         return Declined(est)
     shape = prep.args64[j].shape
@@ -235,8 +236,8 @@ def _group_estimates(prep: Prepared, j: int, D: np.ndarray, h0: np.ndarray,
     return out
 
 
-def _estimate_at(prep: Prepared, j: int, D: np.ndarray, top: np.ndarray, levels: int
-                 ) -> fd.FDEstimate | str:
+def _estimate_at(prep: Prepared, j: int, D: np.ndarray, top: np.ndarray, levels: int,
+                 keep_table: bool = True) -> fd.FDEstimate | str:
     x = prep.args64[j].ravel()
     # one retry at 2^-8 smaller steps for elements that did not converge; its halvings round
     # the directions to multiples of 2^8 more spacings, which may no longer move a subnormal
@@ -245,7 +246,7 @@ def _estimate_at(prep: Prepared, j: int, D: np.ndarray, top: np.ndarray, levels:
         try:
             est = fd.directional_derivatives_split(batch_fn(prep, j), x, D, h0=top,
                                                    levels=levels, retries=retries,
-                                                   f0=f0(prep))
+                                                   f0=f0(prep), keep_table=keep_table)
         except AdapterFailed as exc:
             return f"evaluating the function raised: {exc.failure.text}"
         # an element the rounded direction does not move would not be judged

@@ -1,0 +1,198 @@
+"""What a check costs, passing and failing, against ``torch.autograd.gradcheck(fast_mode=True)``
+in the same run: time and peak memory at n = 1e3 .. 1e7 (issue 33, ``docs/cost-model.md``).
+
+    python benchmarks/cost_vs_torch_fast.py                 # n = 1e3, 1e4, 1e5, 1e6, 1e7
+    python benchmarks/cost_vs_torch_fast.py --quick         # n = 1e3, 1e4, 1e5
+    python benchmarks/cost_vs_torch_fast.py --sizes 1e6     # one size
+
+The function is ``f(x) = 2 tanh(x) + sin(x)``, float64, CPU, one torch thread and one BLAS
+thread, at a standard normal ``x`` of ``n`` elements.  Four cases per ``n``:
+
+* ``gradcheck pass``: ``gradcheck.check(f, x, backend="torch")``, the default check;
+* ``gradcheck fail``: the same on ``f`` with its backward scaled by ``1 + 1e-7`` (a custom
+  autograd.Function, ``_common.torch_mutant``): the failing path (the full oracle, the second
+  estimate, the estimate without crossed elements, localization on a budget);
+* ``torch fast pass`` / ``torch fast fail``: ``torch.autograd.gradcheck(fast_mode=True)`` on
+  the same two functions (it misses the mutant: it passes it).
+
+Each case is one fresh process (``--reps`` of them, the fastest kept) that imports torch and
+gradcheck, runs the case once at n = 16 (torch's lazy imports, which the first derivative of a
+process pays), then times one call at ``n``: wall and CPU time, and its peak memory, the
+process's ``ru_maxrss`` (torch's own ~0.5 GB included, as for torch's contender), and the
+memory added during the call (peak minus the resident size before it).  Ratios:
+
+* ``x torch``: to torch's fast mode on the same function in the same run (time: CPU time, the
+  cost on a shared machine without the waiting for a core; memory: peak RSS);
+* ``fail/pass``: gradcheck's failing check to its passing one (the target: at most 3x, time
+  and memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CASES = ("gradcheck pass", "gradcheck fail", "torch fast pass", "torch fast fail")
+
+
+def _f(x):
+    import torch
+
+    return torch.tanh(x) * 2 + torch.sin(x)
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _run(case: str, x, f) -> dict:
+    """One call of ``case``; its verdict and what the result says."""
+    import torch
+
+    if case.startswith("torch"):
+        t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+        try:
+            ok = bool(torch.autograd.gradcheck(f, (t,), fast_mode=True, raise_exception=False))
+        except RuntimeError:
+            ok = False
+        return {"passed": ok}
+    import gradcheck
+
+    report = gradcheck.check(f, x, backend="torch")
+    vjp = next((r for r in report.results if r.kind == "vjp"), None)
+    errors = [r.message for r in report.results if r.status.value == "error"]
+    return {"passed": report.passed,
+            "worst": [list(w.index) for w in vjp.worst] if vjp is not None else [],
+            "localized": vjp.localized if vjp is not None else None,
+            "statuses": {str(r.kind.value): r.status.value for r in report.results},
+            "errors": errors}
+
+
+def child(case: str, n: int, limit_gb: float | None = None) -> None:
+    """One measurement in this fresh process; prints one JSON line.  ``limit_gb``: the
+    process's address space is capped there (a case that needs more ends in MemoryError,
+    reported as an error, instead of pushing a shared machine into swap or the OOM killer)."""
+    if limit_gb:
+        cap = int(limit_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, ROOT)
+    import numpy as np
+    from _common import setup, torch_mutant
+
+    setup()
+    import gradcheck  # noqa: F401  (imported before the clock, like torch)
+
+    f = torch_mutant(_f, 1e-7) if case.endswith("fail") else _f
+    _run(case, np.random.default_rng(1).standard_normal(16), f)  # warm: lazy imports
+    x = np.random.default_rng(0).standard_normal(n)
+    before = _rss_kib()
+    t, c = time.perf_counter(), time.process_time()
+    out = _run(case, x, f)
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_gb": peak / 2**20,
+                      "added_gb": (peak - before) / 2**20, **out}))
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _measure(case: str, n: int, limit_gb: float | None = None) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", case, str(n)]
+    cmd += ["--memory-limit-gb", str(limit_gb)] if limit_gb else []
+    out = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _best(runs: list[dict]) -> dict:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    best = dict(min(ok, key=lambda r: r["cpu"]))
+    for key in ("seconds", "peak_gb", "added_gb"):
+        best[key] = min(r[key] for r in ok)
+    return best
+
+
+def _verdict(r: dict) -> str:
+    """passed, FAILED, or ERROR where a result is an error (the check itself did not finish:
+    a MemoryError under ``--memory-limit-gb``, say; its message is printed below the table)."""
+    if r.get("errors"):
+        return "ERROR"
+    return "passed" if r["passed"] else "FAILED"
+
+
+def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[dict]:
+    print(f"f = 2 tanh(x) + sin(x), float64, CPU, one thread; each case a fresh process, "
+          f"fastest of {reps}; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'n':>9s} {'case':16s} {'wall s':>8s} {'cpu s':>8s} {'x torch':>7s} "
+          f"{'fail/pass':>9s} {'peak GB':>7s} {'x torch':>7s} {'fail/pass':>9s} "
+          f"{'+GB':>6s} {'verdict':>8s}  worst elements named")
+    rows = []
+    for n in sizes:
+        got: dict[str, dict] = {}
+        runs: dict[str, list[dict]] = {c: [] for c in CASES}
+        for _ in range(reps):
+            for case in CASES:  # interleaved: each sees the same load
+                runs[case].append(_measure(case, n, limit_gb))
+        for case in CASES:
+            got[case] = _best(runs[case])
+        for case in CASES:
+            r = got[case]
+            if "error" in r:
+                print(f"{n:9d} {case:16s} error: {r['error']}")
+                continue
+            ref = got["torch fast " + case.split()[-1]]
+            base = got[case.rsplit(" ", 1)[0] + " pass"]
+            have_ref = "error" not in ref and case.startswith("gradcheck")
+            fail = case.endswith("fail") and "error" not in base
+            worst = r.get("worst")
+            print(f"{n:9d} {case:16s} {r['seconds']:8.3g} {r['cpu']:8.3g} "
+                  f"{r['cpu'] / ref['cpu'] if have_ref else 1:7.2f} "
+                  f"{r['cpu'] / base['cpu'] if fail else 1:9.2f} {r['peak_gb']:7.2f} "
+                  f"{r['peak_gb'] / ref['peak_gb'] if have_ref else 1:7.2f} "
+                  f"{r['peak_gb'] / base['peak_gb'] if fail else 1:9.2f} "
+                  f"{r['added_gb']:6.2f} {_verdict(r):>8s}  "
+                  f"{worst[:3] if worst else ''}")
+            rows.append({"n": n, "case": case, **r})
+            for message in r.get("errors", []):
+                print(f"{'':9s} {'':16s} error: {message[:300]}")
+        sys.stdout.flush()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", nargs="+", type=float, default=[1e3, 1e4, 1e5, 1e6, 1e7])
+    ap.add_argument("--quick", action="store_true", help="n = 1e3, 1e4, 1e5 only")
+    ap.add_argument("--reps", type=int, default=1, help="processes per case (the fastest)")
+    ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--memory-limit-gb", type=float,
+                    help="cap each case's address space (a case over it is an error)")
+    ap.add_argument("--child", nargs=2, metavar=("CASE", "N"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        child(a.child[0], int(float(a.child[1])), a.memory_limit_gb)
+        return
+    sizes = [1e3, 1e4, 1e5] if a.quick else a.sizes
+    rows = table([int(s) for s in sizes], a.reps, a.memory_limit_gb)
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

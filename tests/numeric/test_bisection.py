@@ -1,0 +1,159 @@
+"""Localization on a budget (:mod:`gradcheck.numeric.bisection`): a failed check whose
+Jacobian block is too large to build names its worst output elements along the tangent the
+oracle already differentiated; a correct twin is not localized (it passes).
+
+Most cases shrink ``localize_max_columns`` so that a small block takes the budgeted path (the
+NumPy backend, hand-written rules); one case runs the default model at n = 1e6 with torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradcheck
+from gradcheck import NumpyFunction
+from gradcheck.numeric import bisection
+from gradcheck.oracle.error_model import ErrorModel
+
+N = 5000
+X = np.random.default_rng(3).standard_normal(N)
+SMALL_BLOCKS = ErrorModel(localize_max_columns=64, localize_max_elements=64 * 64)
+
+
+def _sin(wrong: dict[int, float], mode: str = "rev") -> NumpyFunction:
+    """``sin`` with its VJP (``mode="rev"``) or JVP (``"fwd"``) scaled by ``1 + delta`` at the
+    elements ``wrong`` (element -> delta); the other mode correct."""
+
+    def vjp(a, c):
+        g = c[0] * np.cos(a[0])
+        if mode == "rev":
+            for e, d in wrong.items():
+                g[..., e] *= 1 + d
+        return [g]
+
+    def jvp(a, t):
+        y = np.cos(a[0]) * t[0]
+        if mode == "fwd":
+            for e, d in wrong.items():
+                y[..., e] *= 1 + d
+        return [y]
+
+    return NumpyFunction(np.sin, vjp, jvp, name="sin")
+
+
+def _vjp(report: gradcheck.Report, kind: str = "vjp") -> gradcheck.CheckResult:
+    return next(r for r in report if r.kind == kind)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_the_wrong_elements_are_named_worst_first(mode: str) -> None:
+    wrong = {4321: 1e-3, 17: 1e-5}
+    report = gradcheck.check(_sin(wrong, mode), X, backend="numpy", modes=(mode,),
+                             error_model=SMALL_BLOCKS)
+    r = _vjp(report, "vjp" if mode == "rev" else "jvp")
+    assert r.status is gradcheck.Status.FAILED
+    assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
+    assert [w.index for w in r.worst] == [(4321,), (17,)]
+    for w in r.worst:  # each element's own values: the AD one off by its delta
+        delta = wrong[w.index[0]]
+        assert w.actual == pytest.approx(w.expected * (1 + delta), rel=1e-9)
+        assert abs(w.actual - w.expected) > w.allowed
+    if mode == "rev":  # two paths from the root, branching 8 over 5000 elements
+        assert r.details["localize_rows"] <= 2 * bisection.BRANCH * 5
+    message = gradcheck.format_failure(report)
+    assert "output 0[4321] along the tangent" in message
+
+
+def test_the_correct_twin_passes_and_is_not_localized() -> None:
+    report = gradcheck.check(_sin({}), X, backend="numpy", error_model=SMALL_BLOCKS)
+    assert report.passed, gradcheck.format_failure(report)
+    assert all(r.localized is None and not r.worst for r in report)
+
+
+def test_an_error_on_every_element_names_elements_that_are_over() -> None:
+    """A rule off by 1e-3 everywhere: the elements named are each over their own allowance
+    (the search stops at :data:`~gradcheck.numeric.bisection.WORST`)."""
+    f = _sin({e: 1e-3 for e in range(N)})
+    r = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
+                             error_model=SMALL_BLOCKS))
+    assert r.status is gradcheck.Status.FAILED
+    assert len(r.worst) == bisection.WORST
+    assert all(abs(w.actual - w.expected) > w.allowed for w in r.worst)
+    assert r.details["localize_rows"] <= bisection.BUDGET_ROWS
+
+
+def test_the_budget_bounds_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a budget smaller than one path from the root to an element, nothing is named and
+    the result says why."""
+    monkeypatch.setattr(bisection, "BUDGET_ROWS", 8)
+    f = _sin({2500: 1e-3})
+    r = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
+                             error_model=SMALL_BLOCKS))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.worst == ()
+    assert r.localized is not None and "budget spent" in r.localized
+
+
+def test_a_scalar_output_is_compared_whole() -> None:
+    """``sum(sin(x))``: one output element, so the search is that element along the tangent
+    (one VJP row); a wrong rule fails and the element is named with its values."""
+
+    def vjp(a, c):
+        g = c[0] * np.cos(a[0])
+        g[10] *= 1 + 1e-3
+        return [g]
+
+    f = NumpyFunction(lambda x: np.sum(np.sin(x)), vjp,
+                      lambda a, t: [np.cos(a[0]) @ t[0]], name="sumsin")
+    r = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    assert r.status is gradcheck.Status.FAILED
+    assert [w.index for w in r.worst] == [()]
+    assert r.details["localize_rows"] == 1
+
+
+def test_split_covers_the_range_in_contiguous_groups() -> None:
+    assert bisection._split(0, 20, 8) == [(0, 2), (2, 5), (5, 8), (8, 10), (10, 12),
+                                          (12, 15), (15, 18), (18, 20)]
+    assert bisection._split(3, 6, 8) == [(3, 4), (4, 5), (5, 6)]
+
+
+@pytest.mark.slow
+def test_a_million_inputs_name_the_wrong_elements() -> None:
+    """The default model at n = 1e6 (the full Jacobian would have 1e12 elements): a torch
+    ``sin`` whose backward is wrong at two elements is failed and both are named."""
+    torch = pytest.importorskip("torch")
+    n = 10**6
+    bad = {n // 3: 1e-3, n - 7: 1e-4}
+
+    class Sin(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            d = torch.cos(x) * g
+            for e, delta in bad.items():
+                d[..., e] *= 1 + delta
+            return d
+
+    x = np.random.default_rng(0).standard_normal(n)
+    report = gradcheck.check(Sin.apply, x, backend="torch", modes=("rev",), probes=1)
+    r = _vjp(report)
+    assert r.status is gradcheck.Status.FAILED
+    assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
+    assert [w.index for w in r.worst] == [(n // 3,), (n - 7,)]
+
+
+def test_one_row_per_call_finds_the_same_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large inputs take one VJP row per call (``CALL_ELEMENTS``): the same search."""
+    f = _sin({4321: 1e-3, 17: 1e-5})
+    first = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
+                                 error_model=SMALL_BLOCKS))
+    monkeypatch.setattr(bisection, "CALL_ELEMENTS", N)
+    again = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
+                                 error_model=SMALL_BLOCKS))
+    assert again.worst == first.worst
+    assert again.details["localize_rows"] == first.details["localize_rows"]
