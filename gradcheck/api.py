@@ -71,7 +71,7 @@ def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device
     """The runnable reproducer script (:mod:`gradcheck._reproducer`); ``optional`` holds the
     other arguments of :func:`check`, written out where they differ from the default."""
     defaults = {"atol": None, "rtol": None, "probes": 3, "name": None, "fast": False,
-                "timeout": None, "error_model": DEFAULT_MODEL}
+                "timeout": None, "error_model": DEFAULT_MODEL, "resolution": True}
     options = {"backend": backend, "device": device, "dtype": dtype, "modes": modes,
                "order": order, "seed": seed,
                **{k: v for k, v in optional.items() if v != defaults.get(k)}}
@@ -164,6 +164,7 @@ def check(
     kwargs: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     error_model: ErrorModel | None = None,
+    resolution: bool = True,
 ) -> Report:
     """Check the derivatives of ``fn`` at ``inputs`` against the finite-difference oracle.
 
@@ -203,6 +204,14 @@ def check(
     signal state; C code that never returns to Python is stopped only when it returns;
     process adapters have their own request timeout: ``docs/error-model.md`` section 3b).
 
+    ``resolution`` (default ``True``) runs the per-component checks where the projected
+    comparisons are blind (``docs/error-model.md`` section 4c): below float64 every element of
+    the derivative (orders 1 and 2) against the same function's float64 derivative correctly
+    rounded to the dtype, in ulps; and where the inputs, outputs or first derivatives span many
+    decades or reach the ends of the float64 range, every output component against finite
+    differences with steps relative to each element's magnitude.  ``resolution=False`` leaves
+    them out (the sweep runs its own).
+
     Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises
     :class:`InvalidArgument` for invalid arguments.
@@ -232,9 +241,10 @@ def check(
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
         name=fn_name, fast=bool(fast), timeout=limit, error_model=model,
+        resolution=bool(resolution),
         reproducer=_reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
                                atol=atol, rtol=rtol, probes=probes, name=name, fast=bool(fast),
-                               timeout=limit, error_model=model),
+                               timeout=limit, error_model=model, resolution=bool(resolution)),
     )
     results = run_numeric_checks(be, call, arrays, device=device, dtype=dt, config=cfg)
     return Report(stream.record_many(results))  # appended to the active result stream, if any

@@ -35,6 +35,7 @@ class CheckConfig:
     timeout: float | None = None  # seconds for the whole check (:mod:`.._limits`)
     order_level: int = 0  # 1 inside the order-2 sub-run (the outer deadline covers it)
     error_model: tolerance.ErrorModel = tolerance.DEFAULT_MODEL  # check(error_model=...)
+    resolution: bool = True  # the per-component stage (:mod:`.per_component`)
 
 
 @dataclass(frozen=True)

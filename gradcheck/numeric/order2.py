@@ -24,7 +24,10 @@ KINDS: dict[tuple[str, CheckKind], CheckKind] = {
     ("vjp", CheckKind.JVP): CheckKind.JVP_OF_VJP,
     ("jvp", CheckKind.JVP): CheckKind.JVP_OF_JVP,
 }
-_KEPT = frozenset({CheckKind.CALL, CheckKind.FWD_REV})  # reported as they are
+# reported as they are (the rounding check of a half-precision sub-run: :func:`sub_dtype`)
+_KEPT = frozenset({CheckKind.CALL, CheckKind.FWD_REV, CheckKind.ROUNDING})
+#: the dtypes whose order-2 derivative is computed in the dtype too (:func:`sub_dtype`)
+HALF = ("float16", "bfloat16")
 
 # runs the first-order checks of ``fn`` at ``inputs`` into the recorder (never raises)
 SubRun = Callable[[Any, Sequence[Any], str, CheckConfig, Recorder], None]
@@ -79,5 +82,14 @@ def second_order(prep: Prepared, run: SubRun) -> None:
                          tuple(tuple(np.shape(a)) for a in inputs), cfg.reproducer,
                          cfg.test_id)
         sub = Recorder(ident, relabel=relabel(first))
-        run(g, inputs, "float64", cfg, sub)
+        run(g, inputs, sub_dtype(prep.dtype, first), cfg, sub)
         prep.recorder.absorb(sub.results)
+
+
+def sub_dtype(dtype: str, first: str) -> str:
+    """The dtype the order-2 sub-run checks ``g`` in: float64 (the rule), but for the VJP
+    function of a half-precision check the dtype itself, so that its rounding check
+    (:mod:`gradcheck.numeric.rounding`) judges the second derivative computed in the dtype
+    against the same backend's float64 one: an ``inf`` or NaN Hessian in float16 whose float64
+    twin is finite fails there (docs/error-model.md section 4c)."""
+    return dtype if dtype in HALF and first == "vjp" else "float64"

@@ -17,6 +17,7 @@ from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.numeric.context import CheckConfig, Finished, Identity, Recorder
 from gradcheck.numeric.first_order import first_order_or_screen
 from gradcheck.numeric.order2 import second_order
+from gradcheck.numeric.per_component import run as per_component
 from gradcheck.numeric.prepare import prepare
 
 
@@ -62,6 +63,7 @@ def _pipeline(backend: GuardedBackend, device: str
                 first_order_or_screen(prep)
                 if config.order >= 2:
                     second_order(prep, run)
+                per_component(prep)
         except limits.Timeout:
             recorder.record(CheckKind.CALL, Status.ERROR,
                             message=f"the check did not finish within timeout={config.timeout:g}"
