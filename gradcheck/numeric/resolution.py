@@ -310,6 +310,7 @@ def scaled_checks(subject: Subject, arrays: Sequence[np.ndarray], order: int, se
     else:
         rev = sum(r @ u for r, u in zip(rows, uflat, strict=True))
         terms = sum(np.abs(r) @ np.abs(u) for r, u in zip(rows, uflat, strict=True))
+        terms = np.where(np.isfinite(terms), terms, np.abs(est.value[ks]))  # as above
         count = sum(np.count_nonzero(r, axis=1) for r in rows)
         # the same for the nonzero subnormal entries of a row (an exact zero may be structural)
         tiny_d = sum(((r != 0) & (np.abs(r) < TINY64)) @ np.abs(u)
