@@ -209,8 +209,9 @@ def check(
     the derivative (orders 1 and 2) against the same function's float64 derivative correctly
     rounded to the dtype, in ulps; and where the inputs, outputs or first derivatives span many
     decades or reach the ends of the float64 range, every output component against finite
-    differences with steps relative to each element's magnitude.  ``resolution=False`` leaves
-    them out (the sweep runs its own).
+    differences with steps relative to each element's magnitude; at ``order=2`` in
+    float16/bfloat16 the second derivative computed in the dtype against its float64 one.
+    ``resolution=False`` leaves them out (the sweep runs its own).
 
     Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored.
     Never raises for a misbehaving ``fn`` or adapter (that is an ``error`` result); raises

@@ -135,16 +135,24 @@ def test_a_a_nan_hessian_through_a_composition_is_caught_in_the_dtype(dtype):
     assert_pair(composed(SIN_NAN_HESSIAN), composed(SIN), x, caught_by="rounding", order=2)
 
 
-def test_a_order_2_below_float64_was_judged_in_float64_only():
-    """Before: the order-2 sub-run checked the rule in float64 only, so an overflow that
-    happens only in float16 was not seen; the order-2 checks now include the dtype."""
-    from gradcheck.numeric.order2 import sub_dtype
+def test_a_order_2_in_half_precision_adds_only_decided_rounding_results():
+    """The order-2 run in float16 keeps the rule check in float64 as before and adds the
+    rounding check of the second derivative computed in the dtype, passed or failed only: a
+    numpy rule that answers float64 in float16 (no rounding comparison possible) adds
+    nothing, and the check still passes."""
+    from gradcheck.core.rules import NumpyFunction
 
-    assert sub_dtype("float16", "vjp") == "float16"
-    assert sub_dtype("bfloat16", "vjp") == "bfloat16"
-    assert sub_dtype("float64", "vjp") == "float64"
-    assert sub_dtype("float32", "vjp") == "float64"  # unchanged: see docs/error-model.md 4c
-    assert sub_dtype("float16", "jvp") == "float64"
+    def order2(args, cts):  # always float64, whatever the dtype of its arguments
+        x, c = (np.asarray(a, dtype=np.float64) for a in args)
+        w = np.asarray(cts[0], dtype=np.float64)
+        return [6 * x * c * w, 3 * x * x * w]
+
+    cube = NumpyFunction(lambda x: x ** 3, NumpyFunction(
+        lambda x, c: 3 * x * x * c, order2), name="cube")
+    x = np.array([0.5, -1.25, 0.75], dtype=np.float16)
+    rep = check(cube, x, backend="numpy", order=2, modes=("rev",))
+    assert rep.passed, gradcheck.format_failure(rep)
+    assert not [r for r in rep.results if r.status.value == "error"]
 
 
 # -- b) tiny magnitudes ----------------------------------------------------------------------------
@@ -316,3 +324,9 @@ def test_resolution_false_leaves_the_stage_out():
     mutant = elementwise(lambda t: t * t / 2, lambda t: t * (t.abs() >= 1e-16).to(t.dtype))
     rep = check(mutant, x, resolution=False)
     assert rep.passed and not any(r.details.get("per_component") for r in rep.results)
+    # and the half-precision order-2 rounding check (the NaN Hessian of class a, missed so)
+    half = np.array([0.9, 1.3, 0.4, 2.0]).astype(np.float16)
+    rep = check(lambda t: SIN_NAN_HESSIAN(t) * torch.flip(t, (0,)), half, order=2,
+                resolution=False)
+    assert rep.passed
+    assert not any(r.kind.value == "rounding" and r.order == 2 for r in rep.results)
