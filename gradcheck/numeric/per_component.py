@@ -117,7 +117,7 @@ def run(prep: Prepared) -> None:
         return
     subject = Subject(prep.backend.backend, prep.fn, elementwise=True, normwise=True,
                       order2=prep.cfg.order >= 2 and prep.backend.supports_order2,
-                      device=prep.device)
+                      device=prep.device, ones_in_fact=True)
     modes = tuple(m for m in prep.cfg.modes if m == "rev" or prep.backend.supports_jvp)
     if "rev" not in modes:
         return

@@ -78,7 +78,10 @@ class Subject:
     ``elementwise``: whether it may be elementwise (then :func:`diagonal` decides whether it
     is in fact); ``normwise``: whether a component that is not elementwise carries the
     rounding of the largest component of its output; ``order2``: whether its second
-    derivative exists (the ``ulp`` units at order 1 then use it)."""
+    derivative exists (the ``ulp`` units at order 1 then use it).  ``ones_in_fact``: the
+    order-2 cotangent ``w`` is ones only where the subject is elementwise in fact, seeded
+    normal otherwise (``check``: ``J^T 1`` of a softmax is 0); without it, ones wherever
+    ``elementwise`` is set (the sweep's, by the op's family)."""
 
     backend: Any
     fn: Callable[..., Any]
@@ -86,6 +89,7 @@ class Subject:
     normwise: bool = False
     order2: bool = False
     device: str = "cpu"
+    ones_in_fact: bool = False
 
 
 @dataclass(frozen=True)
@@ -213,7 +217,8 @@ def diagonal(backend: Any, fn: Callable[..., Any], arrays: Sequence[np.ndarray],
 
 def target(subject: Subject, arrays: Sequence[np.ndarray], order: int, seed: int) -> Target:
     """The subject at order 1; ``g(x) = J(x)^T w`` at order 2 (``w`` of ones where the subject
-    may be elementwise, seeded normal otherwise)."""
+    may be elementwise, or is in fact with :attr:`Subject.ones_in_fact`, seeded normal
+    otherwise)."""
     backend, device = subject.backend, subject.device
     n = len(arrays)
     outs = backend.evaluate(subject.fn, list(arrays), device)
@@ -223,8 +228,8 @@ def target(subject: Subject, arrays: Sequence[np.ndarray], order: int, seed: int
     if order == 1:
         return Target(backend, subject.fn, n, (), one, device)
     rng = np.random.default_rng(seed + 7)
-    ws = tuple(np.ones(np.shape(o)) if subject.elementwise else rng.normal(size=np.shape(o))
-               for o in outs)
+    ones = one if subject.ones_in_fact else subject.elementwise
+    ws = tuple(np.ones(np.shape(o)) if ones else rng.normal(size=np.shape(o)) for o in outs)
     g = backend.vjp_function(subject.fn, list(range(n)), n)
     # the derivative's own structure: at a degenerate point a function can look elementwise
     # while its derivative is not (cumprod at all zeros: each output moves only with its own
