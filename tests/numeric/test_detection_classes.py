@@ -69,7 +69,9 @@ def assert_pair(mutant, twin, x, *, caught_by=None, **kw):
     assert not bad.passed, bad.summary()
     failed = [r for r in bad.results if r.status.value == "failed"]
     if caught_by == "rounding":
-        assert any(r.kind.value == "rounding" and r.order == 2 for r in failed), bad.summary()
+        assert any(r.kind.value == "rounding" and r.order == 2
+                   and r.details.get("per_component") == "rounding" for r in failed), \
+            bad.summary()
     elif caught_by is not None:
         assert any(r.details.get("per_component") == caught_by for r in failed), [
             r.message for r in failed]
