@@ -62,9 +62,9 @@ def check(fn, x, **kw):
 
 
 def assert_pair(mutant, twin, x, *, caught_by=None, **kw):
-    """The mutant fails (by the per-component stage, where ``caught_by`` names its oracle, or
-    by the order-2 rounding check, ``"rounding"``); the twin has no failed or errored
-    result."""
+    """The mutant fails (by the per-component stage, where ``caught_by`` names its oracle:
+    ``"scaled"``, ``"ulp"``, or ``"rounding"`` for the half-precision order-2 non-finite
+    check); the twin has no failed or errored result."""
     bad = check(mutant, x, **kw)
     assert not bad.passed, bad.summary()
     failed = [r for r in bad.results if r.status.value == "failed"]
@@ -101,9 +101,9 @@ HALF_X = np.array([0.9, 1.3, -1.1, 2.0])
 
 
 def test_a_an_inf_hessian_in_float16_is_caught():
-    """The order-2 derivative computed in float16 against the same function's float64 one
-    (the order-2 run's rounding check), and element by element (the ulp check, which adds a
-    result only where that did not fail already)."""
+    """The order-2 derivative computed in float16 is inf where the same function's float64
+    one is finite in float16 (the half-precision order-2 check); the ulp check, which adds a
+    result only where that did not fail already, sees it too element by element."""
     x = HALF_X.astype(np.float16)
     bad, _ = assert_pair(SIN_INF_HESSIAN, SIN, x, caught_by="rounding", order=2)
     r = next(r for r in bad.results if r.kind.value == "rounding" and r.order == 2
@@ -126,8 +126,8 @@ def test_a_an_inf_hessian_in_float16_is_caught():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_a_nan_hessian_through_a_composition_is_caught_in_the_dtype(dtype):
     """Not elementwise (the product with the reversed input): the per-element ulp check does
-    not apply, and the order-2 derivative computed in the dtype is judged against the same
-    function's float64 one by the rounding check of the order-2 run."""
+    not apply, and the order-2 derivative computed in the dtype is NaN where the same
+    function's float64 one is finite in the dtype."""
     x = np.array([0.9, 1.3, 0.4, 2.0]).astype(ml_dtypes.bfloat16 if dtype == "bfloat16"
                                               else np.float16)
 
@@ -137,11 +137,11 @@ def test_a_a_nan_hessian_through_a_composition_is_caught_in_the_dtype(dtype):
     assert_pair(composed(SIN_NAN_HESSIAN), composed(SIN), x, caught_by="rounding", order=2)
 
 
-def test_a_order_2_in_half_precision_adds_only_decided_rounding_results():
+def test_a_order_2_in_half_precision_leaves_out_what_the_dtype_cannot_compute():
     """The order-2 run in float16 keeps the rule check in float64 as before and adds the
-    rounding check of the second derivative computed in the dtype, passed or failed only: a
-    numpy rule that answers float64 in float16 (no rounding comparison possible) adds
-    nothing, and the check still passes."""
+    non-finite check of the second derivative computed in the dtype: a numpy rule that
+    answers float64 in float16 (no comparison in the dtype possible) adds nothing, and the
+    check still passes."""
     from gradcheck.core.rules import NumpyFunction
 
     def order2(args, cts):  # always float64, whatever the dtype of its arguments
@@ -326,7 +326,7 @@ def test_resolution_false_leaves_the_stage_out():
     mutant = elementwise(lambda t: t * t / 2, lambda t: t * (t.abs() >= 1e-16).to(t.dtype))
     rep = check(mutant, x, resolution=False)
     assert rep.passed and not any(r.details.get("per_component") for r in rep.results)
-    # and the half-precision order-2 rounding check (the NaN Hessian of class a, missed so)
+    # and the half-precision order-2 non-finite check (the NaN Hessian of class a, missed so)
     half = np.array([0.9, 1.3, 0.4, 2.0]).astype(np.float16)
     rep = check(lambda t: SIN_NAN_HESSIAN(t) * torch.flip(t, (0,)), half, order=2,
                 resolution=False)
