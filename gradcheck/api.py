@@ -93,7 +93,8 @@ def _reproducer(fn: Callable, arrays: Sequence[np.ndarray], backend: str, device
     """The runnable reproducer script (:mod:`gradcheck._reproducer`); ``optional`` holds the
     other arguments of :func:`check`, written out where they differ from the default."""
     defaults = {"atol": None, "rtol": None, "probes": 3, "name": None, "fast": False,
-                "timeout": None, "error_model": DEFAULT_MODEL, "wrt": None}
+                "timeout": None, "error_model": DEFAULT_MODEL, "wrt": None,
+                "resolution": True}
     options = {"backend": backend, "device": device, "dtype": dtype, "modes": modes,
                "order": order, "seed": seed,
                **{k: v for k, v in optional.items() if v != defaults.get(k)}}
@@ -187,6 +188,7 @@ def check(
     timeout: float | None = None,
     error_model: ErrorModel | None = None,
     wrt: int | str | Sequence[int | str] | None = None,
+    resolution: bool = True,
 ) -> Report:
     """Check the derivatives of ``fn`` at ``inputs`` against the finite-difference oracle.
 
@@ -241,6 +243,15 @@ def check(
     signal state; C code that never returns to Python is stopped only when it returns;
     process adapters have their own request timeout: ``docs/error-model.md`` section 3b).
 
+    ``resolution`` (default ``True``) runs the per-component checks where the projected
+    comparisons are blind (``docs/error-model.md`` section 4c): below float64 every element of
+    the derivative (orders 1 and 2) against the same function's float64 derivative correctly
+    rounded to the dtype, in ulps; and where the inputs, outputs or first derivatives span many
+    decades or reach the ends of the float64 range, every output component against finite
+    differences with steps relative to each element's magnitude; at ``order=2`` in
+    float16/bfloat16 the second derivative computed in the dtype against its float64 one.
+    ``resolution=False`` leaves them out (the sweep runs its own).
+
     Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored,
     and when nothing was decided (every result inconclusive or skipped: ``report.decided`` is
     empty, where :func:`assert_gradients` raises :class:`NothingDecided`).
@@ -281,10 +292,12 @@ def check(
         fn, "__name__", None) or type(fn).__name__
     repro = _reproducer(fn, arrays, be.name, device, dt, modes_t, order, seed, kwargs,
                         rebuild, atol=atol, rtol=rtol, probes=probes, name=name,
-                        fast=bool(fast), timeout=limit, error_model=model, wrt=wrt)
+                        fast=bool(fast), timeout=limit, error_model=model, wrt=wrt,
+                        resolution=bool(resolution))
     cfg = CheckConfig(
         modes=modes_t, order=order, seed=seed, atol=atol, rtol=rtol, probes=probes,
         name=fn_name, fast=bool(fast), timeout=limit, error_model=model, exclude_kinks=True,
+        resolution=bool(resolution),
         reproducer=repro.text,
         only_inputs=only, input_paths=paths,
     )

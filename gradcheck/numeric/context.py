@@ -41,6 +41,7 @@ class CheckConfig:
     # each input's name where the inputs are nested or complex (``params['w']``, ``z.real``);
     # results carry it as ``input_path`` (None: inputs are named by position)
     input_paths: tuple[str, ...] | None = None
+    resolution: bool = True  # the per-component stage (:mod:`.per_component`)
 
 
 @dataclass(frozen=True)

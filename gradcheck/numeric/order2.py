@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailure
+from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.numeric.context import CheckConfig, Identity, Prepared, Recorder, Relabel
 
@@ -25,6 +26,8 @@ KINDS: dict[tuple[str, CheckKind], CheckKind] = {
     ("jvp", CheckKind.JVP): CheckKind.JVP_OF_JVP,
 }
 _KEPT = frozenset({CheckKind.CALL, CheckKind.FWD_REV})  # reported as they are
+#: the dtypes whose order-2 derivative is computed in the dtype too (:func:`half_non_finite`)
+HALF = ("float16", "bfloat16")
 
 # runs the first-order checks of ``fn`` at ``inputs`` into the recorder (never raises)
 SubRun = Callable[[Any, Sequence[Any], str, CheckConfig, Recorder], Any]
@@ -82,6 +85,8 @@ def second_order(prep: Prepared, run: SubRun) -> None:
         run(g, inputs, "float64", cfg, sub)
         hints = getattr(backend.backend, "zero_hints", {})
         prep.recorder.absorb(_hinted(r, hints) for r in sub.results)
+        if first == "vjp" and prep.dtype in HALF and prep.cfg.resolution:
+            half_non_finite(prep, g, [*prep.args64, *(np.ones_like(e) for e in extra)])
 
 
 def _hinted(r: CheckResult, hints: dict[str, str]) -> CheckResult:
@@ -91,3 +96,58 @@ def _hinted(r: CheckResult, hints: dict[str, str]) -> CheckResult:
     if hint is None or r.status is not Status.FAILED or r.actual != 0.0 or not r.expected:
         return r
     return replace(r, message=f"{r.message}; {hint}", details={**r.details, "hint": hint})
+
+
+def half_non_finite(prep: Prepared, g: Any, inputs: Sequence[Any]) -> None:
+    """The second derivative computed in float16/bfloat16 where the same backend's float64 one
+    is finite and stays finite rounded to the dtype: an element that is ``inf`` or NaN in the
+    dtype there fails (docs/error-model.md section 4c, class a; left out with
+    ``check(resolution=False)``, as the sweep calls it).  One VJP of ``g`` (the VJP function
+    of the checked function, its cotangent ``w`` of ones) per dtype, with a cotangent of ones:
+    for an elementwise function each element is then the second derivative itself, whose
+    overflow in the dtype excuses an ``inf`` (a smaller cotangent would make a product
+    representable whose factor is not).  Only non-finite values are judged: a finite value's
+    accuracy in the dtype is the first-order rounding and ulp checks' business, and an
+    element whose float64 value overflows the dtype (or underflows it) is correctly ``inf``
+    (or 0) there.  A VJP that
+    cannot be computed in the dtype (it raises, or answers another dtype) is left out."""
+    low = numpy_dtype(prep.dtype)
+    n = len(prep.args64)
+    with np.errstate(all="ignore"):
+        d_inputs = [np.asarray(a).astype(low) for a in inputs]
+        outs = prep.backend.evaluate(g, [a.astype(np.float64) for a in d_inputs], prep.device)
+        if isinstance(outs, AdapterFailure):
+            return
+        v_d = [np.ones(np.shape(o), dtype=low) for o in outs]
+        g_low = prep.backend.vjp(g, d_inputs, prep.diff, v_d, prep.device)
+        g64 = prep.backend.vjp(g, [a.astype(np.float64) for a in d_inputs], prep.diff,
+                               [v.astype(np.float64) for v in v_d], prep.device)
+    if isinstance(g_low, AdapterFailure) or isinstance(g64, AdapterFailure):
+        return
+    for pos, k in enumerate(prep.diff[:n]):
+        a = np.asarray(g_low[pos])
+        if a.dtype != np.dtype(low):
+            continue
+        got = a.astype(np.float64)
+        want = np.asarray(g64[pos], dtype=np.float64)
+        with np.errstate(all="ignore"):
+            near = want.astype(low).astype(np.float64)
+        bad = np.isfinite(want) & np.isfinite(near) & ~np.isfinite(got)
+        if not bad.any():
+            continue
+        flat = int(np.flatnonzero(bad.ravel())[0])
+        idx = tuple(int(t) for t in np.unravel_index(flat, bad.shape))
+        g_val, w_val, r_val = float(got.ravel()[flat]), float(want.ravel()[flat]), float(
+            near.ravel()[flat])
+        prep.result(
+            CheckKind.ROUNDING, Status.FAILED, input_index=k, order=2, actual=g_val,
+            expected=r_val, discrepancy=float("inf"), allowed=float(np.finfo(low).max)
+            if prep.dtype != "bfloat16" else 3.3895313892515355e38,
+            allowed_source=f"the float64 value rounded to {prep.dtype} is finite: any finite "
+                           f"{prep.dtype} value is within range",
+            details={"order": 2, "first": "vjp", "per_component": "rounding",
+                     "non_finite": int(bad.sum()), "element": list(idx)},
+            message=f"the second derivative (VJP of the VJP) w.r.t. input {k} computed in "
+                    f"{prep.dtype} is {g_val} at element {list(idx)} ({int(bad.sum())} of "
+                    f"{bad.size} elements non-finite) where the same function's float64 value "
+                    f"{w_val:.17g} is finite and rounds to {r_val:.6g} in {prep.dtype}")

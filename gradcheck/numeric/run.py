@@ -18,6 +18,7 @@ from gradcheck.numeric.context import CheckConfig, Finished, Identity, Recorder
 from gradcheck.numeric.first_order import first_order_or_screen
 from gradcheck.numeric.kinks import around_kinks
 from gradcheck.numeric.order2 import second_order
+from gradcheck.numeric.per_component import run as per_component
 from gradcheck.numeric.prepare import prepare
 
 
@@ -74,6 +75,7 @@ def _pipeline(backend: GuardedBackend, device: str
                     first_order_or_screen(prep)
                 if config.order >= 2:
                     second_order(prep, run)
+                per_component(prep)
         except limits.Timeout:
             recorder.record(CheckKind.CALL, Status.ERROR,
                             message=f"the check did not finish within timeout={config.timeout:g}"

@@ -1,0 +1,83 @@
+"""Count the false alarms the per-component stage of ``check`` adds on correct functions (the
+catalog's ops, whose derivatives the suites establish; docs/error-model.md section 4c):
+
+    python benchmarks/per_component_false_alarms.py --backend torch [--dtype float16 ...]
+        [--order 2] [--op GLOB ...]
+
+Every catalog op the backend implements, in each dtype asked for that the op declares (float16
+and bfloat16 where the op declares float32), at its seeded sample point and its special points,
+is checked by the numeric pipeline with the stage (the default ``CheckConfig``).  A result of
+the stage (``details["per_component"]``) that failed where the op has no known discrepancy for
+that check is printed, and the counts of runs, of runs where the stage recorded a result, and
+of failures it added are printed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import time
+import warnings
+
+from _common import setup
+
+
+def main() -> None:
+    setup()
+    from gradcheck.backends.registry import get_backend
+    from gradcheck.core.results import Status
+    from gradcheck.harness.runner import Case, case_inputs, op_function
+    from gradcheck.numeric import CheckConfig, run_numeric_checks
+    from gradcheck.ops import catalog
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", default="torch")
+    p.add_argument("--dtype", action="append")
+    p.add_argument("--order", type=int, default=1)
+    p.add_argument("--op", action="append")
+    a = p.parse_args()
+    dtypes = a.dtype or ["float64", "float32", "float16", "bfloat16"]
+    backend = get_backend(a.backend)
+    runs = ran = added = 0
+    began = time.perf_counter()
+    warnings.simplefilter("ignore")
+    for spec in catalog.all_specs():
+        if a.op and not any(fnmatch.fnmatch(spec.name, g) for g in a.op):
+            continue
+        try:
+            fn = op_function(a.backend, spec.name)
+        except Exception:
+            continue
+        declared = set(spec.dtypes) | ({"float16", "bfloat16"} if "float32" in spec.dtypes
+                                       else set())
+        if a.order == 2 and not spec.order2:
+            continue
+        for dtype in dtypes:
+            if dtype not in declared or dtype not in backend.dtypes:
+                continue
+            for point in ["random", *[sp.name for sp in spec.special]]:
+                case = Case(a.backend, "cpu", dtype, spec.name, point)
+                cfg = CheckConfig(order=a.order, seed=case.seed, probes=3, name=spec.name,
+                                  test_id=case.id, only_inputs=spec.diff_args)
+                try:
+                    results = run_numeric_checks(backend, fn, case_inputs(case), device="cpu",
+                                                 dtype=dtype, config=cfg)
+                except Exception as exc:
+                    print(f"{case.id}: {type(exc).__name__}: {exc}")
+                    continue
+                runs += 1
+                mine = [r for r in results if r.details.get("per_component")]
+                ran += bool(mine) or any(r.details.get("per_component") for r in results)
+                for r in mine:
+                    if r.status is not Status.FAILED:
+                        continue
+                    if spec.known_for(a.backend, dtype, r.kind.value, point):
+                        continue
+                    added += 1
+                    print(f"{case.id} order {r.order}: {r.message[:400]}")
+    print(f"{runs} runs, {ran} with a recorded per-component result, {added} failures added "
+          f"({time.perf_counter() - began:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
