@@ -61,7 +61,9 @@ _PLAN_TALLY_KEY = pytest.StashKey[_PlanTally]()
 
 # the report hooks (streams, shards, xdist merge, HTML/JUnit) load with this plugin; they must be
 # registered before the command line is parsed (not from pytest_configure) for their options
-pytest_plugins = ["gradcheck.plugin.session_report", "gradcheck.plugin.known_marker",
+# known_marker first: session_report imports it, and pytest can only rewrite (and registers
+# without a warning) a plugin module it imports itself
+pytest_plugins = ["gradcheck.plugin.known_marker", "gradcheck.plugin.session_report",
                   "gradcheck.plugin.progress"]
 
 

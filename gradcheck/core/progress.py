@@ -96,6 +96,7 @@ class Progress:
         self.what, self.unit = what, unit
         self.out = sys.stderr if out is None else out
         self.mode = mode or mode_for(self.out, environ)
+        self._columns = (environ or {}).get("COLUMNS", "")
         if self.mode not in MODES:
             raise ValueError(f"progress mode {self.mode!r}: choose from {', '.join(MODES)}")
         self.clock = clock
@@ -159,7 +160,9 @@ class Progress:
             self._write(self.line() + "\n")
 
     def _fit(self, text: str) -> str:
-        width = shutil.get_terminal_size((100, 24)).columns
+        # the environment's COLUMNS where given (as shutil reads it), else the terminal's
+        width = (int(self._columns) if self._columns.isdigit() else
+                 shutil.get_terminal_size((100, 24)).columns)
         return text if len(text) < width else text[: max(10, width - 4)] + "..."
 
     def _write(self, text: str) -> None:

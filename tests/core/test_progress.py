@@ -39,7 +39,7 @@ def test_the_mode_follows_the_terminal_and_the_ci_environment():
 def test_on_a_terminal_one_line_is_rewritten_per_op_and_ended_once():
     out, clock = Tty(), Clock()
     p = Progress("gradcheck sweep", "ops", {"torch": 4, "jax": 2}, out=out, clock=clock,
-                 environ={})
+                 environ={"COLUMNS": "200"})  # wide enough (xdist workers see 80 or 100)
     assert p.mode == "line"
     clock.now += 10
     p.done("torch", failed=True)
