@@ -58,8 +58,7 @@ def _one(kind: str, actual: NumpyFunction, expected: NumpyFunction, x: np.ndarra
 
 
 def _terms_bound_exceeded(r) -> bool:
-    terms = float(r.allowed_source.split("sum of |terms| ")[1].split(" ")[0].rstrip(")"))
-    return r.discrepancy > ROUNDING_GAMMA * eps("float64") * terms
+    return _terms_ratio(r) > 1.0
 
 
 @pytest.mark.parametrize("seed", range(4))
