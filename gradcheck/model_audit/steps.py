@@ -538,8 +538,6 @@ def _clip_value_cause(hooks, model, spec, t, before, after, grads, moving, state
             "accumulates in float32 unless accumulator_dtype=jnp.float64; a float32 constant "
             "or buffer in the update)")
     if hypers and all(h is not None and h["kind"] == "adam" for h in hypers):
-        pred = _pick(_preds(model, before, grads, moving, state, t, spec, hooks,
-                            clip_value=clips[0]), after, hooks.dtype, error_model)
         doubled = {k: before[k] + 2.0 * (pred.values[k] - before[k]) for k in before}
         if matches(after, doubled, {k: 2.0 * pred.magnitude[k] for k in before}, hooks.dtype,
                    model=error_model):
