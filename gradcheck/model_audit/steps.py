@@ -287,7 +287,7 @@ def _steps(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, found) -> None:
 
 
 def _step_by_step(ctx, hooks, loss_fn, batch, spec: TrainStep, stopped, model, origin,
-                  names, found=()) -> None:
+                  names, found) -> None:
     """``spec.steps`` steps of the user's, each compared with the declared optimizer's."""
     targets_named = {tk for tu in spec.target_updates for tk, _ in tu.pairs(names)}
     state = model.initial_state(names)
@@ -410,9 +410,8 @@ def _pick(preds: list[Prediction], after: Mapping[str, np.ndarray], dtype: str,
 
 
 def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, moving, state,
-                  pred, first_grads, targets_named, stopped, clips=(None, None), *, slack,
-                  noise, unresolved, loss_fn=None, batch=None, earlier: list | None = None
-                  ) -> None:
+                  pred, first_grads, targets_named, stopped, clips, *, slack, noise, unresolved,
+                  loss_fn, batch, earlier: list) -> None:
     name = "train_step.effective_step" + ("" if t == 0 else f"[step {t + 1}]")
     clip_value, clip_read = clips
     label = "the gradient's rounding level through the optimizer"
@@ -428,13 +427,12 @@ def _compare_step(ctx, hooks, model, origin, spec, t, before, after, grads, movi
                                  pred, first_grads, stopped, targets_named, factors,
                                  ctx.error_model, slack, loss_fn, batch, noise.below,
                                  clip_value=clip_value)
-        if earlier is not None:
-            if bug is BugClass.STEP_MISMATCH and earlier:
-                t0, bug = earlier[0]
-                hint = (f": follows from step {t0 + 1}'s mismatch ([{bug.value}]): the optimizer "
-                        "state and parameters the step carries differ from then on") + hint
-            elif bug is not BugClass.STEP_MISMATCH:
-                earlier.append((t, bug))
+        if bug is BugClass.STEP_MISMATCH and earlier:
+            t0, bug = earlier[0]
+            hint = (f": follows from step {t0 + 1}'s mismatch ([{bug.value}]): the optimizer "
+                    "state and parameters the step carries differ from then on") + hint
+        elif bug is not BugClass.STEP_MISMATCH:
+            earlier.append((t, bug))
     flat_a = np.concatenate([np.ravel(after[k] - before[k]) for k in before])
     flat_e = np.concatenate([np.ravel(pred.values[k] - before[k]) for k in before])
     ee = float(flat_e @ flat_e)
@@ -538,8 +536,6 @@ def _clip_value_cause(hooks, model, spec, t, before, after, grads, moving, state
             "accumulates in float32 unless accumulator_dtype=jnp.float64; a float32 constant "
             "or buffer in the update)")
     if hypers and all(h is not None and h["kind"] == "adam" for h in hypers):
-        pred = _pick(_preds(model, before, grads, moving, state, t, spec, hooks,
-                            clip_value=clips[0]), after, hooks.dtype, error_model)
         doubled = {k: before[k] + 2.0 * (pred.values[k] - before[k]) for k in before}
         if matches(after, doubled, {k: 2.0 * pred.magnitude[k] for k in before}, hooks.dtype,
                    model=error_model):
@@ -573,9 +569,8 @@ class _Flipped:
 
 
 def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, first_grads,
-             stopped, targets_named, factors, error_model: ErrorModel, slack=None,
-             loss_fn=None, batch=None, below=None, clip_value: float | None = None
-             ) -> tuple[BugClass, str]:
+             stopped, targets_named, factors, error_model: ErrorModel, slack, loss_fn, batch,
+             below, clip_value: float | None) -> tuple[BugClass, str]:
     dt = hooks.dtype
 
     def same(actual: Any, expected: Any, magnitude: Any, measured: Any = None) -> bool:
@@ -659,7 +654,7 @@ def _explain(hooks, model, spec, t, before, after, grads, moving, state, pred, f
     if bug is BugClass.STEP_MISMATCH and not hint:
         # a parameter whose gradient is all rounding (identically zero) need not move
         off = [k for k in moving if factors.get(k, 1.0) == 0.0
-               and not (below is not None and np.all(below.get(k, False)))]
+               and not np.all(below.get(k, False))]
         if off:
             hint = (f": {', '.join(off[:4])} did not move although it has a gradient (frozen, "
                     "or missing from the optimizer's parameter list)")
