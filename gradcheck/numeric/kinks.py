@@ -118,15 +118,15 @@ def _search(prep: Prepared, j: int) -> tuple[int, ...]:
 def describe(prep: Prepared, found: tuple[tuple[int, tuple[int, ...]], ...]) -> str:
     """``3 kink elements left out (the one-sided derivatives disagree there): input 0[0],
     input 0[5], input 1[2, 1]`` (at most :data:`NAMED` named)."""
-    names, total, size = [], 0, 0
+    names: list[str] = []
+    size = 0
     for j, flat in found:
         shape = prep.args64[j].shape
-        total += len(flat)
         size += prep.args64[j].size
         names += [f"input {j}{list(int(i) for i in np.unravel_index(k, shape))}"
                   for k in flat]
     more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
-    return (f"{total} kink element(s) of {size} left out (their left and right derivatives "
+    return (f"{len(names)} kink element(s) of {size} left out (their left and right derivatives "
             f"disagree: not differentiable there), the rest decided: "
             f"{', '.join(names[:NAMED])}{more}")
 

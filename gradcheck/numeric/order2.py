@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailure
-from gradcheck.core.dtypes import numpy_dtype
+from gradcheck.core.dtypes import float_info, numpy_dtype
 from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.numeric.context import CheckConfig, Identity, Prepared, Recorder, Relabel
 
@@ -112,7 +112,6 @@ def half_non_finite(prep: Prepared, g: Any, inputs: Sequence[Any]) -> None:
     (or 0) there.  A VJP that
     cannot be computed in the dtype (it raises, or answers another dtype) is left out."""
     low = numpy_dtype(prep.dtype)
-    n = len(prep.args64)
     with np.errstate(all="ignore"):
         d_inputs = [np.asarray(a).astype(low) for a in inputs]
         outs = prep.backend.evaluate(g, [a.astype(np.float64) for a in d_inputs], prep.device)
@@ -124,7 +123,7 @@ def half_non_finite(prep: Prepared, g: Any, inputs: Sequence[Any]) -> None:
                                [v.astype(np.float64) for v in v_d], prep.device)
     if isinstance(g_low, AdapterFailure) or isinstance(g64, AdapterFailure):
         return
-    for pos, k in enumerate(prep.diff[:n]):
+    for pos, k in enumerate(prep.diff):
         a = np.asarray(g_low[pos])
         if a.dtype != np.dtype(low):
             continue
@@ -141,8 +140,7 @@ def half_non_finite(prep: Prepared, g: Any, inputs: Sequence[Any]) -> None:
             near.ravel()[flat])
         prep.result(
             CheckKind.ROUNDING, Status.FAILED, input_index=k, order=2, actual=g_val,
-            expected=r_val, discrepancy=float("inf"), allowed=float(np.finfo(low).max)
-            if prep.dtype != "bfloat16" else 3.3895313892515355e38,
+            expected=r_val, discrepancy=float("inf"), allowed=float(float_info(low).max),
             allowed_source=f"the float64 value rounded to {prep.dtype} is finite: any finite "
                            f"{prep.dtype} value is within range",
             details={"order": 2, "first": "vjp", "per_component": "rounding",

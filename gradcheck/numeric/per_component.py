@@ -127,7 +127,8 @@ def run(prep: Prepared) -> None:
             _record(prep, _ulp(prep, subject, order), modes, "")
         why = _guarded(partial(reasons, prep, subject, order))
         if isinstance(why, str):
-            _record(prep, _scaled(prep, subject, order), modes, why)
+            # reverse mode only (:func:`_scaled`): no forward-mode retry to fall back on
+            _record(prep, _scaled(prep, subject, order), ("rev",), why)
 
 
 Job = Callable[[tuple[str, ...]], list[ComponentVerdict]]  # modes -> verdicts

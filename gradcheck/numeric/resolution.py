@@ -423,6 +423,13 @@ def ulp_units(subject: Subject, xs: Sequence[np.ndarray], order: int, seed: int,
     of the float64 derivative along input ``k`` (its estimate plus its error), at order 1 of a
     one-input subject with a second derivative at least the float64 second derivative by
     AD."""
+    _, ref, units = _ulp_units(subject, xs, order, seed, dtype)
+    return ref, units
+
+
+def _ulp_units(subject: Subject, xs: Sequence[np.ndarray], order: int, seed: int, dtype: str
+               ) -> tuple[Target, list[np.ndarray], list[np.ndarray]]:
+    """:func:`ulp_units`, with the target it differentiates (:func:`target` at ``order``)."""
     tgt = target(subject, xs, order, seed)
     first = tgt if order == 1 else target(subject, xs, 1, seed)
     ref = unit_derivatives(tgt, xs, "float64")
@@ -456,7 +463,7 @@ def ulp_units(subject: Subject, xs: Sequence[np.ndarray], order: int, seed: int,
                 term = dd * (spacing(rounded(xs[k], dtype), dtype) + uy / np.abs(df[k]))
             best = np.fmin(best, np.where(np.isfinite(term), term, np.inf))
         units.append(spacing(rounded(d, dtype), dtype) + best)
-    return ref, units
+    return tgt, ref, units
 
 
 def ulp_checks(subject: Subject, arrays: Sequence[np.ndarray], dtype: str, order: int,
@@ -472,8 +479,7 @@ def ulp_checks(subject: Subject, arrays: Sequence[np.ndarray], dtype: str, order
                     backend.evaluate(subject.fn, list(xs), subject.device),
                     device=subject.device):
         return []
-    ref, units = ulp_units(subject, xs, order, seed, dtype)
-    tgt = target(subject, xs, order, seed)
+    tgt, ref, units = _ulp_units(subject, xs, order, seed, dtype)
     bound = ULP_BOUND[(dtype, order)]
     out: list[ComponentVerdict] = []
     paths: list[tuple[str, int | None]] = [("rev", None)]

@@ -96,10 +96,7 @@ class SecondEstimates:
             return replace(scaled, earlier=judged.side)
         if judged.estimate is not None and judged.side is not None and not refuted:
             rests_on = self._rests_on(j, fde, sl)
-            key = (j, id(rests_on))
-            if key not in self.crossings:
-                self.crossings[key] = crossing(prep.args64[j], rests_on)
-            mask, smallest = self.crossings[key]
+            key, mask, smallest = self._crossing(prep, j, rests_on)
             if smallest is not None:
                 confined, where = self._uncrossed(prep, pr, i, j, sl, got, rests_on, mask, key)
                 why = f"{why}; {where}"
@@ -113,6 +110,16 @@ class SecondEstimates:
             return judged
         return replace(judged, note=f"{judged.note}; along directions scaled per element: "
                                     f"{why}")
+
+    def _crossing(self, prep: Prepared, j: int, rests_on: fd.FDEstimate
+                  ) -> tuple[tuple[int, int], np.ndarray, float | None]:
+        """The key of input ``j``'s estimate ``rests_on`` in :attr:`crossings`, and the
+        elements its steps cross with the smallest such step (:func:`crossing`, once)."""
+        key = (j, id(rests_on))
+        if key not in self.crossings:
+            self.crossings[key] = crossing(prep.args64[j], rests_on)
+        mask, smallest = self.crossings[key]
+        return key, mask, smallest
 
     def _confirmed_uncrossed(self, prep: Prepared, pr: Probes, i: int, j: int, sl: slice,
                              fde: fd.FDEstimate, got: AdScalars, judged: Judged
@@ -128,10 +135,7 @@ class SecondEstimates:
         if judged.estimate is None or judged.side is None:
             return None
         rests_on = self._rests_on(j, fde, sl)
-        key = (j, id(rests_on))
-        if key not in self.crossings:
-            self.crossings[key] = crossing(prep.args64[j], rests_on)
-        mask, smallest = self.crossings[key]
+        key, mask, smallest = self._crossing(prep, j, rests_on)
         if smallest is None:
             return None
         confined, where = self._uncrossed(prep, pr, i, j, sl, got, rests_on, mask, key)

@@ -313,7 +313,7 @@ def directional_derivatives(
         evaluations += rows
         if attempt == 0 and not measured:  # a quantized f: measure its noise again where it
             # moves, redo the table
-            wide = _unresolved(noise_vals, f0, tab, h * 2.0**-halvings)
+            wide = _unresolved(noise_vals, f0, tab, delta)
             if np.any(wide):
                 evaluations += _remeasure_noise(f_batch, x, dirs, steps[:, -1] / 4, f0, wide,
                                                 noise, chunk)
@@ -554,7 +554,8 @@ def _evaluate_rows(f_batch: BatchFn, count: int, per_call: int,
 
 def _table_row(x: np.ndarray, dirs: np.ndarray, steps: np.ndarray, r: int,
                out: np.ndarray) -> None:
-    """Point ``r`` of :func:`_table_points` (the same bits), written into ``out``."""
+    """Point ``r`` of one attempt's ``2 K P`` points ``x +- h_k u_p``, in the order
+    :func:`_tables` reads, written into ``out``."""
     P, K = steps.shape
     p, rest = divmod(r, 2 * K)
     sign, k = divmod(rest, K)
@@ -594,16 +595,6 @@ def _evaluate_chunk(f_batch: BatchFn, points: np.ndarray) -> np.ndarray:
     return np.stack([nan if r is None else r for r in rows])
 
 
-def _table_points(x: np.ndarray, dirs: np.ndarray, steps: np.ndarray) -> np.ndarray:
-    """The ``2 K P`` points ``x +- h_k u_p`` of one attempt, in the order :func:`_tables` reads."""
-    P, K = steps.shape
-    offsets = steps[:, :, None] * dirs[:, None, :]  # (P, K, n)
-    out = np.empty((P, 2, K, x.size))
-    np.add(x, offsets, out=out[:, 0])
-    np.subtract(x, offsets, out=out[:, 1])
-    return out.reshape(P * 2 * K, -1)
-
-
 #: elements of one block of :func:`_tables`, ``P K`` per output element: every Richardson
 #: temporary of one block stays in the CPU's cache (the tables are elementwise in the output
 #: element, so the results are the same bits as one pass over all of them; measured at
@@ -613,7 +604,7 @@ TABLE_CHUNK = 2**15
 
 def _tables(values: np.ndarray, steps: np.ndarray, f0: np.ndarray, noise: np.ndarray,
             one_sided: bool = True) -> _Tables:
-    """The three Richardson tables from ``f`` at :func:`_table_points` (``(2 K P, m)``),
+    """The three Richardson tables from ``f`` at the points of :func:`_table_row` (``(2 K P, m)``),
     computed over blocks of :data:`TABLE_CHUNK` output elements (bounded temporaries)."""
     P, K = steps.shape
     m = values.shape[1] if values.ndim == 2 else values.size // (2 * K * P)
