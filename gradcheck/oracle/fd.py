@@ -598,7 +598,8 @@ def _evaluate_chunk(f_batch: BatchFn, points: np.ndarray) -> np.ndarray:
 #: elements of one block of :func:`_tables`, ``P K`` per output element: every Richardson
 #: temporary of one block stays in the CPU's cache (the tables are elementwise in the output
 #: element, so the results are the same bits as one pass over all of them; measured at
-#: m = 1e5, P = 3, K = 7: 1.0 s in blocks of 1024 outputs against 3.0 s in one pass)
+#: m = 1e5, P = 3, K = 7, best of 3, CPU time: 0.19 s in blocks of 2^15 elements against
+#: 0.28 s in one pass)
 TABLE_CHUNK = 2**15
 
 
