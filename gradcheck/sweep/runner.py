@@ -277,16 +277,6 @@ class _nothing:
         return None
 
 
-@contextlib.contextmanager
-def _closing(display: Progress | None) -> Iterator[None]:
-    """The display ended (its line's newline) however the block ends."""
-    try:
-        yield
-    finally:
-        if display is not None:
-            display.close()
-
-
 def _worker(backend: str, names: list[str], cfg: SweepConfig, path: str, progress: str) -> None:
     warnings.simplefilter("ignore")
     run_ops(backend, names, cfg, path, progress=progress)
@@ -541,7 +531,9 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
     parts: list[Path] = []
     skipped = 0
     display = Progress("gradcheck sweep", "ops") if show_progress else None
-    with stream.using(target, role="sweep") as main, _closing(display):
+    # the display ended (its line's newline) however the block ends
+    ending = contextlib.nullcontext() if display is None else contextlib.closing(display)
+    with stream.using(target, role="sweep") as main, ending:
         if not have_left:
             for inv in inventories:
                 stream.record_many(left_out_results(inv))
