@@ -216,7 +216,7 @@ def _check_point(op: Op, point: points.Point, dtype: str, order: int, modes: tup
                 op, point.arrays, dtype, order, seed, modes), CHECK_TIMEOUT_S,
                 lambda: [])
     results = _annotate(results, op, point, dtype, order, cfg.profile)
-    if cfg.triage and any(not r.ok and not r.known for r in results):
+    if cfg.triage and failing(results):
         done = results
         results = _bounded(lambda: triage.triage(op, point, dtype, order, done),
                            CHECK_TIMEOUT_S, lambda: triage.untriaged(
