@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import re
 import textwrap
@@ -91,27 +92,16 @@ def _lambda_at(text: str, start: int) -> str | None:
     return None
 
 
-_FOUND: dict[tuple[types.CodeType, str], str | None] = {}  # lambda_text's answers
-_FOUND_MAX = 512
-
-
+@functools.lru_cache(maxsize=512)
 def lambda_text(source: str, code: types.CodeType) -> str | None:
     """The lambda of ``code`` cut out of the lines that define it (``source``), or None
     (remembered: a lambda checked again is not searched for again)."""
-    key = (code, source)
-    if key in _FOUND:
-        return _FOUND[key]
-    found = None
     if len(source) <= _MAX_SOURCE:
         for m in re.finditer(r"\blambda\b", source):
             text = _lambda_at(source, m.start())
             if text is not None and _same(text, code):
-                found = text
-                break
-    if len(_FOUND) >= _FOUND_MAX:
-        _FOUND.clear()
-    _FOUND[key] = found
-    return found
+                return text
+    return None
 
 
 def _definition(fn: Any, code: types.CodeType, as_name: str) -> tuple[list[str], str] | None:

@@ -147,9 +147,9 @@ def _function_lines(fn: Callable, literal: Callable[[Any], str | None]
             jvp = "jvp" if "jvp" in found else "None"
             return lines + [f"fn = gradcheck.NumpyFunction(forward, vjp, {jvp}, "
                             f"name={fn.name!r})"], missing
-    found_fn = _defined(fn, "fn", literal)
+    found_fn = recover(fn, "fn", _import, literal)  # _import(fn) already said None above
     if found_fn is not None:
-        return found_fn
+        return found_fn.lines, found_fn.missing
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     what = (f"fn: the function checked ({name}, a {type(fn).__name__}: it has no importable "
             "name and its source cannot be read)")

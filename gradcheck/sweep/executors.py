@@ -27,7 +27,7 @@ from gradcheck.sweep.runner import OP_KILL_S, SweepConfig, run_parallel
 if TYPE_CHECKING:
     from gradcheck.sweep.ray_executor import RayExecutor
 
-#: why ``--cluster`` refuses a Dask scheduler (measured in design/distributed_sweep.md)
+#: why ``--cluster`` refuses a Dask scheduler (docs/sweep.md, "On a cluster")
 NO_DASK = ("Dask is not supported: it runs tasks on threads, where the sweep's per-check time "
            "limits cannot work, and kills a hung task only by restarting its worker after "
            "re-running it (docs/sweep.md, 'On a cluster'); use a Ray cluster")

@@ -216,7 +216,7 @@ def _check_point(op: Op, point: points.Point, dtype: str, order: int, modes: tup
                 op, point.arrays, dtype, order, seed, modes), CHECK_TIMEOUT_S,
                 lambda: [])
     results = _annotate(results, op, point, dtype, order, cfg.profile)
-    if cfg.triage and any(not r.ok and not r.known for r in results):
+    if cfg.triage and failing(results):
         done = results
         results = _bounded(lambda: triage.triage(op, point, dtype, order, done),
                            CHECK_TIMEOUT_S, lambda: triage.untriaged(
@@ -275,16 +275,6 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-
-@contextlib.contextmanager
-def _closing(display: Progress | None) -> Iterator[None]:
-    """The display ended (its line's newline) however the block ends."""
-    try:
-        yield
-    finally:
-        if display is not None:
-            display.close()
 
 
 def _worker(backend: str, names: list[str], cfg: SweepConfig, path: str, progress: str) -> None:
@@ -541,7 +531,9 @@ def sweep(cfg: SweepConfig, report_dir: str | os.PathLike[str], jobs: int = 1,
     parts: list[Path] = []
     skipped = 0
     display = Progress("gradcheck sweep", "ops") if show_progress else None
-    with stream.using(target, role="sweep") as main, _closing(display):
+    # the display ended (its line's newline) however the block ends
+    ending = contextlib.nullcontext() if display is None else contextlib.closing(display)
+    with stream.using(target, role="sweep") as main, ending:
         if not have_left:
             for inv in inventories:
                 stream.record_many(left_out_results(inv))

@@ -12,20 +12,16 @@ examples themselves are compiled here."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-UPSTREAM = ROOT / "docs" / "upstream"
-INDEX = UPSTREAM / "README.md"
+from tests.upstream._index import ROOT, UPSTREAM, index_rows, mismatch
+
 CANDLE = ROOT / "adapters" / "candle"
 GORGONIA = ROOT / "adapters" / "gorgonia"
-_ROW = re.compile(r"^\|\s*(?P<id>[A-Z]+\d+)\s*\|(?P<cells>.*)\|\s*$")
-_LINK = re.compile(r"\[[^\]]*\]\((?P<path>[^)]+)\)")
 NATIVE = ("candle", "gorgonia")
 #: a cold build of one example or package, after the dependencies (generous: 2 shared cores)
 _BUILD_TIMEOUT_S = 1800
@@ -33,16 +29,8 @@ _BUILD_TIMEOUT_S = 1800
 
 def _native_rows() -> list[tuple[str, str, str, Path]]:
     """(id, engine, status, reproducer file) per index row of a native engine."""
-    rows = []
-    for line in INDEX.read_text().splitlines():
-        match = _ROW.match(line)
-        if not match:
-            continue
-        cells = [c.strip() for c in match["cells"].split("|")]
-        link = _LINK.search(cells[-1])
-        if cells[0] in NATIVE and link:
-            rows.append((match["id"], cells[0], cells[-2], (UPSTREAM / link["path"]).resolve()))
-    return rows
+    return [(ident, engine, status, (UPSTREAM / path).resolve())
+            for ident, engine, status, path, _cell in index_rows() if engine in NATIVE and path]
 
 
 ROWS = _native_rows()
@@ -126,18 +114,8 @@ def test_native_reproducer_last_line_matches_its_status(request, tmp_path, ident
                                                         status, path):
     done = _run(request, engine, path, tmp_path)
     assert done.returncode == 0, f"{ident} ({path}) failed:\n{done.stderr[-3000:]}"
-    problem = _mismatch(ident, status, done.stdout)
+    problem = mismatch(ident, status, done.stdout)
     assert problem is None, problem
-
-
-def _mismatch(ident: str, status: str, stdout: str) -> str | None:
-    """Why a reproducer's output contradicts its index status, or None when it agrees."""
-    lines = stdout.strip().splitlines()
-    want = "FIXED" if status.startswith("fixed in") else "REPRODUCES"
-    if lines and lines[-1] == want:
-        return None
-    return (f"{ident} printed {lines[-1] if lines else '(nothing)'!r} where the index status "
-            f"{status!r} expects {want!r}; output:\n{stdout[-2000:]}")
 
 
 @pytest.mark.parametrize(("status", "last", "agrees"), [
@@ -146,5 +124,5 @@ def _mismatch(ident: str, status: str, stdout: str) -> str | None:
     ("not new: https://example.invalid/1", "FIXED", False)])
 def test_a_last_line_that_contradicts_the_status_is_caught(status, last, agrees):
     output = f"candle-core 0.11.1\nengine 0.25, exact 1\n{last}\n"
-    assert (_mismatch("C0", status, output) is None) is agrees
-    assert _mismatch("C0", status, output.replace(last, "")) is not None  # no verdict line
+    assert (mismatch("C0", status, output) is None) is agrees
+    assert mismatch("C0", status, output.replace(last, "")) is not None  # no verdict line

@@ -9,15 +9,11 @@ import importlib.util
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-UPSTREAM = ROOT / "docs" / "upstream"
-INDEX = UPSTREAM / "README.md"
-_ROW = re.compile(r"^\|\s*(?P<id>[A-Z]+\d+)\s*\|(?P<cells>.*)\|\s*$")
-_LINK = re.compile(r"\[[^\]]*\]\((?P<path>[^)]+)\)")
+from tests.upstream._index import UPSTREAM, index_rows, mismatch
+
 #: the module a reproducer of each engine needs; other engines' rows are skipped here
 _MODULES = {"torch": "torch", "jax": "jax"}
 
@@ -25,14 +21,9 @@ _MODULES = {"torch": "torch", "jax": "jax"}
 def _rows() -> list[tuple[str, str, str, str]]:
     """(id, engine, status, reproducer path relative to docs/upstream) per index row."""
     rows = []
-    for line in INDEX.read_text().splitlines():
-        match = _ROW.match(line)
-        if not match:
-            continue
-        cells = [c.strip() for c in match["cells"].split("|")]
-        link = _LINK.search(cells[-1])
-        assert link, f"{match['id']}: no reproducer link in {cells[-1]!r}"
-        rows.append((match["id"], cells[0], cells[-2], link["path"]))
+    for ident, engine, status, path, last_cell in index_rows():
+        assert path, f"{ident}: no reproducer link in {last_cell!r}"
+        rows.append((ident, engine, status, path))
     return rows
 
 
@@ -73,8 +64,5 @@ def test_reproducer_last_line_matches_its_status(ident, engine, status, path):
     done = subprocess.run([sys.executable, str(UPSTREAM / path)], capture_output=True,
                           text=True, timeout=300, cwd=UPSTREAM)
     assert done.returncode == 0, f"{path} failed:\n{done.stderr[-3000:]}"
-    lines = done.stdout.strip().splitlines()
-    want = "FIXED" if status.startswith("fixed in") else "REPRODUCES"
-    assert lines and lines[-1] == want, (
-        f"{ident} ({path}) printed {lines[-1] if lines else '(nothing)'!r} where the index "
-        f"status {status!r} expects {want!r}; output:\n{done.stdout[-2000:]}")
+    problem = mismatch(f"{ident} ({path})", status, done.stdout)
+    assert problem is None, problem
