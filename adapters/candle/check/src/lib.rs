@@ -1,0 +1,48 @@
+//! # gradcheck-candle: check your own Candle model and training step
+//!
+//! Hand the library a *builder* (your model, one fixed batch of your data, your loss and,
+//! optionally, your training step) and it answers the questions of gradcheck's harness
+//! (`gradcheck model`, docs/protocol-model.md) by calling your closures: it perturbs your
+//! parameters along seeded directions and restores them bitwise, reads Candle's gradients by
+//! `VarMap` name, finds `Var`s the loss reaches that the `VarMap` does not hold, and records
+//! what your optimizer receives. The harness keeps every verdict.
+//!
+//! ```no_run
+//! use candle_core::{DType, Device, Module};
+//! use candle_nn::{linear, loss, VarBuilder, VarMap};
+//! use gradcheck_candle as gc;
+//!
+//! fn main() -> gc::Result<()> {
+//!     gc::run(|dtype: DType, dev: &Device| {
+//!         let vm = VarMap::new();
+//!         let fc = linear(4, 2, VarBuilder::from_varmap(&vm, dtype, dev).pp("fc"))?;
+//!         let x = candle_core::Tensor::ones((8, 4), dtype, dev)?;
+//!         let y = candle_core::Tensor::zeros((8, 2), dtype, dev)?;
+//!         Ok(gc::Model::new(vm, move || loss::mse(&fc.forward(&x)?, &y)))
+//!     })
+//! }
+//! ```
+//!
+//! Run it three ways: `cargo run --release --example NAME` (starts the harness,
+//! `python3 -m gradcheck model --peer-stdio`, and exits with its code), `gradcheck model
+//! --command "target/release/examples/NAME"` (the harness starts it), or from `#[test]` with
+//! [`check`]. See docs/engines/candle-user.md.
+
+pub mod directions;
+mod launch;
+mod model;
+mod observe;
+mod serve;
+pub mod wire;
+
+pub use launch::{check, run, serve, start_harness, HarnessOutcome, Served};
+pub use model::{Logged, Model, Which};
+pub use observe::{knob, observe, Knob, Observed};
+
+/// Candle's result type: the builder, the loss and the step return it.
+pub type Result<T> = candle_core::Result<T>;
+
+/// The version of candle-core this crate was built against (read from Cargo.lock).
+pub const CANDLE_VERSION: &str = env!("CANDLE_CORE_VERSION");
+/// This library's version, reported in `hello`.
+pub const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,512 @@
+//! The model protocol's answers (docs/protocol-model.md): builds per dtype stamped at one
+//! point `theta0`, and the `hello` / `model.*` requests on them. Every request leaves the
+//! parameters as it found them (bitwise, also on error or panic).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+
+use candle_core::{DType, Device, Tensor, Var};
+use serde_json::{json, Map, Value};
+
+use crate::directions::{self, Scope};
+use crate::model::Model;
+use crate::observe::{collect, to_f64, Knob, Recorder};
+use crate::wire::{decode_scalar, encode_array, encode_scalar, invalid, Fail, R};
+
+pub(crate) type Builder<'a> = dyn Fn(DType, &Device) -> candle_core::Result<Model> + 'a;
+
+/// One build of the user's model in one dtype.
+pub(crate) struct Build {
+    dtype: DType,
+    model: Model,
+    /// The registry, sorted by name (a `VarMap` is a hash map: sorting gives one order).
+    vars: Vec<(String, Var)>,
+    /// The values each variable had after the build (and the stamp): restored bitwise.
+    base: Vec<Tensor>,
+    base64: Vec<Vec<f64>>,
+    knobs: Vec<Knob>,
+    recorders: Vec<Rc<RefCell<Recorder>>>,
+    /// The fresh gradient at `theta0` (None: absent from the GradStore), computed once.
+    grads: Option<(f64, Vec<Option<Vec<f64>>>)>,
+}
+
+pub(crate) fn dtype_name(d: DType) -> &'static str {
+    if d == DType::F32 {
+        "float32"
+    } else {
+        "float64"
+    }
+}
+
+fn parse_dtype(params: &Value) -> R<DType> {
+    match params.get("dtype").and_then(Value::as_str) {
+        Some("float64") => Ok(DType::F64),
+        Some("float32") => Ok(DType::F32),
+        Some(other) => Err(Fail::Unsupported(format!("dtype {other}: gradcheck-candle builds float64 and float32"))),
+        None => invalid("params.dtype is required"),
+    }
+}
+
+fn engine(e: impl std::fmt::Display) -> Fail {
+    Fail::Engine(crate::wire::without_backtrace(&e.to_string()))
+}
+
+/// The values `vals` (float64) as a tensor of `dtype`: rounded to nearest for float32.
+fn tensor_of(vals: &[f64], shape: &[usize], dtype: DType) -> R<Tensor> {
+    let dev = Device::Cpu;
+    Ok(match dtype {
+        DType::F32 => Tensor::from_vec(vals.iter().map(|v| *v as f32).collect::<Vec<f32>>(), shape, &dev)?,
+        DType::F64 => Tensor::from_vec(vals.to_vec(), shape, &dev)?,
+        other => return Err(Fail::Unsupported(format!("dtype {other:?}"))),
+    })
+}
+
+/// `cast(x)` to the build's dtype, as float64.
+fn cast(x: f64, dtype: DType) -> f64 {
+    if dtype == DType::F32 {
+        f64::from(x as f32)
+    } else {
+        x
+    }
+}
+
+fn scalar_loss(t: &Tensor) -> R<f64> {
+    let v = to_f64(t)?;
+    if v.len() != 1 {
+        return Err(Fail::Engine(format!("the loss must be a scalar, got shape {:?}", t.dims())));
+    }
+    Ok(v[0])
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".to_string()
+    }
+}
+
+/// Runs user code: a Candle error or a panic becomes an `engine_error`.
+fn guarded<T>(what: &str, f: impl FnOnce() -> R<T>) -> R<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(Fail::Engine(format!("{what} panicked: {}", panic_text(p)))),
+    }
+}
+
+impl Build {
+    fn new(builder: &Builder, dtype: DType, theta0: Option<&BTreeMap<String, Vec<f64>>>) -> R<Build> {
+        let (model, ctx) = collect(|| guarded("the builder", || builder(dtype, &Device::Cpu).map_err(engine)));
+        let model = model.map_err(|f| Fail::Unsupported(format!("the builder refused {}: {}", dtype_name(dtype), f.message())))?;
+        // Copy the registry out and release the lock at once: `VarMap::all_vars` takes the same
+        // lock, so holding it across user code deadlocks (docs/engines/candle.md).
+        let mut vars: Vec<(String, Var)> = {
+            let data = model.varmap.data().lock().map_err(|_| Fail::Engine("the VarMap's lock is poisoned".into()))?;
+            data.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, var) in &vars {
+            if var.dtype() != dtype {
+                return Err(Fail::Unsupported(format!(
+                    "the builder asked for {} built {name} in {:?}", dtype_name(dtype), var.dtype())));
+            }
+            if let Some(vals) = theta0.and_then(|t| t.get(name)) {
+                var.set(&tensor_of(vals, var.dims(), dtype)?)?;
+            }
+        }
+        let mut base = Vec::with_capacity(vars.len());
+        let mut base64 = Vec::with_capacity(vars.len());
+        for (_, var) in &vars {
+            base.push(var.as_tensor().copy()?);
+            base64.push(to_f64(var.as_tensor())?);
+        }
+        for r in &ctx.recorders {
+            r.borrow_mut().vars = vars.clone();
+        }
+        let build = Build { dtype, model, vars, base, base64, knobs: ctx.knobs, recorders: ctx.recorders, grads: None };
+        // A dtype the user's ops refuse (a fused kernel without float64) is refused here, once.
+        build.loss().map_err(|f| Fail::Unsupported(format!(
+            "the loss cannot be evaluated in {}: {}", dtype_name(dtype), f.message())))?;
+        Ok(build)
+    }
+
+    fn loss(&self) -> R<f64> {
+        guarded("the loss", || scalar_loss(&(self.model.loss)()?))
+    }
+
+    /// A fresh backward at the current parameters, read by registry name.
+    fn fresh_grads(&self) -> R<(f64, Vec<Option<Vec<f64>>>)> {
+        guarded("the loss", || {
+            let l = (self.model.loss)()?;
+            let value = scalar_loss(&l)?;
+            let store = l.backward()?;
+            let mut out = Vec::with_capacity(self.vars.len());
+            for (_, var) in &self.vars {
+                out.push(match store.get(var.as_tensor()) {
+                    Some(g) => Some(to_f64(g)?),
+                    None => None,
+                });
+            }
+            Ok((value, out))
+        })
+    }
+
+    fn grads_at_theta0(&mut self) -> R<&(f64, Vec<Option<Vec<f64>>>)> {
+        if self.grads.is_none() {
+            self.grads = Some(self.fresh_grads()?);
+        }
+        Ok(self.grads.as_ref().unwrap())
+    }
+
+    fn restore(&self, which: impl Iterator<Item = usize>) -> R<()> {
+        for i in which {
+            self.vars[i].1.set(&self.base[i])?;
+        }
+        Ok(())
+    }
+
+    fn index(&self, name: &str) -> R<usize> {
+        self.vars.iter().position(|(n, _)| n == name).map_or_else(
+            || invalid(format!("no parameter {name:?} in the VarMap")), Ok)
+    }
+
+    fn current(&self) -> R<Vec<Vec<f64>>> {
+        self.vars.iter().map(|(_, v)| Ok(to_f64(v.as_tensor())?)).collect()
+    }
+
+    /// Vars the loss graph reaches that the VarMap does not hold.
+    fn unregistered(&self) -> R<Vec<Value>> {
+        guarded("the loss", || {
+            let l = (self.model.loss)()?;
+            let known: HashSet<_> = self.vars.iter().map(|(_, v)| v.as_tensor().id()).collect();
+            let mut seen = HashSet::new();
+            let mut out = Vec::new();
+            for node in l.sorted_nodes() {
+                if node.is_variable() && !known.contains(&node.id()) && seen.insert(node.id()) {
+                    out.push(json!({"shape": node.dims(),
+                                    "what": "a Var the loss reaches that is not in the VarMap"}));
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+fn sums(vals: &[f64]) -> (f64, f64, f64) {
+    vals.iter().fold((0.0, 0.0, 0.0), |(sq, ab, mx), v| (sq + v * v, ab + v.abs(), mx.max(v.abs())))
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The server: one build per dtype (the first build's values are `theta0`), answering requests.
+pub struct Server<'a> {
+    builder: Box<Builder<'a>>,
+    theta0: Option<BTreeMap<String, Vec<f64>>>,
+    builds: Vec<(DType, Result<Build, Fail>)>,
+    /// The verdicts of `model.done`, when the harness sent them.
+    pub(crate) checks: Option<Value>,
+}
+
+impl<'a> Server<'a> {
+    pub(crate) fn new(builder: Box<Builder<'a>>) -> Self {
+        Server { builder, theta0: None, builds: Vec::new(), checks: None }
+    }
+
+    /// Builds float32 first (its values become `theta0`), then float64 stamped with them.
+    fn ensure_built(&mut self) {
+        if !self.builds.is_empty() {
+            return;
+        }
+        for dtype in [DType::F32, DType::F64] {
+            let b = Build::new(&*self.builder, dtype, self.theta0.as_ref());
+            match &b {
+                Ok(b) if self.theta0.is_none() => {
+                    self.theta0 = Some(b.vars.iter().map(|(n, _)| n.clone()).zip(b.base64.clone()).collect());
+                }
+                Err(f) => eprintln!("gradcheck-candle: {}", f.message()),
+                _ => {}
+            }
+            self.builds.push((dtype, b));
+        }
+    }
+
+    fn build(&mut self, dtype: DType) -> R<&mut Build> {
+        self.ensure_built();
+        match self.builds.iter_mut().find(|(d, _)| *d == dtype) {
+            Some((_, Ok(b))) => Ok(b),
+            Some((_, Err(f))) => Err(f.clone()),
+            None => Err(Fail::Unsupported(format!("dtype {dtype:?}"))),
+        }
+    }
+
+    pub(crate) fn dispatch(&mut self, method: &str, params: &Value) -> R<Value> {
+        match method {
+            "hello" => self.hello(params),
+            "model.describe" => self.describe(params),
+            "model.loss" => {
+                let b = self.build(parse_dtype(params)?)?;
+                Ok(json!({"loss": encode_scalar(b.loss()?)}))
+            }
+            "model.grads" => self.grads(params),
+            "model.line" => self.line(params),
+            "model.step" => self.step(params),
+            "model.done" => {
+                self.checks = Some(params.clone());
+                Ok(json!({}))
+            }
+            other => Err(Fail::Unsupported(format!("unknown method {other}"))),
+        }
+    }
+
+    fn hello(&mut self, params: &Value) -> R<Value> {
+        if let Some(p) = params.get("protocol").and_then(Value::as_i64) {
+            if p != 1 {
+                return Err(Fail::Version(format!("gradcheck-candle speaks protocol 1, not {p}")));
+            }
+        }
+        self.ensure_built();
+        let mut dtypes = Vec::new();
+        let mut step = false;
+        let mut name = None;
+        for want in [DType::F64, DType::F32] {
+            if let Some((_, Ok(b))) = self.builds.iter().find(|(d, _)| *d == want) {
+                dtypes.push(dtype_name(want));
+                step |= b.model.step.is_some();
+                name = name.or_else(|| b.model.name.clone());
+            }
+        }
+        let name = name.unwrap_or_else(|| {
+            std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| "model".to_string())
+        });
+        Ok(json!({"protocol": 1, "kind": "model", "engine": "candle", "engine_version": crate::CANDLE_VERSION,
+                  "library": "gradcheck-candle", "library_version": crate::LIBRARY_VERSION, "model": name,
+                  "dtypes": dtypes, "devices": ["cpu"], "capabilities": {"step": step},
+                  "semantics": {"accumulation": "functional"}}))
+    }
+
+    fn describe(&mut self, params: &Value) -> R<Value> {
+        let b = self.build(parse_dtype(params)?)?;
+        let tensors: Vec<Value> = b.vars.iter().zip(&b.base64).map(|((name, var), vals)| {
+            let (sq, _, mx) = sums(vals);
+            let rms = if vals.is_empty() { 0.0 } else { (sq / vals.len() as f64).sqrt() };
+            json!({"name": name, "shape": var.dims(), "dtype": dtype_name(b.dtype), "rms": rms, "max_abs": mx})
+        }).collect();
+        let knobs: Map<String, Value> = b.knobs.iter().map(|k| (k.name().to_string(), json!(k.default))).collect();
+        let clip = match &b.model.clip {
+            Some(k) => json!({"kind": "global_norm", "max_norm": k.default, "knob": k.name()}),
+            None => Value::Null,
+        };
+        let optimizer = b.recorders.first().map_or(Value::Null, |r| r.borrow().declaration.clone());
+        let unregistered = b.unregistered()?;
+        Ok(json!({"tensors": tensors, "unregistered": unregistered, "knobs": knobs, "clip": clip,
+                  "optimizer": optimizer, "stopped": b.model.stopped, "step": b.model.step.is_some()}))
+    }
+
+    fn grads(&mut self, params: &Value) -> R<Value> {
+        let arrays = params.get("arrays").and_then(Value::as_bool).unwrap_or(false);
+        let b = self.build(parse_dtype(params)?)?;
+        let dtype = b.dtype;
+        let shapes: Vec<(String, Vec<usize>)> = b.vars.iter().map(|(n, v)| (n.clone(), v.dims().to_vec())).collect();
+        let (loss, grads) = b.grads_at_theta0()?;
+        let mut out = Map::new();
+        for ((name, shape), g) in shapes.iter().zip(grads) {
+            let (sq, ab, mx) = g.as_deref().map_or((0.0, 0.0, 0.0), sums);
+            let mut e = json!({"present": g.is_some(), "sumsq": sq, "sumabs": ab, "maxabs": mx});
+            if arrays {
+                if let Some(g) = g {
+                    e["array"] = encode_array(dtype_name(dtype), shape, g);
+                }
+            }
+            out.insert(name.clone(), e);
+        }
+        Ok(json!({"loss": encode_scalar(*loss), "grads": out}))
+    }
+
+    fn line(&mut self, params: &Value) -> R<Value> {
+        let b = self.build(parse_dtype(params)?)?;
+        let dir = params.get("direction").ok_or_else(|| Fail::Invalid("params.direction is required".into()))?;
+        let seed = dir.get("seed").and_then(Value::as_u64).ok_or_else(|| Fail::Invalid("direction.seed must be an integer in [0, 2^53)".into()))?;
+        let ts: Vec<f64> = match params.get("t").and_then(Value::as_array) {
+            Some(ts) => ts.iter().map(decode_scalar).collect::<R<_>>()?,
+            None => return invalid("params.t must be a list of steps"),
+        };
+        // u per touched tensor (two scopes on one tensor add up)
+        let mut u: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+        for s in dir.get("scope").and_then(Value::as_array).ok_or_else(|| Fail::Invalid("direction.scope must be a list".into()))? {
+            let name = s.get("name").and_then(Value::as_str).ok_or_else(|| Fail::Invalid("scope entries need a name".into()))?;
+            let i = b.index(name)?;
+            let n = b.base64[i].len();
+            let scope = Scope {
+                name: name.to_string(),
+                start: s.get("start").and_then(Value::as_u64).unwrap_or(0) as usize,
+                stop: s.get("stop").and_then(Value::as_u64).map(|x| x as usize),
+                scale: match s.get("scale") { Some(v) => decode_scalar(v)?, None => 1.0 },
+            };
+            let v = directions::values(seed, &scope, n);
+            match u.get_mut(&i) {
+                Some(acc) => acc.iter_mut().zip(&v).for_each(|(a, x)| *a += x),
+                None => {
+                    u.insert(i, v);
+                }
+            }
+        }
+        let (projection, abs_terms, norm2) = {
+            let (_, grads) = b.grads_at_theta0()?;
+            let mut p = (0.0, 0.0, 0.0);
+            for (i, ui) in &u {
+                if let Some(g) = &grads[*i] {
+                    p.0 += dot(ui, g);
+                    p.1 += ui.iter().zip(g).map(|(x, y)| (x * y).abs()).sum::<f64>();
+                }
+                p.2 += dot(ui, ui);
+            }
+            p
+        };
+        let b = &*b;
+        let mut inexact = 0u64;
+        let mut losses = Vec::with_capacity(ts.len());
+        let result = (|| -> R<()> {
+            for &t in &ts {
+                for (i, ui) in &u {
+                    let theta = &b.base64[*i];
+                    let p: Vec<f64> = theta.iter().zip(ui).map(|(th, uj)| cast(th + t * uj, b.dtype)).collect();
+                    inexact += p.iter().zip(theta).zip(ui)
+                        .filter(|((pj, th), uj)| **uj != 0.0 && *pj - *th != t * **uj).count() as u64;
+                    b.vars[*i].1.set(&tensor_of(&p, b.vars[*i].1.dims(), b.dtype)?)?;
+                }
+                losses.push(encode_scalar(b.loss()?));
+            }
+            Ok(())
+        })();
+        b.restore(u.keys().copied())?;
+        result?;
+        Ok(json!({"losses": losses, "projection": projection, "abs_terms": abs_terms, "norm2": norm2,
+                  "inexact": inexact}))
+    }
+
+    fn step(&mut self, params: &Value) -> R<Value> {
+        let dtype = parse_dtype(params)?;
+        self.build(dtype)?; // refused dtypes answer as the other requests do
+        let experiment = params.get("experiment").and_then(Value::as_str).unwrap_or("run");
+        let calls = match experiment {
+            "run" => params.get("steps").and_then(Value::as_u64).unwrap_or(1).max(1) as usize,
+            "repeat" => 2,
+            other => return invalid(format!("experiment {other:?}: \"run\" or \"repeat\"")),
+        };
+        let k_s = params.get("sample").and_then(Value::as_u64).unwrap_or(64) as usize;
+        // a fresh build (fresh optimizer state), stamped with theta0
+        let mut b = Build::new(&*self.builder, dtype, self.theta0.as_ref())?;
+        if b.model.step.is_none() {
+            return Err(Fail::Unsupported("the model has no step closure (Model::step)".into()));
+        }
+        if let Some(knobs) = params.get("knobs").and_then(Value::as_object) {
+            for (name, v) in knobs {
+                let k = b.knobs.iter().find(|k| k.name() == name)
+                    .ok_or_else(|| Fail::Invalid(format!("no knob {name:?} (gc::knob)")))?;
+                k.value.set(decode_scalar(v)?);
+            }
+        }
+        let mut steps = Vec::with_capacity(calls);
+        for call in 0..calls {
+            if experiment == "repeat" && call > 0 {
+                b.restore(0..b.vars.len())?; // parameters only: optimizer state stays as it is
+            }
+            steps.push(one_step(&mut b, k_s)?);
+        }
+        Ok(json!({"steps": steps}))
+    }
+}
+
+/// One call of the user's step with the true gradient before it and the observed input.
+fn one_step(b: &mut Build, k_s: usize) -> R<Value> {
+    let before = b.current()?;
+    let (_, grads) = b.fresh_grads()?;
+    for r in &b.recorders {
+        let mut r = r.borrow_mut();
+        r.applied.clear();
+        r.active = true;
+    }
+    let logged = {
+        let model = &mut b.model;
+        let loss = &model.loss;
+        let step = model.step.as_mut().expect("checked by the caller");
+        guarded("the step", || Ok(step(&|| loss())?))
+    };
+    let mut applied: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in &b.recorders {
+        let mut r = r.borrow_mut();
+        r.active = false;
+        for (name, vals) in std::mem::take(&mut r.applied) {
+            match applied.get_mut(&name) {
+                Some(acc) => acc.iter_mut().zip(&vals).for_each(|(a, v)| *a += v),
+                None => {
+                    applied.insert(name, vals);
+                }
+            }
+        }
+    }
+    let logged = logged?;
+    let after = b.current()?;
+    let dt = dtype_name(b.dtype);
+    let mut tensors = Map::new();
+    for (i, (name, var)) in b.vars.iter().enumerate() {
+        let n = before[i].len();
+        let g = grads[i].clone().unwrap_or_else(|| vec![0.0; n]);
+        let delta: Vec<f64> = after[i].iter().zip(&before[i]).map(|(a, b)| a - b).collect();
+        let a = applied.get(name);
+        let zeros = vec![0.0; n];
+        let av = a.unwrap_or(&zeros);
+        let idx = directions::sample(n, k_s);
+        let pick = |v: &[f64]| -> Value {
+            match &idx {
+                Some(ix) => encode_array(dt, &[ix.len()], &ix.iter().map(|j| v[*j]).collect::<Vec<_>>()),
+                None => encode_array(dt, var.dims(), v),
+            }
+        };
+        let mut e = json!({
+            "grad_sumsq": dot(&g, &g), "applied_present": a.is_some(), "applied_sumsq": dot(av, av),
+            "applied_dot_grad": dot(av, &g), "delta_sumsq": dot(&delta, &delta),
+            "delta_dot_grad": dot(&delta, &g), "delta_dot_applied": dot(&delta, av),
+            "theta": pick(&before[i]), "grad": pick(&g), "delta": pick(&delta),
+        });
+        if let Some(a) = a {
+            e["applied"] = pick(a);
+        }
+        if let Some(ix) = &idx {
+            e["index"] = json!(ix);
+        }
+        tensors.insert(name.clone(), e);
+    }
+    let grad_norm = logged.grad_norm.map_or(Value::Null, encode_scalar);
+    Ok(json!({"logged": {"grad_norm": grad_norm, "which": logged.which.wire()}, "tensors": tensors}))
+}
+
+/// Answers one request line (the id echoed; a malformed line answered with `id: null`).
+pub(crate) fn answer(server: &mut Server, line: &str) -> (Value, bool) {
+    let req: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => return (json!({"id": null, "error": {"type": "invalid_request", "message": format!("not JSON: {e}")}}), false),
+    };
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let Some(method) = req.get("method").and_then(Value::as_str) else {
+        return (json!({"id": id, "error": {"type": "invalid_request", "message": "no method"}}), false);
+    };
+    if method == "shutdown" {
+        return (json!({"id": id, "result": {}}), true);
+    }
+    let params = req.get("params").cloned().unwrap_or(json!({}));
+    let out = catch_unwind(AssertUnwindSafe(|| server.dispatch(method, &params)));
+    let answer = match out {
+        Ok(Ok(result)) => json!({"id": id, "result": result}),
+        Ok(Err(f)) => json!({"id": id, "error": {"type": f.kind(), "message": f.message()}}),
+        Err(p) => json!({"id": id, "error": {"type": "engine_error", "message": format!("panic: {}", panic_text(p))}}),
+    };
+    (answer, false)
+}
