@@ -13,3 +13,9 @@ if ! cargo build --release --locked --offline --quiet 2>/dev/null; then
     cargo build --release --locked
 fi
 echo "adapters/candle: built $(pwd)/target/release/gradcheck-candle" >&2
+# The crate users link to check their own models (check/, gradcheck-candle) and its examples
+# (the seed stories, each with a --buggy variant), which tests/engines/test_candle_model_check.py runs.
+if ! cargo build --release --locked --offline --quiet -p gradcheck-candle --examples 2>/dev/null; then
+    cargo build --release --locked -p gradcheck-candle --examples
+fi
+echo "adapters/candle: built the gradcheck-candle examples in $(pwd)/target/release/examples" >&2
