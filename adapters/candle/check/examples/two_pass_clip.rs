@@ -23,14 +23,13 @@ fn main() -> gc::Result<()> {
                 let norm = grad_norm(&grads, &vars)?;
                 if norm <= max_norm.get() {
                     opt.step(&grads)?;
-                    return Ok(gc::Logged::pre_clip(norm));
+                } else {
+                    let mut scaled = (l * (max_norm.get() / norm))?.backward()?; // second pass
+                    for v in vars.iter().filter(|_| buggy()) {
+                        scaled.insert(v, (scaled.get(v).unwrap() + grads.get(v).unwrap())?); // "accumulated"
+                    }
+                    opt.step(&scaled)?;
                 }
-                let mut scaled = (l * (max_norm.get() / norm))?.backward()?; // second pass
-                for v in vars.iter().filter(|_| buggy()) {
-                    let sum = (scaled.get(v).unwrap() + grads.get(v).unwrap())?; // "accumulated"
-                    scaled.insert(v, sum);
-                }
-                opt.step(&scaled)?;
                 Ok(gc::Logged::pre_clip(norm))
             }))
     })

@@ -138,6 +138,24 @@ where
 /// For `#[test]`: starts the harness and serves it; panics with the failed checks when it
 /// reports a finding (exit 1) or cannot check the model (exit 2). Where the harness cannot be
 /// started the test is skipped with the install line, except when `CI` is set (then it fails).
+///
+/// ```no_run
+/// use candle_core::{DType, Device, Module, Tensor};
+/// use candle_nn::{linear, loss, VarBuilder, VarMap};
+/// use gradcheck_candle as gc;
+///
+/// fn my_builder(dtype: DType, dev: &Device) -> gc::Result<gc::Model> {
+///     let vm = VarMap::new();
+///     let fc = linear(4, 2, VarBuilder::from_varmap(&vm, dtype, dev).pp("fc"))?;
+///     let (x, y) = (Tensor::ones((8, 4), dtype, dev)?, Tensor::zeros((8, 2), dtype, dev)?);
+///     Ok(gc::Model::new(vm, move || loss::mse(&fc.forward(&x)?, &y)))
+/// }
+///
+/// #[test]
+/// fn gradients_and_training_step() {
+///     gradcheck_candle::check(my_builder);
+/// }
+/// ```
 pub fn check<B>(build: B)
 where
     B: Fn(DType, &Device) -> candle_core::Result<Model>,
