@@ -333,9 +333,11 @@ impl<'a> Server<'a> {
         let b = self.build(parse_dtype(params)?)?;
         let dir = params.get("direction").ok_or_else(|| Fail::Invalid("params.direction is required".into()))?;
         let seed = dir.get("seed").and_then(Value::as_u64).ok_or_else(|| Fail::Invalid("direction.seed must be an integer in [0, 2^53)".into()))?;
-        let ts: Vec<f64> = match params.get("t").and_then(Value::as_array) {
-            Some(ts) => ts.iter().map(decode_scalar).collect::<R<_>>()?,
-            None => return invalid("params.t must be a list of steps"),
+        // t omitted or empty: the projection only (no evaluation)
+        let ts: Vec<f64> = match params.get("t") {
+            Some(Value::Array(ts)) => ts.iter().map(decode_scalar).collect::<R<_>>()?,
+            None | Some(Value::Null) => Vec::new(),
+            Some(_) => return invalid("params.t must be a list of steps"),
         };
         // u per touched tensor (two scopes on one tensor add up)
         let mut u: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
