@@ -458,7 +458,7 @@ fn one_step(b: &mut Build, k_s: usize) -> R<Value> {
     let after = b.current()?;
     let dt = dtype_name(b.dtype);
     let mut tensors = Map::new();
-    for (i, (name, var)) in b.vars.iter().enumerate() {
+    for (i, (name, _)) in b.vars.iter().enumerate() {
         let n = before[i].len();
         let g = grads[i].clone().unwrap_or_else(|| vec![0.0; n]);
         let delta: Vec<f64> = after[i].iter().zip(&before[i]).map(|(a, b)| a - b).collect();
@@ -469,7 +469,7 @@ fn one_step(b: &mut Build, k_s: usize) -> R<Value> {
         let pick = |v: &[f64]| -> Value {
             match &idx {
                 Some(ix) => encode_array(dt, &[ix.len()], &ix.iter().map(|j| v[*j]).collect::<Vec<_>>()),
-                None => encode_array(dt, var.dims(), v),
+                None => encode_array(dt, &[v.len()], v), // flat, C order, as the sampled ones
             }
         };
         let mut e = json!({
