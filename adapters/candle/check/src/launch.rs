@@ -87,15 +87,19 @@ pub enum HarnessOutcome {
 const INSTALL: &str = "install the harness (the Python package gradcheck): `pip install -e <gradcheck checkout>`, \
 or set GRADCHECK_PYTHON to an interpreter that has it";
 
-/// Starts `$GRADCHECK_PYTHON -m gradcheck model --peer-stdio $GRADCHECK_ARGS` and serves it.
-pub fn start_harness<B>(build: B) -> HarnessOutcome
+/// `GRADCHECK_ARGS`, split on whitespace.
+fn env_args() -> Vec<String> {
+    std::env::var("GRADCHECK_ARGS").unwrap_or_default().split_whitespace().map(str::to_string).collect()
+}
+
+/// Starts `$GRADCHECK_PYTHON -m gradcheck model --peer-stdio ARGS $GRADCHECK_ARGS` and serves it.
+pub fn start_harness<B>(build: B, args: &[&str]) -> HarnessOutcome
 where
     B: Fn(DType, &Device) -> candle_core::Result<Model>,
 {
     let python = std::env::var("GRADCHECK_PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let extra = std::env::var("GRADCHECK_ARGS").unwrap_or_default();
     let mut cmd = Command::new(&python);
-    cmd.args(["-m", "gradcheck", "model", "--peer-stdio"]).args(extra.split_whitespace())
+    cmd.args(["-m", "gradcheck", "model", "--peer-stdio"]).args(args).args(env_args())
         .env_remove("GRADCHECK_PROTOCOL")
         .stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     let mut child = match cmd.spawn() {
@@ -125,7 +129,7 @@ where
         serve(build, std::io::stdin().lock(), out).map_err(candle_core::Error::wrap)?;
         return Ok(());
     }
-    match start_harness(build) {
+    match start_harness(build, &[]) {
         HarnessOutcome::Unavailable(why) => {
             eprintln!("gradcheck-candle: {why}");
             std::process::exit(2)
@@ -160,7 +164,16 @@ pub fn check<B>(build: B)
 where
     B: Fn(DType, &Device) -> candle_core::Result<Model>,
 {
-    match start_harness(build) {
+    check_with(build, &[])
+}
+
+/// [`check`] with options for the harness (`gradcheck model --help`), e.g.
+/// `&["--dtype", "float64", "--directions", "8"]`; `GRADCHECK_ARGS` is appended after them.
+pub fn check_with<B>(build: B, args: &[&str])
+where
+    B: Fn(DType, &Device) -> candle_core::Result<Model>,
+{
+    match start_harness(build, args) {
         HarnessOutcome::Unavailable(why) => {
             if std::env::var_os("CI").is_some() {
                 panic!("gradcheck: {why}");

@@ -35,7 +35,7 @@ mod observe;
 mod serve;
 pub mod wire;
 
-pub use launch::{check, run, serve, start_harness, HarnessOutcome, Served};
+pub use launch::{check, check_with, run, serve, start_harness, HarnessOutcome, Served};
 pub use model::{Logged, Model, Which};
 pub use observe::{knob, observe, Knob, Observed};
 
