@@ -383,3 +383,33 @@ fn harness_end_to_end_when_installed() {
     }
     let _ = std::fs::remove_dir_all(report_dir);
 }
+
+/// A loss that panics away from theta0 (w[0] > 1): a line through there is an engine_error and
+/// the parameters are restored all the same.
+fn fragile(dtype: DType, dev: &Device) -> candle_core::Result<gc::Model> {
+    let vm = VarMap::new();
+    let w = vm.get(3, "w", Init::Const(W0), dtype, dev)?;
+    Ok(gc::Model::new(vm, move || {
+        let w0: f64 = w.get(0)?.to_dtype(DType::F64)?.to_scalar()?;
+        assert!(w0 <= 1.0, "the user's loss panics at w[0] = {w0}");
+        w.sqr()?.sum_all()
+    }))
+}
+
+#[test]
+fn a_panicking_loss_is_an_engine_error_and_the_parameters_are_restored() {
+    let dir = json!({"seed": 0, "scope": [{"name": "w", "scale": 1.0}]}); // sign of w[0] is +
+    let reqs = [
+        req(1, "model.line", json!({"dtype": "float64", "direction": dir, "t": [0.25, 2.0]})),
+        req(2, "model.grads", json!({"dtype": "float64", "arrays": true})),
+        req(3, "model.line", json!({"dtype": "float64", "direction": dir, "t": [0.25]})),
+    ];
+    let input: String = reqs.iter().map(|r| format!("{r}\n")).collect();
+    let mut out = Vec::new();
+    gc::serve(fragile, Cursor::new(input), &mut out).unwrap();
+    let a: Vec<Value> = String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(a[0]["error"]["type"], "engine_error");
+    assert!(a[0]["error"]["message"].as_str().unwrap().contains("panicked"));
+    assert_eq!(values(&a[1]["result"]["grads"]["w"]["array"]), vec![2.0 * W0; 3]);
+    assert!(a[2]["result"]["losses"][0].is_number());
+}
