@@ -63,6 +63,14 @@ fn tensor_of(vals: &[f64], shape: &[usize], dtype: DType) -> R<Tensor> {
     })
 }
 
+/// As [`tensor_of`], taking the values (no copy for float64).
+fn tensor_from(vals: Vec<f64>, shape: &[usize], dtype: DType) -> R<Tensor> {
+    match dtype {
+        DType::F64 => Ok(Tensor::from_vec(vals, shape, &Device::Cpu)?),
+        _ => tensor_of(&vals, shape, dtype),
+    }
+}
+
 /// `cast(x)` to the build's dtype, as float64.
 fn cast(x: f64, dtype: DType) -> f64 {
     if dtype == DType::F32 {
@@ -378,10 +386,13 @@ impl<'a> Server<'a> {
             for &t in &ts {
                 for (i, ui) in &u {
                     let theta = &b.base64[*i];
-                    let p: Vec<f64> = theta.iter().zip(ui).map(|(th, uj)| cast(th + t * uj, b.dtype)).collect();
-                    inexact += p.iter().zip(theta).zip(ui)
-                        .filter(|((pj, th), uj)| **uj != 0.0 && *pj - *th != t * **uj).count() as u64;
-                    b.vars[*i].1.set(&tensor_of(&p, b.vars[*i].1.dims(), b.dtype)?)?;
+                    let mut p = Vec::with_capacity(theta.len());
+                    for (th, uj) in theta.iter().zip(ui) {
+                        let pj = cast(th + t * uj, b.dtype);
+                        inexact += u64::from(*uj != 0.0 && pj - th != t * uj);
+                        p.push(pj);
+                    }
+                    b.vars[*i].1.set(&tensor_from(p, b.vars[*i].1.dims(), b.dtype)?)?;
                 }
                 losses.push(encode_scalar(b.loss()?));
             }
