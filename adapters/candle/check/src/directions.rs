@@ -115,6 +115,13 @@ mod tests {
         assert_eq!(u[2..5], [0.25, -0.25, 0.25]);
     }
 
+    // the harness's sampler (gradcheck.model_audit.directions.sample_indices) on the same sizes
+    #[test]
+    fn sample_matches_the_harness() {
+        assert_eq!(sample(1000, 8).unwrap(), [0, 164, 355, 481, 502, 632, 867, 979]);
+        assert_eq!(sample(100, 7).unwrap(), [0, 27, 36, 53, 63, 73, 92]);
+    }
+
     #[test]
     fn sample_is_stratified_and_depends_on_size_only() {
         assert_eq!(sample(10, 64), None);
