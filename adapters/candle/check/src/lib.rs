@@ -28,11 +28,13 @@
 //! --command "target/release/examples/NAME"` (the harness starts it), or from `#[test]` with
 //! [`check`]. See docs/engines/candle-user.md.
 
+mod builds;
 pub mod directions;
 mod launch;
 mod model;
 mod observe;
 mod serve;
+mod step;
 pub mod wire;
 
 pub use launch::{check, check_with, run, serve, start_harness, HarnessOutcome, Served};
