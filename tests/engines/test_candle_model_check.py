@@ -43,10 +43,14 @@ def _summary(report) -> str:
 
 
 # (example, the checks the buggy variant must fail (exact names or prefixes ending in '['
-#  or '.'), the checks it may also fail (prefixes): a consequence of the same bug)
+#  or '.'; a tuple: any one of them), the checks it may also fail (prefixes): a consequence of
+#  the same bug)
 _STORIES = [
-    # two-pass clip with the first pass's gradients merged into the second: (1 + s) g received
-    ("two_pass_clip", ("step.applied[",), ("step.applied[", "step.clip")),
+    # two-pass clip with the first pass's gradients merged into the second: (1 + s) g received.
+    # Candle's CPU initialisation cannot be seeded, so whether the clip is due at the default
+    # max_norm differs between runs: step.applied[*] fails where it is, step.clip (the lowered
+    # knob) where it is not.
+    ("two_pass_clip", (("step.applied[", "step.clip"),), ("step.applied[", "step.clip")),
     # gradients applied by position: fc1.weight moves along fc2.weight's gradient and back
     ("varmap_names", ("step.applied[fc1.weight]", "step.applied[fc2.weight]"), ("step.applied[",)),
     # a host round trip through to_vec2 / Tensor::new between fc1 and fc2: fc1 gets no gradient
@@ -66,7 +70,9 @@ _STORIES = [
 ]
 
 
-def _matches(name: str, pattern: str) -> bool:
+def _matches(name: str, pattern: str | tuple[str, ...]) -> bool:
+    if isinstance(pattern, tuple):
+        return any(_matches(name, p) for p in pattern)
     return name.startswith(pattern) if pattern.endswith(("[", ".")) else name == pattern
 
 
