@@ -19,6 +19,11 @@ Variants (what the user's step does):
 * ``generic_names``: ``fc2.bias``'s gradient handed over under another name (absent).
 * ``per_tensor_clip``: each tensor clipped by its own norm.
 * ``post_clip_logged_as_pre``: logs the post-clip norm and says ``pre_clip``.
+
+Optimizer mutants (the step is correct, the optimizer is not what was declared):
+``optimizer_state_lost`` (Adam's moments reset every step), ``solver_ignores_batch`` (a
+VanillaSolver that does not divide by its batch), ``vanilla_clamp_first`` (the L1/L2 terms
+added after the clamp instead of before).
 """
 
 from __future__ import annotations
@@ -87,6 +92,11 @@ class _Build:
             for k, g in grads.items():
                 self.p[k] = (self.p[k] - dt.type(0.1) * g).astype(dt)
             return
+        var = self.f.variant
+        if var == "optimizer_state_lost":  # the optimizer rebuilt every step
+            self.m = {k: np.zeros_like(v) for k, v in self.p.items()}
+            self.v = {k: np.zeros_like(v) for k, v in self.p.items()}
+            self.t = 0
         self.t += 1
         for k, g in grads.items():
             if k not in self.p:
@@ -104,17 +114,25 @@ class _Build:
                 p = p - dt.type(o["lr"]) * (mh / (np.sqrt(vh) + dt.type(o["eps"])))
             elif o["kind"] == "vanilla":  # gorgonia v0.9.18 solvers.go order
                 d = g.copy()
-                if o["l1"]:
-                    d = d + dt.type(o["l1"]) * np.sign(p)
-                if o["l2"]:
-                    d = d + p * dt.type(o["l2"])
-                if o["batch"] > 1:
+                if var != "vanilla_clamp_first":
+                    d = self._regularised(d, p, o)
+                if o["batch"] > 1 and var != "solver_ignores_batch":
                     d = d * (dt.type(1) / dt.type(o["batch"]))
                 if o["clip"] is not None:
                     d = np.clip(d, dt.type(-o["clip"]), dt.type(o["clip"]))
+                if var == "vanilla_clamp_first":
+                    d = self._regularised(d, p, o)
                 p = p + dt.type(-o["lr"]) * d
                 self.store[k] = np.zeros_like(p)  # Step zeroes the dual value
             self.p[k] = p.astype(dt)
+
+    def _regularised(self, d: np.ndarray, p: np.ndarray, o: dict) -> np.ndarray:
+        dt = self.dt
+        if o["l1"]:
+            d = d + dt.type(o["l1"]) * np.sign(p)
+        if o["l2"]:
+            d = d + p * dt.type(o["l2"])
+        return d
 
     # the user's step ------------------------------------------------------------------
     def user_step(self) -> float | None:

@@ -240,3 +240,35 @@ def test_fake_sampling_is_the_contracts_stratified_index():
     assert all(m * 36 // 16 <= i < (m + 1) * 36 // 16 for m, i in enumerate(idx))
     assert sample_index(6, 16) is None
     assert np.unique(idx).size == 16
+
+
+# -- the declared optimizer ------------------------------------------------------------------
+
+def test_adam_state_lost_between_steps_is_named():
+    results, _ = run(FakeModel("optimizer_state_lost", optimizer=ADAMW, max_norm=10.0), steps=3)
+    assert failing(results) == EFFECTIVE
+    f = by_name(results)["step.effective[fc1.weight]"]
+    assert f.details["bug_class"] == BugClass.OPTIMIZER_STATE_LOST.value
+    assert "step 2 of 3" in f.message
+    twin, _ = run(FakeModel(optimizer=ADAMW, max_norm=10.0), steps=3)
+    assert not failing(twin)
+
+
+def test_solver_rate_off_by_the_batch_is_stated():
+    decl = {**VANILLA, "clip": None, "l1": 0.0, "l2": 0.0}
+    results, _ = run(FakeModel("solver_ignores_batch", optimizer=decl))
+    assert failing(results) == EFFECTIVE
+    msg = by_name(results)["step.effective[fc1.weight]"].message
+    assert "moved 4 x the declared update" in msg and "effective rate 0.2" in msg
+    twin, _ = run(FakeModel(optimizer=decl))
+    assert not failing(twin)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_vanilla_order_is_gorgonia_v0_9_18s(dtype):
+    """Regularisation before the batch division and the clamp (solvers.go), not after: with
+    both active the two orders differ and the check tells them apart."""
+    decl = {**VANILLA, "clip": 0.05, "l2": 0.5}
+    results, _ = run(FakeModel("vanilla_clamp_first", optimizer=decl), dtype)
+    assert failing(results) & EFFECTIVE
+    assert not failing(run(FakeModel(optimizer=decl), dtype)[0])
