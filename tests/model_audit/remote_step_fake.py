@@ -19,6 +19,7 @@ Variants (what the user's step does):
 * ``generic_names``: ``fc2.bias``'s gradient handed over under another name (absent).
 * ``per_tensor_clip``: each tensor clipped by its own norm.
 * ``post_clip_logged_as_pre``: logs the post-clip norm and says ``pre_clip``.
+* ``norm_in_float32``: the logged norm accumulated in float32 whatever the build's dtype.
 
 Optimizer mutants (the step is correct, the optimizer is not what was declared):
 ``optimizer_state_lost`` (Adam's moments reset every step), ``solver_ignores_batch`` (a
@@ -36,7 +37,11 @@ from gradcheck.backends.wire import RemoteUnsupported, encode_array
 
 M64 = (1 << 64) - 1
 NAMES = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
-SHAPES = {"fc1.weight": (6, 6), "fc1.bias": (6,), "fc2.weight": (6, 6), "fc2.bias": (6,)}
+
+
+def shapes(width: int) -> dict[str, tuple[int, ...]]:
+    return {"fc1.weight": (width, width), "fc1.bias": (width,),
+            "fc2.weight": (width, width), "fc2.bias": (width,)}
 
 
 def mix(x: int) -> int:
@@ -105,11 +110,12 @@ class _Build:
             if o["kind"] == "sgd":
                 p = p - dt.type(o["lr"]) * g
             elif o["kind"] == "adamw":
-                b1, b2 = dt.type(o["beta1"]), dt.type(o["beta2"])
-                self.m[k] = b1 * self.m[k] + (dt.type(1) - b1) * g
-                self.v[k] = b2 * self.v[k] + (dt.type(1) - b2) * g * g
-                mh = self.m[k] / dt.type(1 - o["beta1"] ** self.t)
-                vh = self.v[k] / dt.type(1 - o["beta2"] ** self.t)
+                # Candle's constants: 1 - beta and the bias corrections in f64, then cast
+                b1, b2 = float(o["beta1"]), float(o["beta2"])
+                self.m[k] = dt.type(b1) * self.m[k] + dt.type(1 - b1) * g
+                self.v[k] = dt.type(b2) * self.v[k] + dt.type(1 - b2) * g * g
+                mh = self.m[k] / dt.type(1 - b1 ** self.t)
+                vh = self.v[k] / dt.type(1 - b2 ** self.t)
                 p = p * dt.type(1 - o["lr"] * o["weight_decay"])
                 p = p - dt.type(o["lr"]) * (mh / (np.sqrt(vh) + dt.type(o["eps"])))
             elif o["kind"] == "vanilla":  # gorgonia v0.9.18 solvers.go order
@@ -125,6 +131,15 @@ class _Build:
                 p = p + dt.type(-o["lr"]) * d
                 self.store[k] = np.zeros_like(p)  # Step zeroes the dual value
             self.p[k] = p.astype(dt)
+
+    def norm(self, grads: dict[str, np.ndarray]) -> Any:
+        """The user's global norm in the build's dtype: NumPy's pairwise sums, or one
+        sequential sum (the worst order; Candle's CPU sums are 32 sequential lanes)."""
+        dt = self.dt
+        if self.f.sequential_sums:
+            flat = np.concatenate([v.ravel() for v in grads.values()])
+            return np.sqrt(np.cumsum(flat * flat, dtype=dt)[-1], dtype=dt)
+        return np.sqrt(sum(np.sum(v * v, dtype=dt) for v in grads.values()), dtype=dt)
 
     def _regularised(self, d: np.ndarray, p: np.ndarray, o: dict) -> np.ndarray:
         dt = self.dt
@@ -145,7 +160,7 @@ class _Build:
         else:
             self.store = {k: g[k].copy() for k in g}
         st = self.store
-        norm = np.sqrt(sum(np.sum(v * v, dtype=dt) for v in st.values()), dtype=dt)
+        norm = self.norm(st)
         s = dt.type(1)
         if self.max_norm is not None:
             s = min(dt.type(1), dt.type(self.max_norm) / (norm + dt.type(1e-6)))
@@ -157,7 +172,7 @@ class _Build:
             applied = {k: s * (s * v) for k, v in st.items()}
         elif var == "per_tensor_clip" and self.max_norm is not None:
             applied = {k: min(dt.type(1), dt.type(self.max_norm) / (
-                np.sqrt(np.sum(v * v, dtype=dt)) + dt.type(1e-6))) * v for k, v in st.items()}
+                self.norm({k: v}) + dt.type(1e-6))) * v for k, v in st.items()}
         else:
             applied = {k: s * v for k, v in st.items()}
         if var == "swapped_names":
@@ -172,10 +187,13 @@ class _Build:
             self.store = {k: np.zeros_like(v) for k, v in st.items()}
         if not self.f.logs_norm:
             return None
+        if var == "norm_in_float32":
+            return float(np.sqrt(sum(np.sum(np.square(v.astype(np.float32)), dtype=np.float32)
+                                     for v in st.values()), dtype=np.float32))
         if var == "norm_from_loss":
             return float(np.sqrt(dt.type(loss)))
         if self.f.which == "post_clip" or var == "post_clip_logged_as_pre":
-            return float(np.sqrt(sum(np.sum(v * v, dtype=dt) for v in applied.values())))
+            return float(self.norm(applied))
         return float(norm)
 
 
@@ -184,14 +202,16 @@ class FakeModel:
 
     def __init__(self, variant: str = "correct", *, optimizer: dict | None = None,
                  max_norm: float | None = None, knob: bool = True, logs_norm: bool = True,
-                 which: str = "pre_clip", seed: int = 0) -> None:
+                 which: str = "pre_clip", seed: int = 0, width: int = 6,
+                 sequential_sums: bool = False) -> None:
         self.variant, self.optimizer, self.max_norm = variant, optimizer, max_norm
+        self.shapes, self.sequential_sums = shapes(width), sequential_sums
         self.knob, self.logs_norm, self.which = knob, logs_norm, which
         rng = np.random.default_rng(seed)
-        self.theta0 = {k: rng.normal(scale=0.5, size=SHAPES[k]).astype(np.float32)
-                       for k in NAMES}
-        self.x = rng.normal(size=(5, 6)).astype(np.float32)
-        self.y = rng.normal(size=(5, 6)).astype(np.float32)
+        self.theta0 = {k: rng.normal(scale=0.5 / np.sqrt(width / 6), size=self.shapes[k])
+                       .astype(np.float32) for k in NAMES}
+        self.x = rng.normal(size=(5, width)).astype(np.float32)
+        self.y = rng.normal(size=(5, width)).astype(np.float32)
         self.calls: dict[str, int] = {}
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -205,7 +225,7 @@ class FakeModel:
         clip = None if self.max_norm is None else {
             "kind": "global_norm", "max_norm": self.max_norm,
             "knob": "max_norm" if self.knob else None}
-        return {"tensors": [{"name": k, "shape": list(SHAPES[k]), "dtype": p["dtype"]}
+        return {"tensors": [{"name": k, "shape": list(self.shapes[k]), "dtype": p["dtype"]}
                             for k in NAMES],
                 "unregistered": [], "knobs": knobs, "clip": clip, "optimizer": self.optimizer,
                 "stopped": [], "step": True}

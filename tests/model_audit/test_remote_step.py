@@ -151,6 +151,26 @@ def test_two_pass_clip_at_s_1_is_factor_2():
         by_name(results)["step.applied[fc1.weight]"].message
 
 
+def test_float64_norm_accumulated_in_float32_is_named():
+    results, _ = run(FakeModel("norm_in_float32", optimizer=SGD, max_norm=10.0))
+    assert failing(results) == {"grad_norm"}
+    f = by_name(results)["grad_norm"]
+    assert f.details["bug_class"] == BugClass.LOW_PRECISION_NORM.value
+    # the same norm is right for a float32 build
+    assert not failing(run(FakeModel("norm_in_float32", optimizer=SGD, max_norm=10.0),
+                           "float32")[0])
+
+
+@pytest.mark.parametrize("opt", ["adamw", "sgd", "vanilla"])
+def test_wider_model_sequential_float32_sums_no_false_alarm(opt):
+    """A norm summed sequentially in float32 over 8,320 elements (the worst summation order)
+    with the clip acting, three steps: inside the sqrt(N) growth of the allowance."""
+    peer = FakeModel(optimizer=OPTIMIZERS[opt], max_norm=0.5, width=64, sequential_sums=True)
+    results, _ = run(peer, "float32", steps=3, sample=64)
+    assert not failing(results), [r.message for r in results if r.status is Status.FAILED]
+    assert max(r.discrepancy_ratio or 0.0 for r in results) < 0.1
+
+
 def test_double_backward_norm_is_named_twice_the_norm():
     results, _ = run(FakeModel("double_backward", optimizer=SGD, max_norm=10.0))
     msg = by_name(results)["grad_norm"].message
