@@ -186,9 +186,10 @@ def _grad_norm(st: _Step, first: StepRecord,
     judged = [(rec, where, judge_norm(rec, max_norm=m, n_elements=st.n, dtype=st.dtype,
                                       model=st.ctx.error_model, loss=st.loss))
               for rec, m, where in cases]
-    rec, where, v = next((c for c in judged if not c[2].ok), judged[0])
+    i = next((j for j, c in enumerate(judged) if not c[2].ok), 0)
+    rec, where, v = judged[i]
     also = "" if len(judged) == 1 or not v.ok else f" (and {judged[1][1]}: agrees too)"
-    ref, _, desc = norm_reference(rec)
+    ref, _, desc = norm_reference(rec, cases[i][1])
     st.record("grad_norm", v, f"the step's logged grad_norm {where}{also} ({rec.logged:.6g}, "
               f"{rec.which}) vs {desc}, recomputed in float64 from the per-tensor sums "
               f"({ref:.6g})")
@@ -201,6 +202,17 @@ def _s_text(max_norm: float | None, rec: StepRecord) -> str:
             f"{clip_scale(max_norm, rec.grad_norm):.6g}")
 
 
+def _unobserved(run: Sequence[StepRecord]) -> bool:
+    """The parameters moved but the observer recorded nothing under any registry name: the
+    optimizer's input is unknown (not the library's observed optimizer)."""
+    return all(not t.applied_present for r in run for t in r.tensors.values()) and \
+        any(t.delta_sumsq > 0 for r in run for t in r.tensors.values())
+
+
+_UNOBSERVED = ("the parameters moved but the observer recorded no gradient under any registry "
+               "name: is the optimizer the library's observed one (gc::observe / gc.Observe)?")
+
+
 def _applied(st: _Step, run: Sequence[StepRecord], observed: bool) -> None:
     if not observed:
         for k in st.names:
@@ -208,43 +220,50 @@ def _applied(st: _Step, run: Sequence[StepRecord], observed: bool) -> None:
                     "(describe.optimizer is null and nothing was recorded): wrap it with "
                     "gc::observe / gc.Observe to check what it receives")
         return
-    nobody = all(not t.applied_present for r in run for t in r.tensors.values())
-    moved = any(t.delta_sumsq > 0 for r in run for t in r.tensors.values())
+    if _unobserved(run):
+        for k in st.names:
+            st.emit(f"step.applied[{k}]", Status.SKIPPED, _UNOBSERVED)
+        return
+    nobody = all(not t.applied_present for t in run[0].tensors.values())
     for k in st.names:
-        name = f"step.applied[{k}]"
-        if nobody and moved:
-            st.emit(name, Status.SKIPPED, "the parameters moved but the observer recorded no "
-                    "gradient under any registry name: is the optimizer the library's observed "
-                    "one (gc::observe / gc.Observe)?")
-            continue
-        done = False
-        for i, rec in enumerate(run):
-            t = rec.tensors[k]
-            where = f"step {i + 1} of {len(run)}"
-            if not t.applied_present:
-                if t.grad_sumsq > 0:
-                    gn = math.sqrt(t.grad_sumsq)
-                    st.emit(name, Status.FAILED, f"{where}: the optimizer received nothing "
-                            f"under {k!r} although its fresh gradient has norm {gn:.6g} "
-                            "(compared: the names the optimizer's input holds vs the registry; "
-                            "allowed: none missing): gradients extracted under names other "
-                            "than the registry's (generic names, a HashMap keyed by position) "
-                            "never reach the optimizer", bug=BugClass.WRONG_NAME,
-                            expected=gn, actual=0.0, details={"step": i + 1})
-                    done = True
-                    break
+        _applied_one(st, run, k, nobody)
+
+
+def _applied_one(st: _Step, run: Sequence[StepRecord], k: str, nobody: bool) -> None:
+    name = f"step.applied[{k}]"
+    passed = None
+    for i, rec in enumerate(run):
+        t = rec.tensors[k]
+        where = f"step {i + 1} of {len(run)}"
+        if not t.applied_present:
+            if t.grad_sumsq <= 0:
                 continue
-            v = judge_applied([t], rec, run[i - 1] if i else None, max_norm=st.max_norm,
-                              n_elements=st.n, dtype=st.dtype, model=st.ctx.error_model)
-            if not v.ok or i == len(run) - 1:
-                st.record(name, v, f"{where}: what the optimizer received under {k!r} vs s x "
-                          f"the fresh gradient g at that step ({_s_text(st.max_norm, rec)})",
-                          step=i + 1)
-                done = True
-                break
-        if not done:
-            st.emit(name, Status.PASSED, f"{k!r} has no gradient and the optimizer received "
-                    "nothing under it, at every step (compared: presence by name)")
+            gn = math.sqrt(t.grad_sumsq)
+            why = ("no registry name received anything and no parameter moved: the step never "
+                   "called the observed optimizer, or handed it every gradient under other "
+                   "names" if nobody else
+                   "gradients extracted under names other than the registry's (generic names, "
+                   "a map keyed by position) never reach the optimizer")
+            st.emit(name, Status.FAILED, f"{where}: the optimizer received nothing under {k!r} "
+                    f"although its fresh gradient has norm {gn:.6g} (compared: the names the "
+                    f"optimizer's input holds vs the registry; allowed: none missing): {why}",
+                    bug=BugClass.WRONG_NAME, expected=gn, actual=0.0, details={"step": i + 1})
+            return
+        v = judge_applied([t], rec, run[i - 1] if i else None, max_norm=st.max_norm,
+                          n_elements=st.n, dtype=st.dtype, model=st.ctx.error_model)
+        what = (f"{where}: what the optimizer received under {k!r} vs s x the fresh gradient g "
+                f"at that step ({_s_text(st.max_norm, rec)})")
+        if not v.ok:
+            st.record(name, v, what, step=i + 1)
+            return
+        passed = (v, what, i)
+    if passed is None:
+        st.emit(name, Status.PASSED, f"{k!r} has no gradient and the optimizer received "
+                "nothing under it, at every step (compared: presence by name)")
+    else:
+        v, what, i = passed
+        st.record(name, v, what + (f" (steps 1-{len(run)} agree)" if len(run) > 1 else ""),
+                  step=i + 1)
 
 
 def _clip(st: _Step, first: StepRecord, clip_run: tuple[float, list[StepRecord]] | None,
@@ -267,8 +286,9 @@ def _clip(st: _Step, first: StepRecord, clip_run: tuple[float, list[StepRecord]]
         return f"clipping, s = {s:.4g}" if s < 1 else "pass-through, s = 1"
 
     if not present:
-        st.emit("step.clip", Status.SKIPPED, f"at max_norm {alt:.6g} the optimizer received "
-                "no gradient under any registry name (step.applied names the cause)")
+        st.emit("step.clip", Status.SKIPPED, _UNOBSERVED if _unobserved([rec]) else
+                f"at max_norm {alt:.6g} the optimizer received no gradient under any registry "
+                "name (step.applied names the cause)")
         return
     v = judge_applied(present, rec, None, max_norm=alt, n_elements=st.n, dtype=st.dtype,
                       model=st.ctx.error_model)
@@ -284,6 +304,11 @@ def _effective(st: _Step, run: Sequence[StepRecord]) -> None:
         for k in st.names:
             st.emit(f"step.effective[{k}]", Status.SKIPPED, "no optimizer declared or observed "
                     "(describe.optimizer is null): the update cannot be predicted")
+        return
+    if _unobserved(run):
+        for k in st.names:
+            st.emit(f"step.effective[{k}]", Status.SKIPPED, _UNOBSERVED + " The update is "
+                    "predicted from what the optimizer received, which is unknown.")
         return
     try:
         h = from_declaration(st.decl)
@@ -307,7 +332,8 @@ def _effective(st: _Step, run: Sequence[StepRecord]) -> None:
 def _repeatable(st: _Step, repeat: Sequence[StepRecord], observed: bool) -> None:
     stateless = st.decl is not None and st.decl.get("kind") in ("sgd", "vanilla")
     first, second = repeat
-    if not observed and not stateless:
+    seen = any(t.applied_present for r in repeat for t in r.tensors.values())
+    if not (observed and seen) and not stateless:
         st.emit("step.repeatable", Status.SKIPPED, "neither what the optimizer receives nor a "
                 "stateless optimizer is known: the two calls cannot be compared")
         return

@@ -393,11 +393,19 @@ def judge_repeat(first: StepRecord, second: StepRecord, *, stateless: bool, dtyp
 
 # -- grad_norm -----------------------------------------------------------------------------
 
-def norm_reference(rec: StepRecord) -> tuple[float, float, str]:
-    """(the norm the log claims to be, the other one, its description)."""
+def norm_reference(rec: StepRecord, max_norm: float | None) -> tuple[float, float, str]:
+    """(the norm the log claims to be, the other one, its description).  A post-clip norm
+    with the optimizer's input unobserved is the declared clip's ``s ||g||`` (of the clip
+    scales a correct clip may use, the one nearest the logged value)."""
     if rec.which == "post_clip":
-        return rec.applied_norm, rec.grad_norm, ("the global L2 norm of what the optimizer "
-                                                 "received (post_clip)")
+        if any(t.applied_present for t in rec.tensors.values()):
+            return rec.applied_norm, rec.grad_norm, ("the global L2 norm of what the optimizer "
+                                                     "received (post_clip)")
+        got = rec.logged if rec.logged is not None else 0.0
+        ref = min((s * rec.grad_norm for s in clip_scales(rec, max_norm)),
+                  key=lambda v: abs(v - got))
+        return ref, rec.grad_norm, ("s x the global L2 norm of the fresh gradient (post_clip; "
+                                    "the optimizer's input is not observed)")
     return rec.grad_norm, rec.applied_norm, "the global L2 norm of the fresh gradient (pre_clip)"
 
 
@@ -405,7 +413,7 @@ def judge_norm(rec: StepRecord, *, max_norm: float | None, n_elements: int, dtyp
                model: ErrorModel, loss: Callable[[], float | None]) -> Verdict:
     """The logged norm vs the global L2 norm it claims to be (``rec.logged`` is not None)."""
     assert rec.logged is not None
-    ref, other, _ = norm_reference(rec)
+    ref, other, _ = norm_reference(rec, max_norm)
     got = rec.logged
     g = growth(n_elements)
     a = assess(got, ref, (ref + abs(got)) * g, dtype, model=model)

@@ -19,6 +19,7 @@ Variants (what the user's step does):
 * ``generic_names``: ``fc2.bias``'s gradient handed over under another name (absent).
 * ``per_tensor_clip``: each tensor clipped by its own norm.
 * ``post_clip_logged_as_pre``: logs the post-clip norm and says ``pre_clip``.
+* ``never_steps``: the optimizer is never called.
 * ``norm_in_float32``: the logged norm accumulated in float32 whatever the build's dtype.
 
 Optimizer mutants (the step is correct, the optimizer is not what was declared):
@@ -180,7 +181,8 @@ class _Build:
                 applied["fc1.weight"]
         if var == "generic_names":
             applied["param_3"] = applied.pop("fc2.bias")
-        self.opt_step(applied)
+        if var != "never_steps":
+            self.opt_step(applied)
         if var == "sgd_twice":
             self.opt_step(applied)
         if var != "stale_grads":
@@ -203,9 +205,10 @@ class FakeModel:
     def __init__(self, variant: str = "correct", *, optimizer: dict | None = None,
                  max_norm: float | None = None, knob: bool = True, logs_norm: bool = True,
                  which: str = "pre_clip", seed: int = 0, width: int = 6,
-                 sequential_sums: bool = False) -> None:
+                 sequential_sums: bool = False, observed: bool = True) -> None:
         self.variant, self.optimizer, self.max_norm = variant, optimizer, max_norm
         self.shapes, self.sequential_sums = shapes(width), sequential_sums
+        self.observed = observed and optimizer is not None
         self.knob, self.logs_norm, self.which = knob, logs_norm, which
         rng = np.random.default_rng(seed)
         self.theta0 = {k: rng.normal(scale=0.5 / np.sqrt(width / 6), size=self.shapes[k])
@@ -253,7 +256,7 @@ class FakeModel:
             b.received = {}
             logged = b.user_step()
             out.append({"logged": {"grad_norm": logged, "which": self.which},
-                        "tensors": {k: _summary(before[k], g[k], None if self.optimizer is None
+                        "tensors": {k: _summary(before[k], g[k], None if not self.observed
                                                 else b.received.get(k),
                                                 b.p[k], int(p["sample"]), p["dtype"])
                                     for k in NAMES}})

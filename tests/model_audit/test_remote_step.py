@@ -210,6 +210,26 @@ def test_unobserved_optimizer_and_no_logged_norm_skip():
     assert "logs no gradient norm" in r["grad_norm"].message
 
 
+def test_declared_but_unobserved_optimizer_skips_what_needs_its_input():
+    results, _ = run(FakeModel(optimizer=ADAMW, max_norm=1.0, observed=False,
+                               which="post_clip"))
+    r = by_name(results)
+    assert {n for n, v in r.items() if v.status is Status.SKIPPED} == APPLIED | EFFECTIVE | {
+        "step.clip", "step.repeatable"}
+    assert "observed" in r["step.effective[fc1.weight]"].message
+    assert "observed" in r["step.clip"].message
+    # the post-clip norm is judged against the declared clip's s ||g||
+    assert r["grad_norm"].status is Status.PASSED, r["grad_norm"].message
+    assert "not observed" in r["grad_norm"].message
+
+
+def test_step_that_never_calls_the_optimizer():
+    results, _ = run(FakeModel("never_steps", optimizer=SGD, max_norm=10.0))
+    f = by_name(results)["step.applied[fc1.weight]"]
+    assert f.status is Status.FAILED and "never called the observed optimizer" in f.message
+    assert APPLIED <= failing(results)
+
+
 def test_model_without_step_skips_every_step_check():
     peer = FakeModel(optimizer=SGD)
     d = {**peer.request("model.describe", {"dtype": "float64"}), "step": False}
