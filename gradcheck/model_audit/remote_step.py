@@ -99,6 +99,15 @@ class _Step:
         return (["grad_norm"] + [f"step.applied[{k}]" for k in self.names] + ["step.clip"]
                 + [f"step.effective[{k}]" for k in self.names] + ["step.repeatable"])
 
+    def pass_through(self, first: StepRecord) -> dict[str, float]:
+        """Knobs under which the clip does not act (a clip normalises a gradient's size and
+        would hide a stale one's factor in the repeat experiment); none where it cannot be
+        moved or does not act at the default."""
+        m, knob = self.max_norm, (self.clip or {}).get("knob")
+        if m is None or not knob or knob not in self.knobs or first.grad_norm <= m:
+            return {}
+        return {knob: first.grad_norm * _CLIP_FACTOR}
+
     @property
     def max_norm(self) -> float | None:
         """The clip's max_norm at the knobs' defaults (None: no global-norm clip declared)."""
@@ -124,7 +133,8 @@ def check_step(ctx: ProbeContext, peer: ModelPeer, describe: Mapping[str, Any], 
     try:
         run = st.ask("run", max(1, int(steps)), {})
         clip_run, clip_note = _clip_experiment(st, run[0])
-        repeat = st.ask("repeat", 2, {})
+        repeat_knobs = st.pass_through(run[0])
+        repeat = st.ask("repeat", 2, repeat_knobs)
     except RemoteUnsupported as exc:
         for name in st.all_names():
             st.emit(name, Status.SKIPPED, f"model.step is unsupported in {dtype}: "
@@ -141,7 +151,7 @@ def check_step(ctx: ProbeContext, peer: ModelPeer, describe: Mapping[str, Any], 
     _applied(st, run, observed)
     _clip(st, run[0], clip_run, clip_note, observed)
     _effective(st, run)
-    _repeatable(st, repeat, observed)
+    _repeatable(st, repeat, observed, repeat_knobs)
     return run[0].logged
 
 
@@ -329,7 +339,8 @@ def _effective(st: _Step, run: Sequence[StepRecord]) -> None:
                   step=i + 1)
 
 
-def _repeatable(st: _Step, repeat: Sequence[StepRecord], observed: bool) -> None:
+def _repeatable(st: _Step, repeat: Sequence[StepRecord], observed: bool,
+                knobs: Mapping[str, float]) -> None:
     stateless = st.decl is not None and st.decl.get("kind") in ("sgd", "vanilla")
     first, second = repeat
     seen = any(t.applied_present for r in repeat for t in r.tensors.values())
@@ -339,8 +350,9 @@ def _repeatable(st: _Step, repeat: Sequence[StepRecord], observed: bool) -> None
         return
     v = judge_repeat(first, second, stateless=stateless, dtype=st.dtype,
                      model=st.ctx.error_model)
-    st.record("step.repeatable", v, "the step called twice from theta0 (the second call with "
-              "the state the first left): the second call's received gradient" +
+    at = "".join(f" at {k} {v:.6g} (the clip does not act there)" for k, v in knobs.items())
+    st.record("step.repeatable", v, f"the step called twice from theta0{at} (the second call "
+              "with the state the first left): the second call's received gradient" +
               (" and parameter change" if stateless else "") + " vs the first call's")
 
 

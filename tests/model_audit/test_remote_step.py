@@ -185,6 +185,18 @@ def test_two_updates_named_under_other_optimizers(opt):
         assert by_name(results)[n].details["bug_class"] == BugClass.TWO_UPDATES.value
 
 
+def test_stale_gradients_under_an_acting_clip_are_repeated_where_it_does_not_act():
+    """A clip normalises the stale 2 g to the same size: the repeat experiment moves the knob
+    so that the factor shows."""
+    results, _ = run(FakeModel("stale_grads", optimizer=SGD, max_norm=1.0))
+    f = by_name(results)["step.repeatable"]
+    assert f.status is Status.FAILED and "2 x the first call" in f.message
+    assert "(the clip does not act there)" in f.message
+    results, _ = run(FakeModel("stale_grads", optimizer=SGD, max_norm=1.0, knob=False))
+    f = by_name(results)["step.repeatable"]
+    assert f.status is Status.FAILED and "can still be stale + fresh" in f.message
+
+
 def test_stale_gradients_over_a_run_are_stale_plus_fresh_at_step_two():
     results, _ = run(FakeModel("stale_grads", optimizer=SGD, max_norm=10.0), steps=2)
     assert failing(results) == APPLIED | {"step.repeatable"}
