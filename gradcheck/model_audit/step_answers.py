@@ -136,6 +136,8 @@ def parse_steps(answer: Any, registry: Sequence[tuple[str, tuple[int, ...]]],
         if not isinstance(st, Mapping) or not isinstance(st.get("tensors"), Mapping):
             raise ProtocolError(f"{what} has no tensors object")
         logged = st.get("logged") or {}
+        if not isinstance(logged, Mapping):
+            raise ProtocolError(f"{what}.logged is not an object")
         norm = logged.get("grad_norm")
         which = logged.get("which") or "pre_clip"
         if which not in ("pre_clip", "post_clip"):

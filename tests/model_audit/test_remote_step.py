@@ -324,3 +324,4 @@ def test_vanilla_order_is_gorgonia_v0_9_18s(dtype):
     results, _ = run(FakeModel("vanilla_clamp_first", optimizer=decl), dtype)
     assert failing(results) & EFFECTIVE
     assert not failing(run(FakeModel(optimizer=decl), dtype)[0])
+
