@@ -252,16 +252,18 @@ def judge_applied(tensors: Sequence[TensorStep], rec: StepRecord, prev: StepReco
         "residuals": {t.name: _residual(t, s) for t in tensors}}
     if a.ok:
         return Verdict(a, BugClass.RECEIVED_GRADIENT_SCALED, details=details)
-    for i in range(len(_candidates(tensors, rec, prev, s, max_norm, grow, dtype, model))):
-        for sc in scales:
-            bug, hint, predict = _candidates(tensors, rec, prev, sc, max_norm, grow, dtype,
-                                             model)[i]
-            exps = [predict(t) for t in tensors]
-            if any(x is None for x in exps):
-                continue
-            el = _merge([_applied_elements(t, x, sc, grow)
-                         for t, x in zip(tensors, exps, strict=True) if x is not None])
-            if el.assess(dtype, model).ok:
+    lists = [(sc, _candidates(tensors, rec, prev, sc, max_norm, grow, dtype, model))
+             for sc in scales]
+    for i in range(len(lists[0][1])):
+        for sc, cands in lists:
+            bug, hint, predict = cands[i]
+            parts = []
+            for t in tensors:  # a cause not offered for one tensor is not the cause
+                x = predict(t)
+                if x is None:
+                    break
+                parts.append(_applied_elements(t, x, sc, grow))
+            if len(parts) == len(tensors) and _merge(parts).assess(dtype, model).ok:
                 return Verdict(a, bug, "; " + hint, details=details)
     f = [v for v in details["factors"].values() if v is not None]
     hint = (f"; whole-tensor factor {f[0]:.6g}, relative residual "
