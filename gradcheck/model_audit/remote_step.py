@@ -90,7 +90,6 @@ class _Step:
         self.ctx.emit(name, status, message, kind=_KIND, dtype=self.dtype, **kw)
 
     def record(self, name: str, v: Verdict, what: str, **details: Any) -> None:
-        assert v.assessment is not None
         self.ctx.record(name, v.assessment, what=what + (v.hint if not v.ok else ""),
                         bug=v.bug, dtype=self.dtype, kind=_KIND,
                         details={**v.details, **details})

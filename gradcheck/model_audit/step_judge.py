@@ -61,18 +61,17 @@ def clip_scale(max_norm: float | None, norm: float, eps: float = 0.0) -> float:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One judged comparison: its assessment (None: nothing could be compared, ``note`` says
-    why), the bug it points at and the hint naming the cause."""
+    """One judged comparison: its assessment, the bug it points at (when it fails) and the
+    hint naming the cause."""
 
-    assessment: Assessment | None
+    assessment: Assessment
     bug: BugClass
     hint: str = ""
-    note: str = ""
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.assessment is None or self.assessment.ok
+        return self.assessment.ok
 
 
 class _Elements:
