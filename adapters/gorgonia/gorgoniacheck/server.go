@@ -1,0 +1,457 @@
+package gorgoniacheck
+
+// The model protocol's answers (docs/protocol-model.md): hello, model.describe, model.loss,
+// model.grads, model.line, model.step, model.done. The harness asks, the package answers.
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gorgonia.org/tensor"
+)
+
+const (
+	protocolVersion = 1
+	libraryVersion  = "0.1.0"
+)
+
+type request struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// protoError is answered as {"type", "message"}.
+type protoError struct{ kind, msg string }
+
+func (e *protoError) Error() string { return e.msg }
+
+func invalid(format string, a ...interface{}) error {
+	return &protoError{"invalid_request", fmt.Sprintf(format, a...)}
+}
+
+func engineErr(err error) error {
+	if _, ok := err.(*protoError); ok {
+		return err
+	}
+	return &protoError{"engine_error", err.Error()}
+}
+
+// Check is one verdict of model.done.
+type CheckResult struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"` // passed, failed, inconclusive, error, skipped
+	Message string `json:"message"`
+}
+
+// Done is model.done's content.
+type Done struct {
+	Passed bool          `json:"passed"`
+	Checks []CheckResult `json:"checks"`
+}
+
+// server holds the builds of one conversation.
+type server struct {
+	builder  Builder
+	builds   map[string]*build // by dtype name
+	errs     map[string]error  // a dtype the builder refused
+	dtypes   []string
+	stamp    map[string][]float64
+	done     *Done
+	started  bool
+	firstErr error
+}
+
+func newServer(b Builder) *server {
+	return &server{builder: b, builds: map[string]*build{}, errs: map[string]error{}}
+}
+
+// start builds float32 first (theta0 comes from it when the builder accepts it), then float64
+// with float32's values stamped in (exact).
+func (s *server) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		bd, err := newBuild(s.builder, dt, s.stamp)
+		name := dtypeName(dt)
+		if err != nil {
+			s.errs[name] = err
+			if s.firstErr == nil {
+				s.firstErr = err
+			}
+			continue
+		}
+		s.builds[name] = bd
+		if s.stamp == nil {
+			s.stamp = bd.values()
+		}
+	}
+	for _, name := range []string{"float64", "float32"} {
+		if s.builds[name] != nil {
+			s.dtypes = append(s.dtypes, name)
+		}
+	}
+}
+
+func (s *server) get(raw json.RawMessage) (*build, error) {
+	var p struct {
+		Dtype string `json:"dtype"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, invalid("params: %v", err)
+	}
+	s.start()
+	if p.Dtype != "float64" && p.Dtype != "float32" {
+		return nil, &protoError{"unsupported", fmt.Sprintf("dtype %q: float64 or float32", p.Dtype)}
+	}
+	if bd := s.builds[p.Dtype]; bd != nil {
+		return bd, nil
+	}
+	return nil, &protoError{"unsupported", s.errs[p.Dtype].Error()}
+}
+
+// serve answers requests from r on w until r closes (or model.done's pipe close).
+func (s *server) serve(r io.Reader, w io.Writer) error {
+	in := bufio.NewReaderSize(r, 1<<16)
+	out := bufio.NewWriter(w)
+	for {
+		line, err := in.ReadBytes('\n')
+		if len(strings.TrimSpace(string(line))) > 0 {
+			resp := s.handle(line)
+			b, merr := json.Marshal(resp)
+			if merr != nil {
+				b, _ = json.Marshal(map[string]interface{}{"id": resp["id"], "error": map[string]string{
+					"type": "engine_error", "message": "encoding the answer: " + merr.Error()}})
+			}
+			if _, werr := out.Write(append(b, '\n')); werr != nil {
+				return werr
+			}
+			if werr := out.Flush(); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *server) handle(line []byte) (resp map[string]interface{}) {
+	var req request
+	if err := json.Unmarshal(line, &req); err != nil {
+		return map[string]interface{}{"id": nil, "error": map[string]string{
+			"type": "invalid_request", "message": "not a JSON request: " + err.Error()}}
+	}
+	id := req.ID
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			resp = map[string]interface{}{"id": id, "error": map[string]string{
+				"type": "engine_error", "message": fmt.Sprintf("%s panicked: %v", req.Method, r)}}
+		}
+	}()
+	result, err := s.dispatch(req.Method, req.Params)
+	if err != nil {
+		pe, ok := err.(*protoError)
+		if !ok {
+			pe = &protoError{"engine_error", err.Error()}
+		}
+		return map[string]interface{}{"id": id, "error": map[string]string{"type": pe.kind, "message": pe.msg}}
+	}
+	return map[string]interface{}{"id": id, "result": result}
+}
+
+func (s *server) dispatch(method string, raw json.RawMessage) (interface{}, error) {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	switch method {
+	case "hello":
+		return s.hello(raw)
+	case "model.describe":
+		bd, err := s.get(raw)
+		if err != nil {
+			return nil, err
+		}
+		return bd.describe(), nil
+	case "model.loss":
+		bd, err := s.get(raw)
+		if err != nil {
+			return nil, err
+		}
+		l, err := bd.loss()
+		if err != nil {
+			return nil, engineErr(err)
+		}
+		return map[string]interface{}{"loss": num(l)}, nil
+	case "model.grads":
+		return s.grads(raw)
+	case "model.line":
+		return s.line(raw)
+	case "model.step":
+		return s.step(raw)
+	case "model.done":
+		var d Done
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, invalid("model.done: %v", err)
+		}
+		s.done = &d
+		return map[string]interface{}{}, nil
+	}
+	return nil, &protoError{"unsupported", fmt.Sprintf("method %q: a model child answers hello and model.*", method)}
+}
+
+func (s *server) hello(raw json.RawMessage) (interface{}, error) {
+	var p struct {
+		Protocol int `json:"protocol"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, invalid("hello: %v", err)
+	}
+	if p.Protocol != protocolVersion {
+		return nil, &protoError{"version_mismatch", fmt.Sprintf("protocol %d asked, this library speaks %d", p.Protocol, protocolVersion)}
+	}
+	s.start()
+	if len(s.dtypes) == 0 {
+		return nil, &protoError{"engine_error", "the builder failed: " + s.firstErr.Error()}
+	}
+	first := s.builds[s.dtypes[0]]
+	name := first.model.Name
+	if name == "" {
+		name = filepath.Base(os.Args[0])
+	}
+	return map[string]interface{}{
+		"protocol": protocolVersion, "kind": "model", "engine": "gorgonia",
+		"engine_version": strings.TrimPrefix(gorgoniaVersion(), "v"), "library": "gorgoniacheck",
+		"library_version": libraryVersion, "model": name, "dtypes": s.dtypes, "devices": []string{"cpu"},
+		"capabilities": map[string]interface{}{"step": first.model.Step != nil},
+		// dual values add (docs/engines/gorgonia.md); the user's machine decides when they are zeroed
+		"semantics": map[string]interface{}{"accumulation": "accumulating"},
+	}, nil
+}
+
+func (bd *build) describe() map[string]interface{} {
+	tensors := []map[string]interface{}{}
+	for _, name := range bd.names {
+		p := bd.param(name)
+		sq, mx := 0.0, 0.0
+		for j := 0; j < p.size(); j++ {
+			v := p.get(j)
+			sq += v * v
+			mx = math.Max(mx, math.Abs(v))
+		}
+		tensors = append(tensors, map[string]interface{}{"name": name, "shape": p.shape,
+			"dtype": dtypeName(bd.dt), "rms": num(math.Sqrt(sq / float64(p.size()))), "max_abs": num(mx)})
+	}
+	knobs := map[string]interface{}{}
+	for _, k := range bd.knobs {
+		knobs[k.name] = k.def
+	}
+	var clip interface{}
+	if k := bd.model.ClipNorm; k != nil {
+		clip = map[string]interface{}{"kind": "global_norm", "max_norm": k.Default(), "knob": k.Name()}
+	}
+	stopped := bd.model.Stopped
+	if stopped == nil {
+		stopped = []string{}
+	}
+	return map[string]interface{}{"tensors": tensors, "unregistered": bd.unregistered(),
+		"knobs": knobs, "clip": clip, "optimizer": bd.declaration(), "stopped": stopped,
+		"step": bd.model.Step != nil}
+}
+
+// declaration: Model.Optimizer (the user's intent) first, else what Observe read.
+func (bd *build) declaration() interface{} {
+	if bd.model.Optimizer != nil {
+		return bd.model.Optimizer.declaration()
+	}
+	for _, o := range bd.observers {
+		if o.decl != nil {
+			return o.decl.declaration()
+		}
+	}
+	return nil
+}
+
+func (s *server) grads(raw json.RawMessage) (interface{}, error) {
+	bd, err := s.get(raw)
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		Arrays bool `json:"arrays"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, invalid("model.grads: %v", err)
+	}
+	g, l, err := bd.gradsAt0()
+	if err != nil {
+		return nil, engineErr(err)
+	}
+	out := map[string]interface{}{}
+	for _, name := range bd.names {
+		vals, present := g[name]
+		sq, sa, mx := 0.0, 0.0, 0.0
+		for _, v := range vals {
+			sq += v * v
+			sa += math.Abs(v)
+			mx = math.Max(mx, math.Abs(v))
+		}
+		e := map[string]interface{}{"present": present, "sumsq": num(sq), "sumabs": num(sa), "maxabs": num(mx)}
+		if !present {
+			e["note"] = bd.absentNote(name)
+		}
+		if p.Arrays && present {
+			e["array"] = encodeArray(vals, bd.param(name).shape, bd.dt)
+		}
+		out[name] = e
+	}
+	return map[string]interface{}{"loss": num(l), "grads": out}, nil
+}
+
+// absentNote says why a learnable has no gradient node.
+func (bd *build) absentNote(name string) string {
+	if bd.nodes[name].Graph() != bd.model.Cost.Graph() {
+		return fmt.Sprintf("%s is in another graph than the cost: no gradient of the cost reaches it", name)
+	}
+	if bd.refused != "" && strings.Contains(bd.refused, name) {
+		return bd.refused
+	}
+	return fmt.Sprintf("%s has no gradient node: gorgonia.Grad was not asked for it", name)
+}
+
+type scopeEntry struct {
+	Name  string   `json:"name"`
+	Start int      `json:"start"`
+	Stop  *int     `json:"stop"`
+	Scale *float64 `json:"scale"`
+}
+
+type direction struct {
+	Seed  uint64       `json:"seed"`
+	Scope []scopeEntry `json:"scope"`
+}
+
+func (s *server) line(raw json.RawMessage) (interface{}, error) {
+	bd, err := s.get(raw)
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		Direction direction `json:"direction"`
+		T         []float64 `json:"t"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, invalid("model.line: %v", err)
+	}
+	type span struct {
+		p      *param
+		name   string
+		a, b   int
+		scale  float64
+		key    uint64
+		theta0 []float64
+		grad   []float64
+	}
+	g, _, err := bd.gradsAt0()
+	if err != nil {
+		return nil, engineErr(err)
+	}
+	spans := []span{}
+	proj, absTerms, norm2 := 0.0, 0.0, 0.0
+	for _, e := range p.Direction.Scope {
+		if _, ok := bd.nodes[e.Name]; !ok {
+			return nil, invalid("direction names %q, not a learnable (%s)", e.Name, strings.Join(bd.names, ", "))
+		}
+		pr := bd.param(e.Name)
+		sp := span{p: pr, name: e.Name, a: e.Start, b: pr.size(), scale: 1, key: directionKey(p.Direction.Seed, e.Name)}
+		if e.Stop != nil {
+			sp.b = *e.Stop
+		}
+		if e.Scale != nil {
+			sp.scale = *e.Scale
+		}
+		if sp.a < 0 || sp.b > pr.size() || sp.a > sp.b {
+			return nil, invalid("scope %s [%d, %d) outside its %d elements", e.Name, sp.a, sp.b, pr.size())
+		}
+		sp.theta0 = pr.floats()
+		sp.grad = g[e.Name]
+		for j := sp.a; j < sp.b; j++ {
+			u := sp.scale * signAt(sp.key, j)
+			norm2 += u * u
+			if sp.grad != nil {
+				proj += u * sp.grad[j]
+				absTerms += math.Abs(u * sp.grad[j])
+			}
+		}
+		spans = append(spans, sp)
+	}
+	saved := bd.save()
+	losses := make([]interface{}, len(p.T))
+	inexact := 0
+	err = func() error {
+		defer bd.restore(saved) // bitwise, also on error or panic
+		for i, t := range p.T {
+			for _, sp := range spans {
+				for j := sp.a; j < sp.b; j++ {
+					step := t * sp.scale * signAt(sp.key, j)
+					if sp.p.set(j, sp.theta0[j]+step)-sp.theta0[j] != step {
+						inexact++
+					}
+				}
+			}
+			l, err := bd.loss()
+			if err != nil {
+				return err
+			}
+			losses[i] = num(l)
+			bd.restore(saved)
+		}
+		return nil
+	}()
+	if err != nil {
+		return nil, engineErr(err)
+	}
+	return map[string]interface{}{"losses": losses, "projection": num(proj), "abs_terms": num(absTerms),
+		"norm2": num(norm2), "inexact": inexact}, nil
+}
+
+// num encodes a float for the wire: non-finite values as "NaN", "Infinity", "-Infinity".
+func num(x float64) interface{} {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case math.IsInf(x, 1):
+		return "Infinity"
+	case math.IsInf(x, -1):
+		return "-Infinity"
+	}
+	return x
+}
+
+// encodeArray is protocol 1's array: base64 of little-endian float64, whatever the dtype.
+func encodeArray(vals []float64, shape []int, dt tensor.Dtype) map[string]interface{} {
+	buf := make([]byte, 8*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(v))
+	}
+	if shape == nil {
+		shape = []int{}
+	}
+	return map[string]interface{}{"dtype": dtypeName(dt), "shape": shape, "data": base64.StdEncoding.EncodeToString(buf)}
+}
