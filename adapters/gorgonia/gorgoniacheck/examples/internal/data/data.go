@@ -24,3 +24,11 @@ func Batch(dt tensor.Dtype, rows, cols int, seed float64) tensor.Tensor {
 	}
 	return tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(v))
 }
+
+// Scalar reads a scalar node's value as float64 (float32 or float64).
+func Scalar(v interface{ Data() interface{} }) float64 {
+	if f, ok := v.Data().(float32); ok {
+		return float64(f)
+	}
+	return v.Data().(float64)
+}

@@ -1,0 +1,75 @@
+package gorgoniacheck
+
+// Measured facts of gorgonia v0.9.18 that the package relies on (docs/engines/gorgonia-user.md).
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// ExecuteFwdOnly is for the LispMachine only: on a TapeMachine it panics, so forward-only
+// evaluation is a second TapeMachine, without BindDualValues, on the cost's subgraph.
+func TestExecuteFwdOnlyPanicsOnATapeMachine(t *testing.T) {
+	g := G.NewGraph()
+	w := G.NewVector(g, tensor.Float64, G.WithShape(2), G.WithName("w"), G.WithValue(dense(tensor.Float64, []int{2}, []float64{1, 2})))
+	G.Must(G.Sum(G.Must(G.Square(w))))
+	msg := func() (msg string) {
+		defer func() {
+			if r := recover(); r != nil {
+				msg = strings.SplitN(fmtAny(r), " for ", 2)[0] // "ExecuteFwdOnly not yet implemented"
+			}
+		}()
+		G.NewTapeMachine(g, G.ExecuteFwdOnly())
+		return ""
+	}()
+	if msg == "" {
+		t.Fatal("ExecuteFwdOnly on a TapeMachine no longer panics: the package could use it")
+	}
+	t.Logf("NewTapeMachine(g, ExecuteFwdOnly()) panics: %s", msg)
+}
+
+// The package's machines leave the user's dual values as they were: the user's machine has run
+// once (the dual values hold g), the package answers model.loss, model.grads and model.line, and
+// the user's next RunAll accumulates to exactly 2g.
+func TestPackageMachinesLeaveDualValuesAlone(t *testing.T) {
+	var m *Model
+	c := converse(t, tinyBuilder(tinyOpts{lastModel: &m}))
+	c.ask("model.describe", map[string]interface{}{"dtype": "float64"})
+	w := m.Learnables[0]
+	vm := G.NewTapeMachine(w.Graph(), G.BindDualValues(m.Learnables...))
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	vm.Reset()
+	gv, _ := w.Grad()
+	once, _ := valueFloats(gv)
+	c.ask("model.loss", map[string]interface{}{"dtype": "float64"})
+	c.ask("model.grads", map[string]interface{}{"dtype": "float64"})
+	c.ask("model.line", map[string]interface{}{"dtype": "float64", "t": []float64{0.5}, "direction": map[string]interface{}{
+		"seed": 2, "scope": []interface{}{map[string]interface{}{"name": "w"}}}})
+	gv, _ = w.Grad()
+	still, _ := valueFloats(gv)
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	gv, _ = w.Grad()
+	twice, _ := valueFloats(gv)
+	want := tinyGrad()["w"]
+	for j := range want {
+		if once[j] != want[j] || still[j] != want[j] || twice[j] != 2*want[j] {
+			t.Errorf("w[%d]: dual value %v after the user's run, %v after the package's, %v after a second user run; g = %v",
+				j, once[j], still[j], twice[j], want[j])
+		}
+	}
+}
+
+func fmtAny(r interface{}) string {
+	if e, ok := r.(error); ok {
+		return e.Error()
+	}
+	return fmt.Sprint(r)
+}
