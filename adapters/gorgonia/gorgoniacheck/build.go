@@ -28,6 +28,7 @@ type build struct {
 	theta0    map[string]snapshot
 	grads     map[string][]float64 // fresh gradients at theta0 (nil until asked)
 	loss0     float64
+	noted     map[string]bool // notes already written to stderr
 }
 
 func dtypeName(dt tensor.Dtype) string {

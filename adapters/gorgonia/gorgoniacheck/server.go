@@ -275,17 +275,46 @@ func (bd *build) describe() map[string]interface{} {
 		"step": bd.model.Step != nil}
 }
 
-// declaration: Model.Optimizer (the user's intent) first, else what Observe read.
+// declaration: Model.Optimizer (the user's intent) first, else what Observe read. Where the two
+// differ, or neither exists, a note on stderr says which one the check uses.
 func (bd *build) declaration() interface{} {
-	if bd.model.Optimizer != nil {
-		return bd.model.Optimizer.declaration()
-	}
+	var observed Declaration
+	note := "no solver passed through gorgoniacheck.Observe"
 	for _, o := range bd.observers {
 		if o.decl != nil {
-			return o.decl.declaration()
+			observed = o.decl
+			break
 		}
+		note = o.note
+	}
+	if bd.model.Optimizer != nil {
+		intent := bd.model.Optimizer.declaration()
+		if observed != nil && fmt.Sprint(observed.declaration()) != fmt.Sprint(intent) {
+			bd.notef("Model.Optimizer declares %v; the observed solver is configured %v: the update is compared with the declaration",
+				intent, observed.declaration())
+		}
+		return intent
+	}
+	if observed != nil {
+		return observed.declaration()
+	}
+	if bd.model.Step != nil {
+		bd.notef("the optimizer is not declared (%s): step.effective is skipped", note)
 	}
 	return nil
+}
+
+// notef writes a note for the user on stderr, once per build.
+func (bd *build) notef(format string, a ...interface{}) {
+	msg := fmt.Sprintf(format, a...)
+	if bd.noted[msg] {
+		return
+	}
+	if bd.noted == nil {
+		bd.noted = map[string]bool{}
+	}
+	bd.noted[msg] = true
+	fmt.Fprintf(os.Stderr, "gorgoniacheck (%s): %s\n", dtypeName(bd.dt), msg)
 }
 
 func (s *server) grads(raw json.RawMessage) (interface{}, error) {
