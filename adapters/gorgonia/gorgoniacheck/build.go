@@ -53,7 +53,7 @@ func newBuild(b Builder, dt tensor.Dtype, stamp map[string][]float64) (*build, e
 	bd := &build{dt: dt, model: m, knobs: c.knobs, observers: c.observers,
 		nodes: map[string]*G.Node{}, gradOf: map[string]*G.Node{}}
 	if m.ClipNorm != nil {
-		if k, ok := m.ClipNorm.(*knob); ok && !bd.hasKnob(k.name) {
+		if k, ok := m.ClipNorm.(*knob); ok && !bd.hasKnob(k) {
 			bd.knobs = append(bd.knobs, k)
 		}
 	}
@@ -88,9 +88,9 @@ func newBuild(b Builder, dt tensor.Dtype, stamp map[string][]float64) (*build, e
 	return bd, nil
 }
 
-func (bd *build) hasKnob(name string) bool {
+func (bd *build) hasKnob(k0 *knob) bool {
 	for _, k := range bd.knobs {
-		if k.name == name {
+		if k == k0 {
 			return true
 		}
 	}

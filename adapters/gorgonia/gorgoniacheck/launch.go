@@ -90,6 +90,10 @@ func runHarness(b Builder, opts []Option) (outcome, error) {
 	} else if werr != nil {
 		return outcome{}, werr
 	}
+	if counted.n == 0 && code == 2 { // argparse's usage error: the harness runs, its options do not
+		return outcome{code: code}, fmt.Errorf("%s %s: usage error (exit 2, its message is above; GRADCHECK_ARGS: %q)",
+			python, strings.Join(args, " "), os.Getenv("GRADCHECK_ARGS"))
+	}
 	if counted.n == 0 {
 		return outcome{code: code}, fmt.Errorf("%w: %s %s exited %d without a request; install it: %s",
 			errNotStarted, python, strings.Join(args, " "), code, InstallLine)

@@ -104,6 +104,37 @@ func TestRunHarnessMissing(t *testing.T) {
 	}
 }
 
+func TestRunHarnessUsageErrorIsNotASkip(t *testing.T) {
+	py := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(py, []byte("#!/bin/sh\necho 'usage: gradcheck model: unrecognized arguments' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GRADCHECK_PYTHON", py)
+	_, err := runHarness(tinyBuilder(tinyOpts{}), nil)
+	if err == nil || errors.Is(err, errNotStarted) || !strings.Contains(err.Error(), "usage error") {
+		t.Errorf("a usage error must fail, not skip: %v", err)
+	}
+}
+
+func TestKnobsAreSetPerExperimentOnly(t *testing.T) {
+	k := KnobOf("max_norm", 1.5) // made outside any builder, as a package-level variable would be
+	seen := []float64{}
+	c := converse(t, func(dt tensor.Dtype) (*Model, error) {
+		m, err := tinyBuilder(tinyOpts{})(dt)
+		if m != nil {
+			m.ClipNorm = k
+			inner := m.Step
+			m.Step = func() (Logged, error) { seen = append(seen, k.Value()); return inner() }
+		}
+		return m, err
+	})
+	c.ask("model.step", map[string]interface{}{"dtype": "float64", "knobs": map[string]float64{"max_norm": 0.25}})
+	c.ask("model.step", map[string]interface{}{"dtype": "float64", "knobs": map[string]float64{}})
+	if fmt.Sprint(seen) != "[0.25 1.5]" || k.Value() != 1.5 {
+		t.Errorf("the step saw max_norm %v; after the experiments %v", seen, k.Value())
+	}
+}
+
 func TestCheckReportsEachVerdictAsASubtest(t *testing.T) {
 	py, _ := fakeHarness(t, `[{"name":"grad[w]","status":"passed","message":""},`+
 		`{"name":"step.clip","status":"skipped","message":"no clip declared"}]`, 0)

@@ -45,6 +45,10 @@ func (s *server) step(raw json.RawMessage) (interface{}, error) {
 	if err != nil {
 		return nil, engineErr(fmt.Errorf("rebuilding for the step: %v", err))
 	}
+	for _, k := range bd.knobs { // a knob made outside the builder outlives the experiment
+		k.cur = nil
+		defer func(k *knob) { k.cur = nil }(k)
+	}
 	for name, v := range p.Knobs {
 		found := false
 		for _, k := range bd.knobs {
