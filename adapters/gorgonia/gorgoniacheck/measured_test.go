@@ -73,3 +73,32 @@ func fmtAny(r interface{}) string {
 	}
 	return fmt.Sprint(r)
 }
+
+// A learnable used twice (fan-out): its gradient node is the sum of both contributions, the same
+// as the dual value a BindDualValues run gives (dz/dw = a + c).
+func TestFanOutGradientNodeIsTheSum(t *testing.T) {
+	var m *Model
+	c := converse(t, func(dt tensor.Dtype) (*Model, error) {
+		g := G.NewGraph()
+		w := G.NewVector(g, dt, G.WithShape(2), G.WithName("w"), G.WithValue(dense(dt, []int{2}, []float64{0.5, 3})))
+		a := G.NewVector(g, dt, G.WithShape(2), G.WithName("a"), G.WithValue(dense(dt, []int{2}, []float64{1.5, -2})))
+		cc := G.NewVector(g, dt, G.WithShape(2), G.WithName("c"), G.WithValue(dense(dt, []int{2}, []float64{4, 0.25})))
+		cost := G.Must(G.Sum(G.Must(G.Add(G.Must(G.HadamardProd(w, a)), G.Must(G.HadamardProd(w, cc))))))
+		m = &Model{Cost: cost, Learnables: G.Nodes{w}}
+		return m, nil
+	})
+	r := c.ask("model.grads", map[string]interface{}{"dtype": "float64", "arrays": true})
+	got := decode(t, r["grads"].(map[string]interface{})["w"].(map[string]interface{})["array"])
+	if fmt.Sprint(got) != "[5.5 -1.75]" {
+		t.Errorf("fresh gradient %v, want [5.5 -1.75]", got)
+	}
+	w := m.Learnables[0]
+	vm := G.NewTapeMachine(w.Graph(), G.BindDualValues(w))
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	dv, _ := w.Grad()
+	if d, _ := valueFloats(dv); fmt.Sprint(d) != "[5.5 -1.75]" {
+		t.Errorf("dual value %v, want [5.5 -1.75]", d)
+	}
+}
