@@ -13,7 +13,7 @@ if ! command -v go >/dev/null; then
 fi
 # -mod=mod: resolve from go.mod/go.sum and the module cache (no vendor folder)
 GOFLAGS="${GOFLAGS:--mod=mod}" go build -o bin/gorgonia-adapter .
-# gorgoniacheck's examples: bin/gc-mlp, gc-dualrun, gc-normproxy, gc-twograph, gc-batchsize
-for story in mlp dualrun normproxy twograph batchsize; do
+# gorgoniacheck's examples: bin/gc-mlp, gc-dualrun, gc-letbatch, gc-normproxy, gc-twograph, gc-batchsize
+for story in mlp dualrun letbatch normproxy twograph batchsize; do
     GOFLAGS="${GOFLAGS:--mod=mod}" go build -o "bin/gc-$story" "./gorgoniacheck/examples/$story"
 done

@@ -21,6 +21,8 @@ _BIN = Path(__file__).resolve().parents[2] / "adapters" / "gorgonia" / "bin"
 _STORIES = {
     # the solver receives g + g: applied vs the true gradient (2x); the update follows it
     "dualrun": ("step.applied[", ("step.applied[", "step.effective[")),
+    # G.Let of a validation batch and a run on the training machine: g(validation) + g(training)
+    "letbatch": ("step.applied[", ("step.applied[", "step.effective[")),
     # the logged norm is sqrt(|cost|), not the global L2 norm of the gradients
     "normproxy": ("grad_norm", ("grad_norm",)),
     # a host round trip between two graphs: the cost depends on fc1.weight, no gradient arrives

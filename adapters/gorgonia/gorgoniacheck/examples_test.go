@@ -89,6 +89,20 @@ func TestExampleDualRun(t *testing.T) {
 	}
 }
 
+func TestExampleLetBatch(t *testing.T) {
+	for _, flags := range [][]string{nil, {"-buggy"}} {
+		r := askExample(t, "letbatch", flags, stepReq)
+		for name, e := range stepTensors(t, r[0], 0) {
+			same := e["applied_sumsq"].(float64) == e["grad_sumsq"].(float64) &&
+				e["applied_dot_grad"].(float64) == e["grad_sumsq"].(float64)
+			if same != (len(flags) == 0) { // -buggy: g(validation) + g(training)
+				t.Errorf("letbatch %v %s: applied sumsq %v, dot with g %v, g sumsq %v", flags, name,
+					e["applied_sumsq"], e["applied_dot_grad"], e["grad_sumsq"])
+			}
+		}
+	}
+}
+
 func TestExampleBatchSize(t *testing.T) {
 	for _, flags := range [][]string{nil, {"-buggy"}} {
 		want := -0.1 // the declared rate: delta = -lr*g
