@@ -102,3 +102,26 @@ func TestFanOutGradientNodeIsTheSum(t *testing.T) {
 		t.Errorf("dual value %v, want [5.5 -1.75]", d)
 	}
 }
+
+// The forward-only machine compiles on SubgraphRoots(cost), without the gradient nodes, and
+// gives the full machine's cost bitwise.
+func TestForwardMachineIsTheCostsSubgraph(t *testing.T) {
+	bd, err := newBuild(tinyBuilder(tinyOpts{}), tensor.Float32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bd.fwd == bd.full {
+		t.Fatal("the forward machine fell back to the whole graph")
+	}
+	fwd, err := bd.loss()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, full, err := bd.freshGrads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fwd != full {
+		t.Errorf("forward machine %v, full machine %v", fwd, full)
+	}
+}
