@@ -125,3 +125,24 @@ func TestForwardMachineIsTheCostsSubgraph(t *testing.T) {
 		t.Errorf("forward machine %v, full machine %v", fwd, full)
 	}
 }
+
+// The other forward-only route, G.CompileFunction(g, inputs, Nodes{cost}) run with
+// G.WithPrecompiled, gives the same cost (the package uses SubgraphRoots, which needs no list of
+// inputs).
+func TestCompileFunctionAlsoRunsTheForward(t *testing.T) {
+	var m *Model
+	if _, err := tinyBuilder(tinyOpts{lastModel: &m})(tensor.Float64); err != nil {
+		t.Fatal(err)
+	}
+	g := m.Cost.Graph()
+	prog, locMap, err := G.CompileFunction(g, G.Nodes{m.Learnables[0], g.ByName("x")[0], m.Learnables[1]}, G.Nodes{m.Cost})
+	if err != nil {
+		t.Fatalf("CompileFunction: %v", err)
+	}
+	if err := G.NewTapeMachine(g, G.WithPrecompiled(prog, locMap)).RunAll(); err != nil {
+		t.Fatalf("WithPrecompiled: %v", err)
+	}
+	if got, _ := scalarOf(m.Cost); got != tinyLoss(tinyW, tinyB) {
+		t.Errorf("cost %v, want %v", got, tinyLoss(tinyW, tinyB))
+	}
+}
