@@ -9,5 +9,9 @@ if ! command -v go >/dev/null; then
     echo "adapters/gorgonia/gorgoniacheck: go not found; its tests are skipped" >&2
     exit 0
 fi
+# the harness the tests that start it use: this checkout's gradcheck, on the python CI installed
+# it into (python, else python3)
+export PYTHONPATH="${PYTHONPATH:-$(cd .. && cd .. && pwd)}"
+export GRADCHECK_PYTHON="${GRADCHECK_PYTHON:-$(command -v python || command -v python3 || echo python3)}"
 GOFLAGS="${GOFLAGS:--mod=mod}" go vet ./gorgoniacheck/...
 GOFLAGS="${GOFLAGS:--mod=mod}" go test -count=1 ./gorgoniacheck/... "$@"
