@@ -184,3 +184,33 @@ def test_gradcheck_run_on_a_selection_reports_the_known_records_of_the_full_run(
     assert known == _full_plan_marks(backend, ops)
     if "tanh" in ops:  # the recorded saturation discrepancy of tanh' = 1 - y^2
         assert f"test_reference[{backend}-cpu-float64-tanh@saturated]" in known
+
+
+_FIRST_ORDER = {"vjp", "jvp", "fwd_rev", "reference"}
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_a_sample_of_known_entries_still_fail_and_match_when_only_their_op_runs(backend):
+    """The same property, run: for a few first-order records, the cases a selection of only
+    their op plans as known still fail, and their failures are matched by the record."""
+    from gradcheck.harness import runner
+    from gradcheck.plugin.assertions import relevant, results_for
+
+    pytest.importorskip(backend)
+    rng = random.Random(f"run-{backend}")
+    records = [(s.name, r) for s in catalog.all_specs() for r in s.known
+               if r.backend == backend and set(r.checks) <= _FIRST_ORDER
+               and r.dtypes == ("float64",) and r.profile == "*" and r.strict]
+    for op, record in rng.sample(records, 3):
+        cases = [p for check in sorted(_FIRST_ORDER)
+                 for p in plan(check, Selection("ci", backends=(backend,), ops=(op,),
+                                                devices=("cpu",)))
+                 if p.xfail == record.shown and not p.skip]
+        assert cases, (op, record.reason[:80])
+        for p in cases:
+            expected = runner.expected_verdict(p.case, 1)
+            wrong = [r for r in relevant(p, results_for(p))
+                     if r.status.value not in (expected, "skipped")]
+            assert wrong, f"{p.check.value}[{p.id}] no longer fails: {record.reason[:80]}"
+            spec = catalog.get_spec(op)
+            assert spec.known_for(backend, p.case.dtype, p.check, p.case.point) is not None
