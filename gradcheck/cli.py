@@ -14,11 +14,15 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gradcheck.backends import children
 from gradcheck.backends.registry import get_backend, installed_backends, known_backends
 from gradcheck.core.errors import InvalidArgument, WriteFailed
 from gradcheck.stream.reader import terminal_safe
+
+if TYPE_CHECKING:
+    from gradcheck.backends.listing import BackendListing
 
 OK, DISCREPANCIES, USAGE = 0, 1, 2
 #: exit status of a run stopped by a signal: 128 + the signal number, as shells report it
@@ -411,9 +415,27 @@ def _list_backends(args: argparse.Namespace) -> int:
         version = b.version or "-"
         state = "installed" if b.installed else f"unavailable: {b.reason}"
         print(terminal_safe(f"{b.name:<11} {version:<14} {state}  [{b.source}]"))
+        for line in _child_lines(b):
+            print(terminal_safe(f"{'':<11} {line}"))
     print("(versions from package metadata; nothing imported: 'gradcheck backends --probe' "
           "imports each installed engine and lists its devices, dtypes and semantics)")
     return OK
+
+
+def _child_lines(b: BackendListing) -> list[str]:
+    """Under an engine outside Python: the one command that builds its child (where it is not
+    built) and what that needs; the command that checks a user's own model, and its guide."""
+    from gradcheck import _layout
+
+    lines = []
+    if b.build and not b.installed:
+        root = _layout.checkout_root(Path(__file__).resolve().parent)
+        where = f"in {root}" if root else "in a gradcheck source checkout"
+        found = "found" if b.toolchain_found else "not found on PATH"
+        lines.append(f"build: {b.build}  ({where}; needs {b.needs}: {found})")
+    if b.own_model:
+        lines.append(f"your own model: {b.own_model}  (see {b.guide})")
+    return lines
 
 
 def _backend_lines(d: dict) -> list[str]:

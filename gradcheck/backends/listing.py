@@ -5,12 +5,20 @@ the version of the package that provides it, read from package metadata
 Importing torch, JAX or TensorFlow takes seconds each; describing an adapter (devices,
 semantics) needs the import, so that is ``gradcheck backends --probe``
 (:func:`gradcheck.stream.environment.describe_backend`).
+
+The engines outside Python (Candle, Gorgonia, TensorFlow.js) run as a child program built from
+``adapters/<name>`` of the gradcheck checkout: the listing names each one even where its child
+is not built, with the one command that builds it and the toolchain that needs
+(:data:`CHILD_BUILDS`), and, for Candle and Gorgonia, where a user's own model is checked
+(``gradcheck model --command ...``).  Whether the toolchain is on ``PATH`` is a lookup
+(:func:`shutil.which`); no child is started.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-from dataclasses import asdict, dataclass
+import shutil
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gradcheck.backends import registry
@@ -21,10 +29,38 @@ DISTRIBUTIONS = {"torch": "torch", "jax": "jax", "numpy": "numpy", "autograd": "
 
 
 @dataclass(frozen=True)
+class ChildBuild:
+    """How the child program of an engine outside Python is built, and what a user runs to
+    check a model of their own written with that engine."""
+
+    command: str  # the one command that builds the child, run in the gradcheck checkout
+    needs: str  # what the command needs, in words
+    tools: tuple[str, ...]  # the executables it runs, looked up on PATH
+    own_model: str = ""  # the command that checks a user's own model ("": none)
+    guide: str = ""  # the user guide of that command
+
+
+#: the engines whose child program is built from ``adapters/<name>`` (docs/engines/)
+CHILD_BUILDS: dict[str, ChildBuild] = {
+    "candle": ChildBuild("bash adapters/candle/install.sh", "cargo (Rust)", ("cargo",),
+                         'gradcheck model --command "cargo run -q --release --example MODEL"',
+                         "docs/engines/candle-user.md"),
+    "gorgonia": ChildBuild("bash adapters/gorgonia/install.sh", "go (Go >= 1.21)", ("go",),
+                           'gradcheck model --command "go run ./MODEL"',
+                           "docs/engines/gorgonia-user.md"),
+    "tfjs": ChildBuild("bash adapters/tfjs/install.sh", "node and npm (Node.js >= 18)",
+                       ("node", "npm")),
+}
+
+
+@dataclass(frozen=True)
 class BackendListing:
     """One engine as the listing shows it: ``installed`` False with ``reason`` where it cannot
     run here; ``version`` the providing distribution's, None where there is none (an engine
-    outside Python, whose version its adapter reports under ``--probe``)."""
+    outside Python, whose version its adapter reports under ``--probe``).  An engine outside
+    Python also carries ``build`` (the one command that builds its child), ``needs`` (what that
+    command needs), ``toolchain_found`` (whether those tools are on ``PATH``), and where there
+    is one ``own_model`` (the command that checks a user's own model) with its ``guide``."""
 
     name: str
     source: str  # the adapter, "package.module:Attr"
@@ -32,6 +68,11 @@ class BackendListing:
     distribution: str | None = None
     version: str | None = None
     reason: str = ""
+    build: str = ""
+    needs: str = ""
+    toolchain_found: bool | None = None  # None: not an engine outside Python
+    own_model: str = ""
+    guide: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,6 +83,11 @@ def _version(distribution: str) -> str | None:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def toolchain_found(child: ChildBuild) -> bool:
+    """Whether every tool the build of ``child`` runs is on ``PATH`` (a lookup, nothing run)."""
+    return all(shutil.which(tool) is not None for tool in child.tools)
 
 
 def _entry_point_distributions() -> dict[str, tuple[str, str]]:
@@ -74,5 +120,11 @@ def list_backends() -> list[BackendListing]:
             reason = registry.unavailable_reason(name) or (
                 f"not installed (pip install 'gradcheck[{name}]')" if name in DISTRIBUTIONS
                 else f"{source.split(':')[0]} is not importable")
-        out.append(BackendListing(name, source, name in installed, dist, version, reason))
+        row = BackendListing(name, source, name in installed, dist, version, reason)
+        child = CHILD_BUILDS.get(name) if source == registry.BUILTIN.get(name) else None
+        if child is not None:
+            row = replace(row, build=child.command, needs=child.needs,
+                          toolchain_found=toolchain_found(child), own_model=child.own_model,
+                          guide=child.guide)
+        out.append(row)
     return sorted(out, key=lambda b: not b.installed)

@@ -17,6 +17,12 @@ Update rules (``g`` the gradient after clipping, ``t`` the 1-based step count):
   ``v = b2 v + (1 - b2) g^2``; ``p -= lr / (1 - b1^t) x m / (sqrt(v) / sqrt(1 - b2^t) + eps)``;
   with ``amsgrad`` the denominator uses ``v_max = max(v_max, v)`` (kept in the state) for ``v``.
 * ``maximize`` (either): ``g = -g`` first.
+* Gorgonia's ``VanillaSolver`` (``kind: "vanilla"``), in the order of gorgonia v0.9.18's
+  ``solvers.go``: ``g += l1 sign(p) + l2 p``; ``g /= batch`` (when ``batch > 1``); ``g`` clamped
+  to ``[-clip, clip]`` elementwise (when a ``clip`` is set); ``p -= lr g``.
+
+:func:`from_declaration` reads the model protocol's ``optimizer`` object
+(``docs/protocol-model.md``) as the ``hyper`` dict :func:`update` takes.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SGD", "Adam", "AdamW", "OptimizerModel", "from_torch"]
+__all__ = ["SGD", "Adam", "AdamW", "OptimizerModel", "from_torch", "from_declaration"]
 
 Schedule = float | Callable[[int], float]
 
@@ -106,6 +112,10 @@ def update(h: Mapping[str, Any], p: np.ndarray, g: np.ndarray, st: dict
            ) -> tuple[np.ndarray, dict, np.ndarray]:
     """One step of the rule ``h`` on one parameter: (new value, new state, magnitude of the
     terms, for the error model)."""
+    if h["kind"] == "vanilla":
+        new = _vanilla(h, p, g)
+        return new, st, np.abs(p) + np.abs(new) + 2.0 * h["lr"] * (
+            np.abs(g) + h["l1"] + h["l2"] * np.abs(p))
     lr, wd = h["lr"], h["weight_decay"]
     if h.get("maximize"):
         g = -g
@@ -134,6 +144,54 @@ def update(h: Mapping[str, Any], p: np.ndarray, g: np.ndarray, st: dict
     delta = lr / (1.0 - b1 ** t) * m / denom
     new = base - delta
     return new, out, np.abs(p) + np.abs(new) + 4.0 * np.abs(delta)
+
+
+def _vanilla(h: Mapping[str, Any], p: np.ndarray, g: np.ndarray) -> np.ndarray:
+    d = g + h["l1"] * np.sign(p) + h["l2"] * p
+    if h["batch"] > 1:
+        d = d / h["batch"]
+    if h["clip"] is not None and h["clip"] > 0:
+        d = np.clip(d, -h["clip"], h["clip"])
+    return p - h["lr"] * d
+
+
+def from_declaration(decl: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``hyper`` dict of a model-protocol optimizer declaration (``sgd``, ``adam``,
+    ``adamw``, ``vanilla``); raises ``NotImplementedError`` for another kind, ``ValueError``
+    for a declaration that lacks a field."""
+    kind = decl.get("kind")
+    try:
+        if kind == "sgd":
+            return {"kind": "sgd", "lr": float(decl["lr"]), "momentum": 0.0, "dampening": 0.0,
+                    "nesterov": False, "weight_decay": 0.0, "maximize": False}
+        if kind in ("adam", "adamw"):
+            return {"kind": "adam", "lr": float(decl["lr"]),
+                    "betas": (float(decl["beta1"]), float(decl["beta2"])),
+                    "eps": float(decl["eps"]), "weight_decay": float(decl.get("weight_decay")
+                                                                     or 0.0),
+                    "decoupled": kind == "adamw", "amsgrad": False, "maximize": False}
+        if kind == "vanilla":
+            clip = decl.get("clip")
+            return {"kind": "vanilla", "lr": float(decl["lr"]),
+                    "batch": float(decl.get("batch") or 1.0),
+                    "clip": None if clip is None else float(clip),
+                    "l1": float(decl.get("l1") or 0.0), "l2": float(decl.get("l2") or 0.0)}
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"the {kind} declaration {dict(decl)} lacks a field: {exc}") from exc
+    raise NotImplementedError(f"optimizer kind {kind!r} is not modelled (sgd, adam, adamw, "
+                              "vanilla are)")
+
+
+def describe_declaration(h: Mapping[str, Any]) -> str:
+    """``"AdamW(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01)"`` for a hyper
+    dict of :func:`from_declaration`."""
+    if h["kind"] == "sgd":
+        return f"SGD(lr={h['lr']:g})"
+    if h["kind"] == "vanilla":
+        extra = "".join(f", {k}={h[k]:g}" for k in ("clip", "l1", "l2") if h[k])
+        return f"VanillaSolver(lr={h['lr']:g}, batch={h['batch']:g}{extra})"
+    return (f"{'AdamW' if h['decoupled'] else 'Adam'}(lr={h['lr']:g}, betas={h['betas']}, "
+            f"eps={h['eps']:g}, weight_decay={h['weight_decay']:g})")
 
 
 class _TorchOptimizer:

@@ -182,6 +182,32 @@ def test_backends_lists_versions_from_metadata_without_importing_an_engine(args,
         assert f"numpy       {numpy.__version__}" in text and "--probe" in text
 
 
+def test_backends_names_the_build_of_an_unbuilt_child_engine_and_the_model_command(
+        capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADCHECK_CANDLE_BIN", str(tmp_path / "no-candle"))
+    monkeypatch.setenv("GRADCHECK_GORGONIA_BIN", str(tmp_path / "no-gorgonia"))
+    monkeypatch.setattr("gradcheck.backends.listing.shutil.which",
+                        lambda tool: None if tool == "go" else f"/usr/bin/{tool}")
+    assert main(["backends"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def under(name: str) -> list[str]:  # the indented lines below an engine's row
+        start = next(k for k, line in enumerate(lines) if line.startswith(f"{name} "))
+        rest = lines[start + 1:]
+        return rest[:next((k for k, line in enumerate(rest) if not line.startswith(" ")),
+                          len(rest))]
+
+    candle, gorgonia = under("candle"), under("gorgonia")
+    assert any("build: bash adapters/candle/install.sh" in x and "needs cargo (Rust): found" in x
+               for x in candle), candle
+    assert any("build: bash adapters/gorgonia/install.sh" in x and "not found on PATH" in x
+               for x in gorgonia), gorgonia
+    for name, rows in (("candle", candle), ("gorgonia", gorgonia)):
+        assert any("gradcheck model --command" in x and f"docs/engines/{name}-user.md" in x
+                   for x in rows), rows
+    assert not any("build:" in x for x in under("numpy"))
+
+
 def test_suites_are_found_explicitly_by_env_or_next_to_the_package(tmp_path, monkeypatch):
     monkeypatch.delenv("GRADCHECK_SUITES", raising=False)
     assert find_suites(str(tmp_path)) == tmp_path

@@ -139,8 +139,10 @@ def test_plan_skips_absent_devices_with_a_reason():
 
 
 def test_plan_capabilities_decide_checks():
-    (p,) = plan("vjp_of_vjp", Selection(profile="ci", backends=("numpy",), ops=("sin",)))
-    assert p.id == "numpy-cpu-float64-sin" and p.skip == "" and p.order == 2
+    (p,) = plan("vjp_of_vjp", Selection(profile="ci", backends=("numpy",), ops=("tanh",)))
+    assert p.id == "numpy-cpu-float64-tanh" and p.skip == "" and p.order == 2
+    # ci: order 2 on the QUICK ops only, selected or not (sin is not one of them)
+    assert plan("vjp_of_vjp", Selection(profile="ci", backends=("numpy",), ops=("sin",))) == []
     # the references' VJPs are plain callables: the run itself reports order 2 as skipped
     report = numeric_report(p.case, 2)
     assert {r.status for r in report.results if r.kind == "vjp_of_vjp"} == {Status.SKIPPED}

@@ -1,0 +1,21 @@
+//go:build unix && !linux
+
+package gorgoniacheck
+
+import (
+	"os"
+	"syscall"
+)
+
+// protocolStdout moves the process's stdout aside for the protocol and points file descriptor 1
+// at stderr.
+func protocolStdout() (*os.File, error) {
+	fd, err := syscall.Dup(1)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Dup2(2, 1); err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "gradcheck-protocol"), nil
+}
