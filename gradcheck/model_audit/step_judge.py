@@ -16,7 +16,9 @@
 * **grad_norm**: the logged norm vs the global L2 norm it claims to be.
 
 Allowances: the error model's rounding bound in the build's dtype over each compared value's
-sum of absolute terms.  Where the user's step computed a global norm in its dtype (the clip
+sum of absolute terms (for a sampled element of a received gradient, the element's sizes plus
+the tensor's RMS gradient: two backward passes round differently, and an element that cancels
+keeps its terms' rounding).  Where the user's step computed a global norm in its dtype (the clip
 scale, the logged norm) the terms grow by ``sqrt(N)`` (``N`` the registry's element count):
 the probabilistic rounding bound of a sum of ``N`` terms (Higham and Mary, 2019: the error of
 recursive summation stays below ``lambda sqrt(N) eps`` except with probability ``2
@@ -108,7 +110,8 @@ class _Expect:
 def _applied_elements(t: TensorStep, exp: _Expect, s: float, grow: float) -> _Elements:
     el = _Elements()
     a = t.applied if t.applied is not None else np.zeros_like(t.grad)
-    el.add(t.labels(), a, exp.samples, (np.abs(a) + np.abs(exp.samples)) * grow * exp.grow)
+    el.add(t.labels(), a, exp.samples,
+           (np.abs(a) + np.abs(exp.samples) + _backward_terms(t, s, exp)) * grow * exp.grow)
     if exp.factor is not None and t.grad_sumsq > 0:
         f = t.applied_dot_grad / (s * t.grad_sumsq) if s > 0 else 0.0
         el.add([f"{t.name} (whole-tensor factor applied.g / (s g.g))"], [f], [exp.factor],
@@ -118,6 +121,17 @@ def _applied_elements(t: TensorStep, exp: _Expect, s: float, grow: float) -> _El
         el.add([f"{t.name} (whole-tensor norm of the applied gradient)"], [n], [exp.norm],
                [(n + exp.norm) * grow * exp.grow])
     return el
+
+
+def _backward_terms(t: TensorStep, s: float, exp: _Expect) -> float:
+    """The size of the terms each element of a backward pass sums, for the allowance of the
+    sampled elements: the received gradient comes from the user's own backward (``(s L)``'s in
+    a two-pass clip, a second ``RunAll``), the expected one from the library's, and the two
+    round differently in every op.  An element that cancels (``|g_j|`` far below its terms)
+    keeps the rounding of its terms, which ``|g_j|`` alone does not show; the tensor's RMS
+    gradient (scaled like the prediction) stands for them."""
+    n = int(np.prod(t.shape, dtype=np.int64)) or 1
+    return abs(s) * max(1.0, abs(exp.factor or 0.0)) * math.sqrt(max(t.grad_sumsq, 0.0) / n)
 
 
 def _merge(parts: Sequence[_Elements]) -> _Elements:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from gradcheck.model_audit.step_answers import StepRecord, TensorStep
-from gradcheck.model_audit.step_judge import clip_scale, clip_scales, growth
+from gradcheck.model_audit.step_judge import clip_scale, clip_scales, growth, judge_applied
+from gradcheck.oracle.error_model import ErrorModel
 
 
 def _rec(grad: np.ndarray, applied: np.ndarray) -> StepRecord:
@@ -39,3 +41,30 @@ def test_clip_scales_accept_any_epsilon_between_none_and_torchs():
     # a fitted scale outside that window is not offered
     assert len(clip_scales(_rec(g, 0.5 * g), 1.0)) == 2
     assert clip_scales(_rec(g, g), 10.0) == [1.0]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_an_element_that_cancels_keeps_its_terms_rounding(dtype):
+    """A received gradient from the user's own backward (the two-pass clip's ``(s L)``) rounds
+    differently from the library's: at an element far below the tensor's size (a cancelling
+    sum) the difference is its terms' rounding, a few eps of the tensor's RMS.  Measured on
+    Candle: ``|diff| 1.01e-17`` at ``-8.4e-5`` in float64.  That passes; a factor 2 does not."""
+    eps = float(np.finfo(dtype).eps)
+    grad = np.array([0.3, -0.5, -8.4e-5, 0.2])
+    rms = float(np.sqrt(grad @ grad / grad.size))
+    rounded = grad.copy()
+    rounded[2] += 3 * eps * rms          # the cancelling element's own rounding
+    rounded[0] *= 1 + eps                # one ulp elsewhere
+    model = ErrorModel()
+    ok = judge_applied(list(_rec(grad, rounded).tensors.values()), _rec(grad, rounded), None,
+                       max_norm=None, n_elements=grad.size, dtype=dtype, model=model)
+    assert ok.ok, ok.assessment.message("applied")
+    doubled = _rec(grad, 2 * grad)
+    bad = judge_applied(list(doubled.tensors.values()), doubled, None, max_norm=None,
+                        n_elements=grad.size, dtype=dtype, model=model)
+    assert not bad.ok
+    off = grad.copy()
+    off[2] += 1e-3 * rms                 # a wrong element far beyond rounding is still caught
+    wrong = _rec(grad, off)
+    assert not judge_applied(list(wrong.tensors.values()), wrong, None, max_norm=None,
+                             n_elements=grad.size, dtype=dtype, model=model).ok
