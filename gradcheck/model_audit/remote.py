@@ -51,6 +51,8 @@ __all__ = ["ProcessAuditReport", "audit_peer", "audit_process"]
 
 DTYPES = ("float64", "float32")
 _SEED_SPACE = 2**53
+#: the command text of a peer that started gradcheck (``--peer-stdio``)
+STDIO_TEXT = "(the program that started gradcheck)"
 
 #: what cuts a gradient in each engine, named in a blocked tensor's message
 KNOWN_CAUSES = {
@@ -242,12 +244,12 @@ def audit_peer(peer: ModelPeer, *, dtypes: Sequence[str] = DTYPES, params: Seque
 def _reproducer(text: str, dtypes: Sequence[str], params: Sequence[str],
                 exclude: Sequence[str], stop: Sequence[str], directions: int, per_tensor: int,
                 step: bool, steps: int, seed: int) -> str:
-    parts = ["gradcheck model --command", shlex.quote(text)]
+    parts = []
     if tuple(dtypes) != DTYPES:
         parts += ["--dtype", dtypes[0] if len(dtypes) == 1 else "both"]
-    parts += [f"--param {shlex.quote(g)}" for g in params]
-    parts += [f"--exclude {shlex.quote(g)}" for g in exclude]
-    parts += [f"--stop {shlex.quote(g)}" for g in stop]
+    parts += [f"--param {g}" for g in params]
+    parts += [f"--exclude {g}" for g in exclude]
+    parts += [f"--stop {g}" for g in stop]
     if directions != 4:
         parts.append(f"--directions {directions}")
     if per_tensor != 1:
@@ -257,7 +259,11 @@ def _reproducer(text: str, dtypes: Sequence[str], params: Sequence[str],
     if steps != 1:
         parts.append(f"--steps {steps}")
     parts.append(f"--seed {seed}")
-    return " ".join(parts)
+    if text == STDIO_TEXT:  # the user's program starts gradcheck with GRADCHECK_ARGS appended
+        return (f"GRADCHECK_ARGS={shlex.quote(' '.join(parts))} and run the same program (it "
+                "starts gradcheck model --peer-stdio)")
+    return " ".join(["gradcheck model --command", shlex.quote(text),
+                     *(shlex.quote(p) if " " not in p else p for p in parts)])
 
 
 class _Run:
