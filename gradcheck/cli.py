@@ -628,30 +628,34 @@ def _parser() -> argparse.ArgumentParser:
                     "along seeded directions, gradient flow per tensor, names, float32\n"
                     "rounding, and the training step (docs/engines/model-check.md).")
     mo.add_argument("--command", help="the program, run through sh -c with "
-                                      "GRADCHECK_PROTOCOL=model")
+                                      "GRADCHECK_PROTOCOL=model (default: none; this or "
+                                      "--peer-stdio)")
     mo.add_argument("--peer-stdio", action="store_true",
                     help="speak the protocol on this process's stdin/stdout (used by the "
-                         "libraries; the report goes to stderr)")
+                         "libraries; the report goes to stderr; default: off)")
     mo.add_argument("--dtype", choices=("float64", "float32", "both"), default="both",
                     help="builds to check (default: both; FD runs in float64 when built)")
     mo.add_argument("--param", action="append", metavar="GLOB",
                     help="registry names to check (repeatable; default: all)")
     mo.add_argument("--exclude", action="append", metavar="GLOB",
-                    help="registry names not to check (repeatable)")
+                    help="registry names not to check (repeatable; default: none)")
     mo.add_argument("--stop", action="append", metavar="GLOB",
-                    help="tensors cut on purpose: a gradient there is a leak (repeatable)")
+                    help="tensors cut on purpose: a gradient there is a leak (repeatable; "
+                         "default: those the program declares)")
     mo.add_argument("--directions", type=int, default=4,
                     help="seeded directions over all selected tensors (default: 4)")
     mo.add_argument("--per-tensor", type=int, default=1,
                     help="seeded directions per tensor (default: 1)")
-    mo.add_argument("--no-step", action="store_true", help="skip the training-step checks")
+    mo.add_argument("--no-step", action="store_true",
+                    help="skip the training-step checks (default: run them)")
     mo.add_argument("--steps", type=int, default=1,
                     help="steps per step experiment (default: 1)")
     mo.add_argument("--seed", type=int, default=0, help="seed of the directions (default: 0)")
     mo.add_argument("--report-dir", default="reports/model",
                     help="directory for results.jsonl, index.html, junit.xml (default: "
                          "reports/model)")
-    mo.add_argument("--junit", metavar="PATH", help="also write the JUnit XML to PATH")
+    mo.add_argument("--junit", metavar="PATH",
+                    help="also write the JUnit XML to PATH (default: only REPORT_DIR/junit.xml)")
     mo.add_argument("--request-timeout", type=float, default=60.0,
                     help="seconds the program may take to answer one request (default: 60)")
     mo.set_defaults(func=_cmd_model)
