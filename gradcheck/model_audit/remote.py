@@ -45,12 +45,17 @@ from gradcheck.model_audit.directions import Direction, Scope
 from gradcheck.model_audit.flow import AuditReport
 from gradcheck.oracle import fd
 from gradcheck.oracle.error_model import ErrorModel, eps, validated_model
-from gradcheck.semantics.context import BugClass, ProbeContext
+from gradcheck.semantics.context import Assessment, BugClass, ProbeContext
 
 __all__ = ["ProcessAuditReport", "audit_peer", "audit_process"]
 
 DTYPES = ("float64", "float32")
 _SEED_SPACE = 2**53
+#: a tensor's projection below this fraction of FD's (same sign) reads as a partial cut; a
+#: global direction's factor mixes every tensor's error and is never read so
+PARTIAL_BELOW = 0.9
+#: failing tensors bisected per run, and halvings per tensor (2 directions per halving)
+BISECT_TENSORS, BISECT_LEVELS = 3, 8
 #: the command text of a peer that started gradcheck (``--peer-stdio``)
 STDIO_TEXT = "(the program that started gradcheck)"
 
@@ -281,6 +286,7 @@ class _Run:
         self.loss0 = 0.0
         self.per_tensor_dirs: dict[str, list[Direction]] = {}
         self.answers64: dict[tuple[int, str], dict[str, Any]] = {}  # FD-dtype line answers
+        self.bisections_left = BISECT_TENSORS
 
     # -- the conversation ---------------------------------------------------------------------
     def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -533,7 +539,7 @@ class _Run:
             if rec.status is FlowStatus.FLOWS:
                 sl = slice(i * k, (i + 1) * k)
                 self._grad_check(f"grad[{t.name}]", est, sl, answers[sl],
-                                 f"<dL/d{t.name}, u>", bug_cuts=False)
+                                 f"<dL/d{t.name}, u>", bug_cuts=False, tensor=t)
 
     def _parameter(self, t: _Tensor, est: fd.FDEstimate, sl: slice,
                    answers: list[dict[str, Any]]) -> ParameterFlow:
@@ -612,46 +618,101 @@ class _Run:
                 "float32 rounding level of a whole forward and backward")
 
     def _grad_check(self, name: str, est: fd.FDEstimate, sl: slice,
-                    answers: list[dict[str, Any]], what: str, bug_cuts: bool) -> None:
+                    answers: list[dict[str, Any]], what: str, bug_cuts: bool,
+                    tensor: _Tensor | None = None) -> None:
         ctx = self.ctx
-        s_fd, e_fd = est.value[sl, 0], est.error[sl, 0]
-        if self.noisy > 0 or bool(np.any(est.kink[sl])) or not bool(np.all(est.finite[sl])):
+        if self._undecidable(est, sl):
             why = (f"the loss is nondeterministic (|diff| {self.noisy:.3g} between two "
                    "evaluations at theta0)" if self.noisy else
                    "the loss is not differentiable along the direction (kink or non-finite)")
             ctx.emit(name, Status.INCONCLUSIVE, f"{what}: {why}", kind=CheckKind.VJP,
                      dtype=self.fd_dtype)
             return
-        proj = np.array([decode_scalar(a.get("projection", 0.0), "projection") for a in answers])
-        terms = np.array([decode_scalar(a.get("abs_terms", 0.0), "abs_terms") for a in answers])
-        inexact = sum(int(a.get("inexact", 0) or 0) for a in answers)
-        mag = terms + np.abs(s_fd)
-        extra, label = self._allowance_extra(mag)
-        a = ctx.assess(proj, s_fd, mag, self.fd_dtype, e_fd, measured=extra,
-                       measured_label=label)
+        a, proj, inexact = self._assess(est, sl, answers)
         hint = ""
+        details: dict[str, Any] = {"inexact": inexact,
+                                   "seeds": [int(s) for s in self._seeds_of(name)]}
+        partial = (not a.ok and tensor is not None and a.factor is not None
+                   and 0 < a.factor < PARTIAL_BELOW)
         if not a.ok:
             f = a.factor
-            if f is not None and 0 < f < 1:
+            if partial:
                 hint = (f"; the engine's projection is {f:.3g} x FD's: AD misses part of the "
                         "dependence (a partial cut: a clamp or mask bounded with to_scalar, a "
                         "detached branch)")
             elif f is not None:
-                hint = f"; the engine's projection is {f:.3g} x FD's (a wrong rule, a factor, a " \
-                       "sign or a gradient under another tensor's name)"
+                hint = (f"; the engine's projection is {f:.3g} x FD's (a wrong rule, a factor, "
+                        "a sign or a gradient under another tensor's name)")
+            if tensor is not None and self.bisections_left > 0:
+                self.bisections_left -= 1
+                where, span = self._bisect(tensor)
+                hint += f"; {where}"
+                if span is not None:
+                    details["localized"] = list(span)
         if bug_cuts and not a.ok:
             blocked = [p.name for p in self.report.parameters
                        if p.status is FlowStatus.BLOCKED_UNINTENTIONALLY]
             if blocked:
                 hint += f"; the blocked tensors ({', '.join(blocked)}) are in its scope"
-        bug = (BugClass.UNDECLARED_PARTIAL_STOP if a.factor is not None and 0 < a.factor < 1
-               else BugClass.WRONG_GRADIENT)
+        bug = BugClass.UNDECLARED_PARTIAL_STOP if partial else BugClass.WRONG_GRADIENT
         full = (f"projection {what} from the engine's backward ({self.fd_dtype} build) vs FD "
                 f"of L(theta0 + t u) along {len(proj)} seeded direction(s)"
                 + (hint if not a.ok else ""))
         ctx.record(name, a, what=full, bug=bug, kind=CheckKind.VJP, dtype=self.fd_dtype,
-                   details={"inexact": inexact,
-                            "seeds": [int(s) for s in self._seeds_of(name)]})
+                   details=details)
+
+    def _undecidable(self, est: fd.FDEstimate, sl: slice) -> bool:
+        return (self.noisy > 0 or bool(np.any(est.kink[sl]))
+                or not bool(np.all(est.finite[sl])))
+
+    def _assess(self, est: fd.FDEstimate, sl: slice, answers: list[dict[str, Any]]
+                ) -> tuple[Assessment, np.ndarray, int]:
+        """The engine's projections against FD on rows ``sl`` of ``est``, under the error
+        model (the float32 rounding level added where FD runs in float32)."""
+        s_fd, e_fd = est.value[sl, 0], est.error[sl, 0]
+        proj = np.array([decode_scalar(a.get("projection", 0.0), "projection") for a in answers])
+        terms = np.array([decode_scalar(a.get("abs_terms", 0.0), "abs_terms") for a in answers])
+        inexact = sum(int(a.get("inexact", 0) or 0) for a in answers)
+        mag = terms + np.abs(s_fd)
+        extra, label = self._allowance_extra(mag)
+        return (self.ctx.assess(proj, s_fd, mag, self.fd_dtype, e_fd, measured=extra,
+                                measured_label=label), proj, inexact)
+
+    def _bisect(self, t: _Tensor) -> tuple[str, tuple[int, int] | None]:
+        """Halve the failing tensor's flat index range while exactly one half fails (two
+        directions per level, one oracle pass), at most ``BISECT_LEVELS`` levels."""
+        a, b = 0, t.size
+        levels = 0
+        for level in range(BISECT_LEVELS):
+            if b - a < 2:
+                break
+            m = (a + b) // 2
+            seed = _derive(self.ctx.seed, 5000 + level)
+            dirs = [Direction(seed, (Scope(t.name, t.scale, a, m),)),
+                    Direction(seed, (Scope(t.name, t.scale, m, b),))]
+            est, answers = self._fd(dirs)
+            if self._undecidable(est, slice(0, 2)):
+                break
+            ok = [self._assess(est, slice(i, i + 1), answers[i:i + 1])[0].ok for i in (0, 1)]
+            if ok == [False, True]:
+                b = m
+            elif ok == [True, False]:
+                a = m
+            elif not any(ok):
+                part = f"elements [{a}, {b})" if levels else "it"
+                return (f"both halves of {part} fail: the error is spread (dense), not in one "
+                        "element", (a, b) if levels else None)
+            else:
+                break
+            levels += 1
+        if not levels:
+            return "bisection could not localize it (neither half fails on its own)", None
+        rows = ""
+        if len(t.shape) >= 2:
+            width = int(np.prod(t.shape[1:]))
+            rows = f", rows {a // width}..{(b - 1) // width}"
+        return (f"bisection ({levels} levels) localizes it to flat elements [{a}, {b}) of "
+                f"{t.name!r}{rows}"), (a, b)
 
     def _seeds_of(self, name: str) -> list[int]:
         if name.startswith("grad[") and name.endswith("]"):

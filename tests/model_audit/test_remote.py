@@ -210,3 +210,22 @@ def test_correct_training_step_passes(optimizer):
     assert failed(r) == set()
     assert any(x.name == "step" or x.name.startswith(("step.", "grad_norm"))
                for x in r.results)
+
+
+def test_one_wrong_element_is_localized_by_bisection():
+    r = audit_process(
+        peer("big", "--size", "4000", "--wrong-element", "321", "--wrong-delta", "5"),
+        step=False, dtypes=("float64",), directions=1)
+    res = by_name(r, "grad[layer.0.weight]")
+    assert res.status is Status.FAILED
+    lo, hi = res.details["localized"]
+    assert lo <= 321 < hi and hi - lo <= 1000 // 2**5
+    assert "bisection" in res.message
+
+
+def test_a_dense_error_is_not_pinned_on_one_element():
+    r = audit_process(peer("big", "--size", "4000", "--factor", "2"), step=False,
+                      dtypes=("float64",), directions=1)
+    res = by_name(r, "grad[layer.1.weight]")
+    assert "spread (dense)" in res.message and "2 x FD's" in res.message
+    assert "localized" not in res.details
