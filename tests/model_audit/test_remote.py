@@ -229,3 +229,17 @@ def test_a_dense_error_is_not_pinned_on_one_element():
     res = by_name(r, "grad[layer.1.weight]")
     assert "spread (dense)" in res.message and "2 x FD's" in res.message
     assert "localized" not in res.details
+
+
+def test_done_carries_the_verdicts_to_the_program(tmp_path):
+    import json
+
+    out = tmp_path / "done.json"
+    r = audit_process(peer("wrong_grad", "--done-file", str(out)), step=False)
+    done = json.loads(out.read_text())
+    assert done["passed"] is False
+    checks = {c["name"]: c for c in done["checks"]}
+    assert checks["grad[fc2.weight]"]["status"] == "failed"
+    assert checks["flow[fc1.weight]"]["status"] == "passed"
+    assert len(done["checks"]) == len(r.results)
+    assert len(checks) == len(done["checks"])  # one name per check

@@ -369,6 +369,9 @@ class Peer:
 
     def done(self, q: dict) -> dict:
         self.verdicts = q
+        if self.args.done_file:  # what a library turns into test cases, for the tests
+            with open(self.args.done_file, "w") as f:
+                json.dump(q, f)
         return {}
 
 
@@ -409,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wrong-delta", type=float, default=0.0)
     ap.add_argument("--dense-norm", type=float, default=0.0)
     ap.add_argument("--dense-seed", type=int, default=0)
+    ap.add_argument("--done-file", default="")
     args, rest = ap.parse_known_args(argv)
     peer = Peer(args)
     if os.environ.get("GRADCHECK_PROTOCOL") == "model":
