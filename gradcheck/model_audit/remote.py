@@ -714,6 +714,18 @@ class _Run:
         return (f"bisection ({levels} levels) localizes it to flat elements [{a}, {b}) of "
                 f"{t.name!r}{rows}"), (a, b)
 
+    def _projection(self, dtype: str, u: Direction) -> dict[str, Any]:
+        """``u . g`` of the ``dtype`` build without a forward (``model.line`` with no ``t``);
+        a library that refuses an empty ``t`` is asked with ``t = [0]`` (one forward)."""
+        try:
+            return self.ask("model.line", {"dtype": dtype, "direction": u.wire(), "t": []})
+        except RemoteUnsupported:
+            raise
+        except RemoteError:
+            ans = self.ask("model.line", {"dtype": dtype, "direction": u.wire(), "t": [0.0]})
+            self.forwards += 1
+            return ans
+
     def _seeds_of(self, name: str) -> list[int]:
         if name.startswith("grad[") and name.endswith("]"):
             return [u.seed for u in self.per_tensor_dirs.get(name[5:-1], [])]
@@ -769,8 +781,7 @@ class _Run:
             p32, p64, m32, m64 = [], [], [], []
             try:
                 for u in self.per_tensor_dirs[t.name]:
-                    a32 = self.ask("model.line", {"dtype": "float32", "direction": u.wire(),
-                                                  "t": []})
+                    a32 = self._projection("float32", u)
                     a64 = self.answers64.get((u.seed, t.name)) or {}
                     p32.append(decode_scalar(a32.get("projection", 0.0), "projection"))
                     m32.append(decode_scalar(a32.get("abs_terms", 0.0), "abs_terms"))

@@ -243,3 +243,9 @@ def test_done_carries_the_verdicts_to_the_program(tmp_path):
     assert checks["flow[fc1.weight]"]["status"] == "passed"
     assert len(done["checks"]) == len(r.results)
     assert len(checks) == len(done["checks"])  # one name per check
+
+
+def test_a_library_refusing_an_empty_t_gets_t_zero():
+    r = audit("refuses_empty_t")
+    assert failed(r) == set()
+    assert by_name(r, "rounding[float32][fc1.weight]").status is Status.PASSED

@@ -18,7 +18,8 @@ mutants ``double_backward``, ``two_pass_clip_accumulating``, ``no_clip``, ``clip
 parameters in 4 tensors, a cheap elementwise loss; ``--wrong-element``, ``--dense-norm``,
 ``--factor`` seed the benchmark's mutants); transport mutants ``f32_only`` (the builder refuses
 float64), ``crash_on_line``, ``hang_on_grads``, ``garbage_on_loss``, ``not_model``,
-``prints`` (the user's code prints on stdout).
+``prints`` (the user's code prints on stdout), ``refuses_empty_t`` (a ``model.line`` without
+``t`` is an error).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ STEP_MUTANTS = ("double_backward", "two_pass_clip_accumulating", "no_clip", "cli
                 "swapped_names", "norm_from_loss", "stale_grads", "sgd_twice")
 FLOW_MUTANTS = ("absent_grad", "zero_grad", "wrong_grad", "unregistered", "nondeterministic")
 TRANSPORT = ("f32_only", "crash_on_line", "hang_on_grads", "garbage_on_loss", "not_model",
-             "prints")
+             "prints", "refuses_empty_t")
 VARIANTS = ("correct", "big", *FLOW_MUTANTS, *STEP_MUTANTS, *TRANSPORT)
 
 
@@ -229,6 +230,8 @@ class Peer:
             sys.stderr.write("thread 'main' panicked at src/lib.rs:7: index out of bounds\n")
             sys.stderr.flush()
             os._exit(101)
+        if self.variant == "refuses_empty_t" and not q["t"]:
+            raise ValueError("t must not be empty")
         dt = DT[q["dtype"]]
         p = self.build(q["dtype"])
         _, g = self.model.loss_and_grads(p, dt)
