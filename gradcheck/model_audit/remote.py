@@ -323,7 +323,8 @@ class _Run:
         ctx.dtype = self.fd_dtype
         if self.fd_dtype == "float32":
             self.report.notes += (
-                "FD runs in float32 (no float64 build): its resolution is the float32 "
+                "FD runs in float32 (no float64 build: refused or not asked for): its "
+                "resolution is the float32 "
                 "rounding level, about 2e-4 of each projection's sum of |terms|; no float32 "
                 "rounding check (it needs a float64 reference)",)
         if not self._select():
