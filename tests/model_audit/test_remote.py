@@ -249,3 +249,12 @@ def test_a_library_refusing_an_empty_t_gets_t_zero():
     r = audit("refuses_empty_t")
     assert failed(r) == set()
     assert by_name(r, "rounding[float32][fc1.weight]").status is Status.PASSED
+
+
+def test_more_directions_per_tensor_and_no_global():
+    r = audit("wrong_grad", per_tensor=2, directions=0, dtypes=("float64",))
+    assert failed(r) == {"grad[fc2.weight]"}
+    assert "along 2 seeded direction(s)" in by_name(r, "grad[fc2.weight]").message
+    # + one bisection level (2 halves): both halves fail, a sign flip is dense
+    assert r.traffic.requests["model.line"] == 12 + 2
+    assert "spread (dense)" in by_name(r, "grad[fc2.weight]").message
