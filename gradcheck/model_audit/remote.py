@@ -649,7 +649,7 @@ class _Run:
                 where, span = self._bisect(tensor)
                 hint += f"; {where}"
                 if span is not None:
-                    details["localized"] = list(span)
+                    details["bisected"] = list(span)
         if bug_cuts and not a.ok:
             blocked = [p.name for p in self.report.parameters
                        if p.status is FlowStatus.BLOCKED_UNINTENTIONALLY]

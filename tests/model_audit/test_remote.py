@@ -218,7 +218,7 @@ def test_one_wrong_element_is_localized_by_bisection():
         step=False, dtypes=("float64",), directions=1)
     res = by_name(r, "grad[layer.0.weight]")
     assert res.status is Status.FAILED
-    lo, hi = res.details["localized"]
+    lo, hi = res.details["bisected"]
     assert lo <= 321 < hi and hi - lo <= 1000 // 2**5
     assert "bisection" in res.message
 
@@ -228,7 +228,7 @@ def test_a_dense_error_is_not_pinned_on_one_element():
                       dtypes=("float64",), directions=1)
     res = by_name(r, "grad[layer.1.weight]")
     assert "spread (dense)" in res.message and "2 x FD's" in res.message
-    assert "localized" not in res.details
+    assert "bisected" not in res.details
 
 
 def test_done_carries_the_verdicts_to_the_program(tmp_path):
