@@ -641,7 +641,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="registry names not to check (repeatable; default: none)")
     mo.add_argument("--stop", action="append", metavar="GLOB",
                     help="tensors cut on purpose: a gradient there is a leak (repeatable; "
-                         "default: those the program declares)")
+                         "default: none; the program's own stopped globs always count)")
     mo.add_argument("--directions", type=int, default=4,
                     help="seeded directions over all selected tensors (default: 4)")
     mo.add_argument("--per-tensor", type=int, default=1,
