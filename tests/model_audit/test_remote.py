@@ -14,7 +14,8 @@ import pytest
 from gradcheck import Status
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.core.results import FlowStatus
-from gradcheck.model_audit.remote import _localize, audit_process
+from gradcheck.model_audit.remote import audit_process
+from gradcheck.model_audit.remote_report import localize
 
 PEER = str(Path(__file__).resolve().parents[1] / "support" / "model_peer.py")
 
@@ -197,10 +198,10 @@ def test_localize_by_prefix():
         return ParameterFlow(name, (2,), status, False, True, 0.0, 0.0, 0.0, Status.SKIPPED)
 
     b, f = FlowStatus.BLOCKED_UNINTENTIONALLY, FlowStatus.FLOWS
-    got = _localize([rec("fc1.weight", b), rec("fc1.bias", b), rec("norm.weight", b),
+    got = localize([rec("fc1.weight", b), rec("fc1.bias", b), rec("norm.weight", b),
                      rec("fc2.weight", f), rec("fc2.bias", f)])
     assert got == "blocked: every fc1.*, norm.*; none of fc2.*"
-    assert _localize([rec("a", f)]) == ""
+    assert localize([rec("a", f)]) == ""
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
