@@ -39,6 +39,7 @@ from gradcheck.model_audit.flow import (
 )
 from gradcheck.model_audit.intent import stopped, surrogate
 from gradcheck.model_audit.optimizers import SGD, Adam, AdamW
+from gradcheck.model_audit.remote import audit_process
 from gradcheck.model_audit.step_model import TargetUpdate, Tie
 from gradcheck.oracle.error_model import ErrorModel
 from gradcheck.semantics.check import check_semantics, semantics_table
@@ -71,6 +72,7 @@ __all__ = [
     "TrainStep",
     "TrainingHooks",
     "audit",
+    "audit_process",
     "check_accumulation_function",
     "check_clip_function",
     "check_grad_norm_function",

@@ -1,4 +1,4 @@
-"""The ``gradcheck`` command line: ``run``, ``sweep``, ``report``, ``backends``, ``ops``.
+"""The ``gradcheck`` command line: ``run``, ``sweep``, ``report``, ``backends``, ``ops``, ``model``.
 
 The texts users see (``--help``) are :data:`DESCRIPTION` and :data:`EPILOG`; the commands and
 exit codes are documented in docs/report.md.
@@ -472,6 +472,71 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     return OK
 
 
+MODEL_EXIT = """\
+exit codes:
+  0    every check passed or was skipped with a reason (an inconclusive check
+       is reported, not a finding)
+  1    a finding: a check failed
+  2    usage, or the model program could not be started, built or answered"""
+
+
+def _cmd_model(args: argparse.Namespace) -> int:
+    """``gradcheck model``: audit a user's own model over the model protocol
+    (docs/engines/model-check.md)."""
+    from gradcheck import stream
+    from gradcheck.backends.model_peer import ModelPeer, claim_stdio
+    from gradcheck.core.results import Status
+    from gradcheck.model_audit.remote import DTYPES, STDIO_TEXT, audit_peer, audit_process
+    from gradcheck.report import junit, write_report
+    from gradcheck.stream import read_streams
+
+    if bool(args.peer_stdio) == bool(args.command):
+        raise UsageError("give exactly one of --command CMD (gradcheck starts the program) and "
+                         "--peer-stdio (the program started gradcheck)")
+    dtypes = DTYPES if args.dtype == "both" else (args.dtype,)
+    report_dir = writable_dir(args.report_dir, "--report-dir")
+    out = sys.stdout
+    options = dict(dtypes=dtypes, params=args.param or (), exclude=args.exclude or (),
+                   stop_gradient=args.stop or (), directions=args.directions,
+                   per_tensor=args.per_tensor, step=not args.no_step, steps=args.steps,
+                   seed=args.seed)
+    path = report_dir / "results.jsonl"
+    path.unlink(missing_ok=True)
+    try:
+        with stream.using(path, role="main"):
+            if args.peer_stdio:
+                reader, writer = claim_stdio()  # our own prints go to stderr from here on
+                out = sys.stderr
+                peer = ModelPeer.over_stdio(reader, writer,
+                                            request_timeout=args.request_timeout)
+                try:
+                    report = audit_peer(peer, command_text=STDIO_TEXT, **options)
+                finally:
+                    peer.close()
+            else:
+                report = audit_process(args.command, request_timeout=args.request_timeout,
+                                       **options)
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
+    files = write_report(read_streams([path]), report_dir, title="gradcheck model")
+    if args.junit:
+        target = Path(args.junit)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(junit.render(files.data))
+        except OSError as exc:
+            raise WriteFailed(target, exc) from exc
+    for line in report.summary().splitlines():
+        print(terminal_safe(line), file=out)
+    print(f"report: {files.html}  junit: {args.junit or files.junit}", file=out)
+    statuses = {r.status for r in report.results}
+    if Status.FAILED in statuses:
+        return DISCREPANCIES
+    if Status.ERROR in statuses or not report.results:
+        return USAGE
+    return OK
+
+
 def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="gradcheck", description=DESCRIPTION, epilog=EPILOG,
@@ -576,6 +641,46 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--markdown", action="store_true",
                      help="Markdown, as in docs/catalog.md (default: text)")
     ops.set_defaults(func=_cmd_ops)
+    mo = sub.add_parser(
+        "model", help="check a user's own model and training step (Candle, Gorgonia) over the "
+                      "model protocol", formatter_class=raw, epilog=MODEL_EXIT,
+        description="Start the user's program (--command; it links gradcheck-candle or\n"
+                    "gorgoniacheck), or answer the program that started gradcheck\n"
+                    "(--peer-stdio), and check its model: gradients vs finite differences\n"
+                    "along seeded directions, gradient flow per tensor, names, float32\n"
+                    "rounding, and the training step (docs/engines/model-check.md).")
+    mo.add_argument("--command", help="the program, run through sh -c with "
+                                      "GRADCHECK_PROTOCOL=model (default: none; this or "
+                                      "--peer-stdio)")
+    mo.add_argument("--peer-stdio", action="store_true",
+                    help="speak the protocol on this process's stdin/stdout (used by the "
+                         "libraries; the report goes to stderr; default: off)")
+    mo.add_argument("--dtype", choices=("float64", "float32", "both"), default="both",
+                    help="builds to check (default: both; FD runs in float64 when built)")
+    mo.add_argument("--param", action="append", metavar="GLOB",
+                    help="registry names to check (repeatable; default: all)")
+    mo.add_argument("--exclude", action="append", metavar="GLOB",
+                    help="registry names not to check (repeatable; default: none)")
+    mo.add_argument("--stop", action="append", metavar="GLOB",
+                    help="tensors cut on purpose: a gradient there is a leak (repeatable; "
+                         "default: none; the program's own stopped globs always count)")
+    mo.add_argument("--directions", type=int, default=4,
+                    help="seeded directions over all selected tensors (default: 4)")
+    mo.add_argument("--per-tensor", type=int, default=1,
+                    help="seeded directions per tensor (default: 1)")
+    mo.add_argument("--no-step", action="store_true",
+                    help="skip the training-step checks (default: run them)")
+    mo.add_argument("--steps", type=int, default=1,
+                    help="steps per step experiment (default: 1)")
+    mo.add_argument("--seed", type=int, default=0, help="seed of the directions (default: 0)")
+    mo.add_argument("--report-dir", default="reports/model",
+                    help="directory for results.jsonl, index.html, junit.xml (default: "
+                         "reports/model)")
+    mo.add_argument("--junit", metavar="PATH",
+                    help="also write the JUnit XML to PATH (default: only REPORT_DIR/junit.xml)")
+    mo.add_argument("--request-timeout", type=float, default=60.0,
+                    help="seconds the program may take to answer one request (default: 60)")
+    mo.set_defaults(func=_cmd_model)
     return parser
 
 

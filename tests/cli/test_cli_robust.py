@@ -354,7 +354,7 @@ def test_a_closed_pipe_ends_quietly_with_141():
 def test_every_option_says_its_default_and_help_is_plain_text(capsys):
     parser = _parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(subparsers.choices) == {"run", "sweep", "report", "backends", "ops"}
+    assert set(subparsers.choices) == {"run", "sweep", "report", "backends", "ops", "model"}
     for name, sub in subparsers.choices.items():
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction) or not action.option_strings:
