@@ -164,6 +164,10 @@ func TestCheckWithTheHarness(t *testing.T) {
 		m, err := tinyBuilder(tinyOpts{})(dt)
 		if m != nil {
 			m.ClipNorm = nil // the tiny step does not clip
+			// its canned logged norm (42) is for the protocol tests; here the real harness
+			// judges the step, so it logs none
+			inner := m.Step
+			m.Step = func() (Logged, error) { l, err := inner(); l.GradNorm = nil; return l, err }
 		}
 		return m, err
 	})
