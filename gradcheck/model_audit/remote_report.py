@@ -62,10 +62,12 @@ class ProcessAuditReport(AuditReport):
         if self.localization:
             lines.append("  " + self.localization)
         lines.append("")
+        several = len({r.dtype for r in self.results}) > 1
         for r in self.results:
             if r.name.startswith(("flow[", "grad[")) and r.ok:
                 continue
-            lines.append(f"{r.name:<28} {r.status.value.upper():<12} {r.message}")
+            name = f"{r.name} ({r.dtype})" if several else r.name
+            lines.append(f"{name:<28} {r.status.value.upper():<12} {r.message}")
         if self.reproduce:
             lines.append(f"reproduce: {self.reproduce}")
         return "\n".join(lines)
