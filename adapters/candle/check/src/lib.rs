@@ -39,7 +39,7 @@ pub mod wire;
 
 pub use launch::{check, check_with, run, serve, start_harness, HarnessOutcome, Served};
 pub use model::{Logged, Model, Which};
-pub use observe::{knob, observe, Knob, Observed};
+pub use observe::{knob, observe, Declared, Knob, Observed};
 
 /// Candle's result type: the builder, the loss and the step return it.
 pub type Result<T> = candle_core::Result<T>;
