@@ -30,14 +30,18 @@
 
 mod builds;
 pub mod directions;
+mod forward;
 mod launch;
+mod libtest;
 mod model;
 mod observe;
 mod serve;
 mod step;
 pub mod wire;
 
+pub use forward::{harness_args, HARNESS_OPTIONS};
 pub use launch::{check, check_with, run, serve, start_harness, HarnessOutcome, Served};
+pub use libtest::{cases, libtest_main, libtest_main_with, Case, Verdict};
 pub use model::{Logged, Model, Which};
 pub use observe::{knob, observe, Declared, Knob, Observed};
 
