@@ -4,10 +4,11 @@
 //! `step.applied[fc2.bias]`, ... one by one.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::launch::{start_harness_quiet_stdout, HarnessOutcome};
 use crate::model::Model;
@@ -88,7 +89,9 @@ fn trial(case: Case) -> Trial {
 /// reports each check as its own test (passed; failed with the harness's message; ignored,
 /// with the reason, when skipped or inconclusive). It understands libtest's options (`--list`,
 /// `--format terse`, `--exact`, name filters, `--skip`, `--ignored`, `--nocapture`); listing
-/// runs the harness too, since a check's name depends on the model. Where the harness cannot be
+/// runs the harness too, since a check's name depends on the model; under `cargo nextest` (a
+/// process per test) the processes of one run share the first finished run's verdicts (a
+/// small file in the temporary directory per run). Where the harness cannot be
 /// started: one ignored test `gradcheck` with the install line, a failed one when `CI` is set.
 ///
 /// ```no_run
@@ -113,13 +116,70 @@ where
     B: Fn(DType, &Device) -> candle_core::Result<Model>,
 {
     let args = Arguments::from_args();
-    let outcome = start_harness_quiet_stdout(build, harness_args);
     let ci = std::env::var_os("CI").is_some();
-    if let HarnessOutcome::Unavailable(why) = &outcome {
-        if !ci {
-            eprintln!("gradcheck: skipped: {why}");
+    let cache = run_cache(harness_args);
+    let cached = cache.as_ref().and_then(|p| read_cases(p));
+    let list = match cached {
+        Some(list) => {
+            eprintln!("gradcheck: the verdicts of this nextest run, from {}", cache.as_ref().unwrap().display());
+            list
         }
+        None => {
+            let outcome = start_harness_quiet_stdout(build, harness_args);
+            if let HarnessOutcome::Unavailable(why) = &outcome {
+                if !ci {
+                    eprintln!("gradcheck: skipped: {why}");
+                }
+            }
+            let list = cases(&outcome, ci);
+            if let Some(p) = &cache {
+                write_cases(p, &list);
+            }
+            list
+        }
+    };
+    libtest_mimic::run(&args, list.into_iter().map(trial).collect()).exit()
+}
+
+/// `cargo nextest` runs each test in a process of its own: within one nextest run
+/// (`NEXTEST_RUN_ID`), the first process to finish the harness leaves its cases here and the
+/// later ones read them, instead of running the harness once per check. Keyed by the run, the
+/// test binary and the harness options; never shared between runs.
+fn run_cache(harness_args: &[&str]) -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let run = std::env::var("NEXTEST_RUN_ID").ok().filter(|r| !r.is_empty())?;
+    let run: String = run.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::env::current_exe().ok()?.hash(&mut h);
+    harness_args.hash(&mut h);
+    std::env::var("GRADCHECK_ARGS").unwrap_or_default().hash(&mut h);
+    Some(std::env::temp_dir().join(format!("gradcheck-candle-{run}-{:016x}.json", h.finish())))
+}
+
+fn read_cases(path: &Path) -> Option<Vec<Case>> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    v.as_array()?.iter().map(|c| {
+        let name = c.get("name")?.as_str()?.to_string();
+        let text = c.get("text").and_then(Value::as_str).unwrap_or("").to_string();
+        let verdict = match c.get("verdict")?.as_str()? {
+            "passed" => Verdict::Passed,
+            "failed" => Verdict::Failed(text),
+            "ignored" => Verdict::Ignored(text),
+            _ => return None,
+        };
+        Some(Case { name, verdict })
+    }).collect()
+}
+
+/// Written to a temporary name, then renamed: a reader sees the whole list or none.
+fn write_cases(path: &Path, list: &[Case]) {
+    let v: Vec<Value> = list.iter().map(|c| match &c.verdict {
+        Verdict::Passed => json!({"name": c.name, "verdict": "passed"}),
+        Verdict::Failed(t) => json!({"name": c.name, "verdict": "failed", "text": t}),
+        Verdict::Ignored(t) => json!({"name": c.name, "verdict": "ignored", "text": t}),
+    }).collect();
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    if std::fs::write(&tmp, Value::Array(v).to_string()).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    let trials = cases(&outcome, ci).into_iter().map(trial).collect();
-    libtest_mimic::run(&args, trials).exit()
 }

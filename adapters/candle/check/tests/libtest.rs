@@ -142,3 +142,31 @@ fn a_cut_models_flow_cases_fail_and_its_twins_pass() {
     assert!(matches!(&flow.verdict, Verdict::Failed(m) if m.starts_with("flow[fc1.weight]: failed: ")), "{flow:?}");
     assert!(cut.iter().any(|c| c.name == "flow[fc2.weight]" && c.verdict == Verdict::Passed), "{cut:?}");
 }
+
+/// Under `cargo nextest` (a process per test), the processes of one run (`NEXTEST_RUN_ID`)
+/// reuse the first one's verdicts: with no harness at all, a second process of the same run
+/// still reports the checks; one of another run does not.
+#[test]
+fn processes_of_one_nextest_run_share_the_verdicts() {
+    let Some(python) = harness() else { return };
+    let run = format!("gradcheck-candle-test-{}", std::process::id());
+    let mlp = |args: &[&str], python: &str, run: &str| {
+        let out = Command::new(gradcheck_mlp()).args(args).env("GRADCHECK_PYTHON", python)
+            .env("NEXTEST_RUN_ID", run).env_remove("GRADCHECK_ARGS").env_remove("CI")
+            .stderr(Stdio::null()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = mlp(&["--exact", "names"], &python, &run);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("test names ... ok"), "{out}");
+    let (code, out) = mlp(&["--exact", "flow[fc1.weight]"], "/nonexistent/python", &run);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("test flow[fc1.weight] ... ok"), "the first process's verdicts: {out}");
+    let (_, out) = mlp(&[], "/nonexistent/python", &format!("{run}-other"));
+    assert!(out.contains("test gradcheck ... ignored"), "another run does not see them: {out}");
+    for e in std::fs::read_dir(std::env::temp_dir()).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&format!("gradcheck-candle-{run}")) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
