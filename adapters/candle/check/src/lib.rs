@@ -24,9 +24,12 @@
 //! ```
 //!
 //! Run it three ways: `cargo run --release --example NAME` (starts the harness,
-//! `python3 -m gradcheck model --peer-stdio`, and exits with its code), `gradcheck model
-//! --command "target/release/examples/NAME"` (the harness starts it), or from `#[test]` with
-//! [`check`]. See docs/engines/candle-user.md.
+//! `python3 -m gradcheck model --peer-stdio`, and exits with its code; `-- --seed 3 --junit
+//! out.xml`: the options the harness understands pass through, [`harness_args`]),
+//! `gradcheck model --command "target/release/examples/NAME"` (the harness starts it), or from
+//! `#[test]` with [`check`], or as one test per check with [`libtest_main`] (a
+//! `harness = false` test target). An optimizer other than candle-nn's `SGD` and `AdamW` is
+//! declared with [`Observed::declare`]. See docs/engines/candle-user.md.
 
 mod builds;
 pub mod directions;
