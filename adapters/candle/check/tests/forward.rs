@@ -78,4 +78,11 @@ fn run_forwards_the_programs_arguments() {
     let (code, junit) = run(&["--buggy"]);
     assert_eq!(code, Some(1), "--buggy stayed the program's: a finding");
     assert!(junit.contains("<failure"), "{junit:.200}");
+    // GRADCHECK_ARGS first, the command line after it: the command line's --junit wins
+    let (env_junit, argv_junit) = (format!("{dir}/env.xml"), format!("{dir}/argv.xml"));
+    let code = Command::new(&example).args(["--junit", &argv_junit, "--report-dir", &dir])
+        .env_remove("GRADCHECK_PROTOCOL").env("GRADCHECK_ARGS", format!("--junit {env_junit}"))
+        .stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap().code();
+    assert_eq!(code, Some(0));
+    assert!(std::path::Path::new(&argv_junit).exists() && !std::path::Path::new(&env_junit).exists());
 }
