@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use candle_core::{DType, Device};
 use serde_json::Value;
 
+use crate::forward::harness_args;
 use crate::model::Model;
 use crate::serve::{answer, Server};
 
@@ -97,9 +98,19 @@ pub fn start_harness<B>(build: B, args: &[&str]) -> HarnessOutcome
 where
     B: Fn(DType, &Device) -> candle_core::Result<Model>,
 {
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(env_args());
+    spawn_and_serve(build, &all)
+}
+
+/// Starts `$GRADCHECK_PYTHON -m gradcheck model --peer-stdio ARGS` and serves it.
+fn spawn_and_serve<B>(build: B, args: &[String]) -> HarnessOutcome
+where
+    B: Fn(DType, &Device) -> candle_core::Result<Model>,
+{
     let python = std::env::var("GRADCHECK_PYTHON").unwrap_or_else(|_| "python3".to_string());
     let mut cmd = Command::new(&python);
-    cmd.args(["-m", "gradcheck", "model", "--peer-stdio"]).args(args).args(env_args())
+    cmd.args(["-m", "gradcheck", "model", "--peer-stdio"]).args(args)
         .env_remove("GRADCHECK_PROTOCOL")
         .stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     let mut child = match cmd.spawn() {
@@ -116,10 +127,50 @@ where
     HarnessOutcome::Ran { code, served }
 }
 
+/// [`start_harness`] with file descriptor 1 pointed at stderr while the harness runs, so that
+/// prints in the user's builder, loss or step cannot mix into a test runner's stdout (the
+/// `--list` that `cargo nextest` parses); restored afterwards.
+#[cfg(unix)]
+pub(crate) fn start_harness_quiet_stdout<B>(build: B, args: &[&str]) -> HarnessOutcome
+where
+    B: Fn(DType, &Device) -> candle_core::Result<Model>,
+{
+    extern "C" {
+        fn dup(fd: i32) -> i32;
+        fn dup2(old: i32, new: i32) -> i32;
+        fn close(fd: i32) -> i32;
+    }
+    let _ = std::io::stdout().flush();
+    // SAFETY: plain POSIX calls on the process's standard descriptors; `saved` is closed here.
+    let saved = unsafe { dup(1) };
+    if saved < 0 || unsafe { dup2(2, 1) } < 0 {
+        return start_harness(build, args);
+    }
+    let outcome = start_harness(build, args);
+    let _ = std::io::stdout().flush();
+    // SAFETY: as above; puts the original stdout back.
+    unsafe {
+        dup2(saved, 1);
+        close(saved);
+    }
+    outcome
+}
+
+#[cfg(not(unix))]
+pub(crate) fn start_harness_quiet_stdout<B>(build: B, args: &[&str]) -> HarnessOutcome
+where
+    B: Fn(DType, &Device) -> candle_core::Result<Model>,
+{
+    start_harness(build, args)
+}
+
 /// The entry point of a check program: under the harness (`GRADCHECK_PROTOCOL` set) it serves
 /// on stdin/stdout and returns when the harness closes the pipe; otherwise it starts the harness,
 /// serves it, and exits the process with the harness's code (0 passed, 1 a finding, 2 usage or
-/// model failure; 2 also when the harness cannot be started).
+/// model failure; 2 also when the harness cannot be started). When it starts the harness it
+/// hands it `$GRADCHECK_ARGS`, then the program's own arguments that the harness understands
+/// ([`harness_args`](crate::harness_args): `--seed 3`, `--junit out.xml`, ...; the program's
+/// own come last, so they win); the rest (`--buggy`) stay the program's.
 pub fn run<B>(build: B) -> crate::Result<()>
 where
     B: Fn(DType, &Device) -> candle_core::Result<Model>,
@@ -129,7 +180,9 @@ where
         serve(build, std::io::stdin().lock(), out).map_err(candle_core::Error::wrap)?;
         return Ok(());
     }
-    match start_harness(build, &[]) {
+    let mut args = env_args();
+    args.extend(harness_args(std::env::args().skip(1)));
+    match spawn_and_serve(build, &args) {
         HarnessOutcome::Unavailable(why) => {
             eprintln!("gradcheck-candle: {why}");
             std::process::exit(2)

@@ -24,22 +24,29 @@
 //! ```
 //!
 //! Run it three ways: `cargo run --release --example NAME` (starts the harness,
-//! `python3 -m gradcheck model --peer-stdio`, and exits with its code), `gradcheck model
-//! --command "target/release/examples/NAME"` (the harness starts it), or from `#[test]` with
-//! [`check`]. See docs/engines/candle-user.md.
+//! `python3 -m gradcheck model --peer-stdio`, and exits with its code; `-- --seed 3 --junit
+//! out.xml`: the options the harness understands pass through, [`harness_args`]),
+//! `gradcheck model --command "target/release/examples/NAME"` (the harness starts it), or from
+//! `#[test]` with [`check`], or as one test per check with [`libtest_main`] (a
+//! `harness = false` test target). An optimizer other than candle-nn's `SGD` and `AdamW` is
+//! declared with [`Observed::declare`]. See docs/engines/candle-user.md.
 
 mod builds;
 pub mod directions;
+mod forward;
 mod launch;
+mod libtest;
 mod model;
 mod observe;
 mod serve;
 mod step;
 pub mod wire;
 
+pub use forward::{harness_args, HARNESS_OPTIONS};
 pub use launch::{check, check_with, run, serve, start_harness, HarnessOutcome, Served};
+pub use libtest::{cases, libtest_main, libtest_main_with, Case, Verdict};
 pub use model::{Logged, Model, Which};
-pub use observe::{knob, observe, Knob, Observed};
+pub use observe::{knob, observe, Declared, Knob, Observed};
 
 /// Candle's result type: the builder, the loss and the step return it.
 pub type Result<T> = candle_core::Result<T>;

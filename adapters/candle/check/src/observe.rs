@@ -53,6 +53,8 @@ pub(crate) struct Recorder {
     pub(crate) applied: BTreeMap<String, Vec<f64>>,
     /// The optimizer's declaration (docs/protocol-model.md), `null` when not readable.
     pub(crate) declaration: Value,
+    /// What the user declared with [`Observed::declare`]: it replaces what is read.
+    pub(crate) declared: Option<Value>,
 }
 
 impl Recorder {
@@ -116,6 +118,54 @@ pub fn observe<O: Optimizer + 'static>(opt: O) -> Observed<O> {
     Observed { inner: opt, recorder }
 }
 
+/// What an optimizer the library cannot read does, declared by the user (docs/protocol-model.md's
+/// optimizer declarations): `step.effective` replays it on what the optimizer received and
+/// compares the update. Hand it to [`Observed::declare`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Declared {
+    /// `p -= lr * g`.
+    Sgd { lr: f64 },
+    /// Adam (Kingma and Ba, with bias correction), no weight decay.
+    Adam { lr: f64, beta1: f64, beta2: f64, eps: f64 },
+    /// Adam with decoupled weight decay (`p *= 1 - lr * weight_decay` first, as Candle's
+    /// `AdamW` and torch's do).
+    AdamW { lr: f64, beta1: f64, beta2: f64, eps: f64, weight_decay: f64 },
+}
+
+impl Declared {
+    /// Plain SGD with learning rate `lr`.
+    pub fn sgd(lr: f64) -> Self {
+        Declared::Sgd { lr }
+    }
+
+    /// Adam: `lr`, `beta1`, `beta2`, `eps` (e.g. `0.001, 0.9, 0.999, 1e-8`).
+    pub fn adam(lr: f64, beta1: f64, beta2: f64, eps: f64) -> Self {
+        Declared::Adam { lr, beta1, beta2, eps }
+    }
+
+    /// AdamW: Adam's settings and the decoupled `weight_decay`.
+    pub fn adamw(lr: f64, beta1: f64, beta2: f64, eps: f64, weight_decay: f64) -> Self {
+        Declared::AdamW { lr, beta1, beta2, eps, weight_decay }
+    }
+
+    /// The declaration on the wire; panics on a value that is not finite (JSON has none, and
+    /// no optimizer runs with one), naming it.
+    pub fn to_json(&self) -> Value {
+        let v = match *self {
+            Declared::Sgd { lr } => json!({"kind": "sgd", "lr": lr}),
+            Declared::Adam { lr, beta1, beta2, eps } => {
+                json!({"kind": "adam", "lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps})
+            }
+            Declared::AdamW { lr, beta1, beta2, eps, weight_decay } => json!({"kind": "adamw", "lr": lr,
+                "beta1": beta1, "beta2": beta2, "eps": eps, "weight_decay": weight_decay}),
+        };
+        for (k, x) in v.as_object().into_iter().flatten() {
+            assert!(!x.is_null(), "gradcheck: the declared optimizer's {k} is not finite: {self:?}");
+        }
+        v
+    }
+}
+
 /// docs/protocol-model.md's optimizer declaration for the optimizers candle-nn ships.
 fn declaration<O: Optimizer + 'static>(opt: &O) -> Value {
     let any: &dyn Any = opt;
@@ -131,6 +181,26 @@ fn declaration<O: Optimizer + 'static>(opt: &O) -> Value {
 }
 
 impl<O: Optimizer + 'static> Observed<O> {
+    /// Declares what the optimizer does, for one the library cannot read (anything but
+    /// candle-nn's `SGD` and `AdamW`): without it the step's update is not compared
+    /// (`step.effective` is skipped). Given for `SGD` or `AdamW`, it replaces what is read.
+    ///
+    /// ```no_run
+    /// # use gradcheck_candle as gc;
+    /// # fn f(my_adam: candle_nn::SGD) {
+    /// let mut opt = gc::observe(my_adam).declare(gc::Declared::adam(1e-3, 0.9, 0.999, 1e-8));
+    /// # }
+    /// ```
+    pub fn declare(self, declared: Declared) -> Self {
+        {
+            let mut r = self.recorder.borrow_mut();
+            let v = declared.to_json();
+            r.declaration = v.clone();
+            r.declared = Some(v);
+        }
+        self
+    }
+
     pub fn inner(&self) -> &O {
         &self.inner
     }
@@ -150,7 +220,7 @@ impl<O: Optimizer + 'static> Optimizer for Observed<O> {
     fn step(&mut self, grads: &GradStore) -> candle_core::Result<()> {
         {
             let mut r = self.recorder.borrow_mut();
-            r.declaration = declaration(&self.inner);
+            r.declaration = r.declared.clone().unwrap_or_else(|| declaration(&self.inner));
             r.record(grads)?;
         }
         self.inner.step(grads)
