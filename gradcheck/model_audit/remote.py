@@ -597,16 +597,18 @@ class _Run:
             for r, a in zip(self.per_tensor_dirs[t.name], recs, strict=True):
                 self.answers64[(r.seed, t.name)] = a
             records.append(self._parameter(t, est, sl, recs))
+        # the gradient checks first, so each flow record carries its tensor's FD verdict
+        for i, t in enumerate(self.tensors):
+            if records[i].status is FlowStatus.FLOWS:
+                sl = slice(i * k, (i + 1) * k)
+                self._grad_check(f"grad[{t.name}]", est, sl, answers[sl],
+                                 f"<dL/d{t.name}, u>", bug_cuts=False, tensor=t)
+                records[i] = dataclasses.replace(records[i],
+                                                 gradient_check=self.ctx.results[-1].status)
         self.report.parameters = tuple(records)
         self.report.localization = localize(records)
         for rec in records:
             self._emit_flow(rec)
-        for i, t in enumerate(self.tensors):
-            rec = records[i]
-            if rec.status is FlowStatus.FLOWS:
-                sl = slice(i * k, (i + 1) * k)
-                self._grad_check(f"grad[{t.name}]", est, sl, answers[sl],
-                                 f"<dL/d{t.name}, u>", bug_cuts=False, tensor=t)
 
     def _parameter(self, t: _Tensor, est: fd.FDEstimate, sl: slice,
                    answers: list[dict[str, Any]]) -> ParameterFlow:
