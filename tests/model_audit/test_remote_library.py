@@ -154,3 +154,20 @@ def test_a_slow_model_passes_the_audit_with_the_fixed_timeout_below_one_line():
     assert r.forward_s >= SLOW
     assert "one forward" in r.summary()
     assert r.traffic.requests["model.line"] == 1  # one FD pass of many t values: > 1 s
+
+
+def test_a_slow_training_step_gets_a_timeout_scaled_by_its_calls():
+    # each model.step call costs 2 forwards' sleep here: 3 calls take > 1.5 s
+    p = ModelPeer(peer("correct", "--sleep-forward", str(SLOW)), request_timeout=1.0)
+    try:
+        p.request("model.describe", {"dtype": "float64"})
+        ask = {"dtype": "float64", "knobs": {}, "steps": 3, "experiment": "run", "sample": 8}
+        with pytest.raises(ProtocolTimeout):
+            p.request("model.step", ask)
+    finally:
+        p.close()
+    r = audit_process(peer("correct", "--sleep-forward", str(SLOW), "--optimizer", "sgd"),
+                      step=True, params=("fc3.bias",), directions=0, dtypes=("float64",),
+                      request_timeout=1.0)
+    assert failed(r) == set()
+    assert any(x.name.startswith("step.") and x.status is Status.PASSED for x in r.results)

@@ -305,6 +305,8 @@ class Peer:
             if experiment == "repeat" and c == 1:
                 for k in params:
                     params[k] = self.theta0[k].astype(dt)
+            self.forward()  # the fresh gradient, then the user's step (its own forward)
+            self.forward()
             _, g = self.model.loss_and_grads(params, dt)
             before = {k: v.copy() for k, v in params.items()}
             logged, applied = self._user_step(params, state, dt, max_norm)
