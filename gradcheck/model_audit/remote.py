@@ -475,38 +475,51 @@ class _Run:
         if not lines:
             return
         g = self.arrays[d]
-        proj, exp, mag, extra = [], [], [], []
+        proj, terms, exp, mag, extra = [], [], [], [], []
         for u, ans in lines:
-            terms_ad = decode_scalar(ans.get("abs_terms", 0.0), "abs_terms")
             prod = [v * g[n] for n, v in u.arrays(self.sizes).items() if n in g]
             flat = np.concatenate(prod) if prod else np.zeros(0)
-            m = max(float(np.sum(np.abs(flat))), abs(terms_ad))
+            m = float(np.sum(np.abs(flat)))
             proj.append(decode_scalar(ans.get("projection", 0.0), "projection"))
+            terms.append(decode_scalar(ans.get("abs_terms", 0.0), "abs_terms"))
             exp.append(float(np.sum(flat)))
             mag.append(m)
             extra.append(2.0 * (u.size(self.sizes) + 1) * eps("float64") * m)
-        a = ctx.assess(np.array(proj), np.array(exp), np.array(mag), "float64",
-                       measured=np.array(extra),
-                       measured_label="float64 summation of the scope's n terms on both "
-                                      "sides, 2 (n + 1) eps(float64) x sum |terms|")
-        what = (f"the library's model.line projections ({d} build, {len(lines)} line(s)) vs "
-                "u . g recomputed in NumPy from model.grads arrays and gradcheck's own seeded "
-                "directions")
+        label = ("float64 summation of the scope's n terms on both sides, 2 (n + 1) "
+                 "eps(float64) x sum |terms|")
+        # the projection, and abs_terms (it sizes every grad check's allowance)
+        got = {"projection": proj, "abs_terms": terms}
+        want = {"projection": exp, "abs_terms": mag}
+        checked = {k: ctx.assess(np.array(got[k]), np.array(want[k]), np.array(mag), "float64",
+                                 measured=np.array(extra), measured_label=label)
+                   for k in got}
+        which = next((k for k, v in checked.items() if not v.ok), "projection")
+        a = checked[which]
+        ok = all(v.ok for v in checked.values())
+        what = (f"the library's model.line {which if not ok else 'projection (and abs_terms)'} "
+                f"({d} build, {len(lines)} line(s)) vs "
+                f"{'u . g' if which == 'projection' else 'sum |u_j g_j|'} recomputed in NumPy "
+                "from model.grads arrays and gradcheck's own seeded directions")
         try:  # the assessment's worst element ("[i]") is the worst line
             worst = int(a.label.strip("[]"))
         except ValueError:
-            worst = int(np.argmax(np.abs(np.array(proj) - np.array(exp))))
+            worst = int(np.argmax(np.abs(np.array(got[which]) - np.array(want[which]))))
         u = lines[worst][0]
         details: dict[str, Any] = {"ran": True, "lines": len(lines), "model_parameters": total,
-                                   "worst_direction": u.wire()}
+                                   "worst_direction": u.wire(),
+                                   "compared": which if not ok else "projection, abs_terms"}
         message = a.message(what)
         if not a.ok:
             message = (f"[library protocol error] {message}; worst line: seed {u.seed}, scope "
-                       f"{[s.wire() for s in u.scope]}, the library's projection "
-                       f"{proj[worst]!r} vs NumPy's {exp[worst]!r}: the library's direction "
-                       "generator (seed, scope start/stop, scale, sign rule) or its gradient "
-                       "extraction differs from the protocol's, so the FD verdicts above were "
-                       "taken along its directions and prove nothing until it is fixed")
+                       f"{[s.wire() for s in u.scope]}, the library's {which} "
+                       f"{got[which][worst]!r} vs NumPy's {want[which][worst]!r}: the "
+                       "library's direction "
+                       "generator (seed, scope start/stop, scale, sign rule)"
+                       + (", its sum |u_j g_j| (every grad check's allowance is sized by it)"
+                          if which == "abs_terms" else "")
+                       + " or its gradient extraction differs from the protocol's, so the FD "
+                       "verdicts above were taken along its directions and prove nothing until "
+                       "it is fixed")
         ctx.emit(name, Status.PASSED if a.ok else Status.FAILED, message, kind=CheckKind.FLOW,
                  dtype=d, expected=a.expected, actual=a.actual, discrepancy=a.discrepancy,
                  relative_discrepancy=a.relative, allowed=a.allowed, allowed_source=a.source,

@@ -23,7 +23,8 @@ float64), ``crash_on_line``, ``hang_on_grads``, ``garbage_on_loss``, ``not_model
 host memory: their gradient is exactly zero) and its look-alike ``dense_half`` (fc2.weight's
 whole gradient halved); library mutants ``dir_sign`` (the generator's sign flipped at element 5
 of fc2.weight), ``dir_scope`` (every scope starts one element late), ``grads_array_off``
-(model.grads' arrays scaled by 1.5, the line projections right).  ``--sleep-forward S`` sleeps
+(model.grads' arrays scaled by 1.5, the line projections right), ``terms_off`` (abs_terms
+100x too large: every allowance 100x too loose).  ``--sleep-forward S`` sleeps
 ``S`` seconds per forward (a slow model).
 """
 
@@ -53,7 +54,7 @@ FLOW_MUTANTS = ("absent_grad", "zero_grad", "wrong_grad", "unregistered", "nonde
                 "partial_cut", "dense_half")
 #: library mutants: the direction generator or the gradient extraction off (the losses and the
 #: projection both use the wrong direction, so FD agrees with it)
-LIBRARY_MUTANTS = ("dir_sign", "dir_scope", "grads_array_off")
+LIBRARY_MUTANTS = ("dir_sign", "dir_scope", "grads_array_off", "terms_off")
 TRANSPORT = ("f32_only", "crash_on_line", "hang_on_grads", "garbage_on_loss", "not_model",
              "prints", "refuses_empty_t")
 VARIANTS = ("correct", "big", *FLOW_MUTANTS, *STEP_MUTANTS, *TRANSPORT, *LIBRARY_MUTANTS)
@@ -287,6 +288,8 @@ class Peer:
                 inexact += int(np.count_nonzero(new.astype(np.float64) - base != float(t) * v))
                 moved[k] = new.reshape(self.model.SHAPES[k])
             losses.append(self.model.loss_and_grads(moved, dt, want=False)[0])
+        if self.variant == "terms_off":
+            terms *= 100.0
         return {"losses": losses, "projection": proj, "abs_terms": terms, "norm2": norm2,
                 "inexact": inexact}
 
