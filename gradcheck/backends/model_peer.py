@@ -40,7 +40,7 @@ from gradcheck.backends.wire import (
     parse_response,
 )
 
-__all__ = ["ModelPeer", "PeerTraffic", "claim_stdio", "shell_argv"]
+__all__ = ["ModelPeer", "PeerTraffic", "claim_stdio", "forwards_of", "shell_argv"]
 
 # the process machinery's words for an op child, which is restarted; a model program is not
 _NOT_RESTARTED = (("; it will be restarted for the next request", ""),
@@ -48,6 +48,28 @@ _NOT_RESTARTED = (("; it will be restarted for the next request", ""),
 
 #: the environment variable that tells the library to answer on its pipes
 PROTOCOL_ENV = "GRADCHECK_PROTOCOL"
+#: once a forward's time is measured, a request may take this many times its forwards' time
+#: (never less than the fixed request timeout)
+FORWARD_FACTOR = 20.0
+#: a backward counted as this many forwards (``model.grads``, ``model.line``'s projection, each
+#: call of the user's step)
+BACKWARD_FORWARDS = 3
+
+
+def forwards_of(method: str, params: Mapping[str, Any]) -> int:
+    """How many forwards (a backward counted as :data:`BACKWARD_FORWARDS`) a request costs the
+    program: ``model.line`` one per ``t`` and its gradient, ``model.step`` a fresh gradient and
+    the user's step per call (``"repeat"``: 2 calls), ``model.grads`` one backward."""
+    if method == "model.loss":
+        return 1
+    if method == "model.grads":
+        return BACKWARD_FORWARDS
+    if method == "model.line":
+        return len(params.get("t") or ()) + BACKWARD_FORWARDS
+    if method == "model.step":
+        calls = 2 if params.get("experiment") == "repeat" else int(params.get("steps", 1) or 1)
+        return 2 * BACKWARD_FORWARDS * max(1, calls)
+    return 0
 
 
 def shell_argv(command: str | Sequence[str]) -> list[str]:
@@ -173,6 +195,9 @@ class ModelPeer(ProcessBackend):
             " ".join(argv) if command is not None else "<the program that started gradcheck>")
         self.traffic = PeerTraffic({})
         self.exit_code: int | None = None
+        #: the measured time of one forward (``model.loss``), set by the audit; None: every
+        #: request gets the fixed ``request_timeout``
+        self.forward_s: float | None = None
 
     @classmethod
     def over_stdio(cls, reader: IO[str], writer: IO[str], *,
@@ -181,6 +206,21 @@ class ModelPeer(ProcessBackend):
         return cls(stdio=(reader, writer), request_timeout=request_timeout)
 
     # -- the conversation ------------------------------------------------------------------
+    def timeout_for(self, method: str, params: Mapping[str, Any]) -> float:
+        """The request's timeout: ``max(request_timeout, FORWARD_FACTOR x forward_s x
+        forwards_of(request))`` once :attr:`forward_s` is measured, else ``request_timeout``."""
+        base = float(self.request_timeout)
+        if not self.forward_s or self.forward_s <= 0:
+            return base
+        return max(base, FORWARD_FACTOR * self.forward_s * forwards_of(method, params))
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send one request (starting the program if needed) and return its ``result``, with
+        the timeout :meth:`timeout_for` gives it."""
+        with self._lock:
+            child = self._child if self._child is not None else self._start()
+            return self._request_on(child, method, params, self.timeout_for(method, params))
+
     def _start(self) -> Any:
         if self._fatal is not None:
             raise ProtocolError(self._fatal)

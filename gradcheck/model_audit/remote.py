@@ -13,6 +13,9 @@ linking ``gradcheck-candle`` / ``gorgoniacheck``), asks it about its model
 * ``grad[<name>]`` / ``grad.global[i]``: the engine's projection ``u . g`` against the FD
   derivative along per-tensor / all-tensor directions;
 * ``rounding[float32][<name>]``: the float32 build's projection against the float64 build's;
+* ``protocol.directions``: on models up to :data:`ARRAYS_UP_TO` parameters, every
+  ``model.line`` projection against ``u . g`` recomputed from ``model.grads`` arrays and
+  :mod:`gradcheck.model_audit.directions` (a library bug, which FD cannot see);
 * then the step checks (:mod:`gradcheck.model_audit.remote_step`), and ``model.done``.
 
 Only seeds and step sizes cross the pipe: the FD oracle (:func:`gradcheck.oracle.fd.
@@ -28,6 +31,7 @@ import dataclasses
 import fnmatch
 import math
 import shlex
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +40,13 @@ import numpy as np
 
 from gradcheck import stream
 from gradcheck.backends.model_peer import ModelPeer
-from gradcheck.backends.wire import ProtocolError, RemoteError, RemoteUnsupported, decode_scalar
+from gradcheck.backends.wire import (
+    ProtocolError,
+    RemoteError,
+    RemoteUnsupported,
+    decode_array,
+    decode_scalar,
+)
 from gradcheck.core import arguments
 from gradcheck.core.errors import InvalidArgument
 from gradcheck.core.results import CheckKind, FlowStatus, ParameterFlow, Status
@@ -51,9 +61,10 @@ __all__ = ["ProcessAuditReport", "audit_peer", "audit_process"]
 
 DTYPES = ("float64", "float32")
 _SEED_SPACE = 2**53
-#: a tensor's projection below this fraction of FD's (same sign) reads as a partial cut; a
-#: global direction's factor mixes every tensor's error and is never read so
-PARTIAL_BELOW = 0.9
+#: models up to this many parameters (the whole registry) are asked ``model.grads`` with
+#: arrays, once per dtype, and every ``model.line`` projection is recomputed from them
+#: (``protocol.directions``: the library's direction generator and gradient extraction)
+ARRAYS_UP_TO = 20_000
 #: failing tensors bisected per run, and halvings per tensor (2 directions per halving)
 BISECT_TENSORS, BISECT_LEVELS = 3, 8
 #: the command text of a peer that started gradcheck (``--peer-stdio``)
@@ -224,6 +235,10 @@ class _Run:
         self.per_tensor_dirs: dict[str, list[Direction]] = {}
         self.answers64: dict[tuple[int, str], dict[str, Any]] = {}  # FD-dtype line answers
         self.bisections_left = BISECT_TENSORS
+        self.arrays: dict[str, dict[str, np.ndarray]] = {}  # model.grads arrays per dtype
+        self.lines: list[tuple[str, Direction, dict[str, Any]]] = []  # every line answer
+        self.array_problems: dict[str, list[str]] = {}
+        self.sizes: dict[str, int] = {}  # every registered tensor's element count
 
     # -- the conversation ---------------------------------------------------------------------
     def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -274,6 +289,8 @@ class _Run:
         self._global()
         if "float64" in self.describe and "float32" in self.describe:
             self._rounding()
+        for d in self.describe:
+            self._cross_check(d)
         if self.o["step"] and any(self.describe[d].get("step") for d in self.describe):
             for d in self.describe:
                 if d in self.grads:
@@ -326,6 +343,8 @@ class _Run:
                                         _pow2_near(rms), any(fnmatch.fnmatchcase(n, g)
                                                              for g in stop_globs)))
         self.report.declarations = tuple(stop_globs)
+        self.sizes = {str(t["name"]): int(np.prod([int(x) for x in t.get("shape", [])]))
+                      for t in listed}
         if not self.tensors:
             self.ctx.emit("model", Status.ERROR, "no tensor selected: the registry is empty or "
                           "every tensor is excluded", kind=CheckKind.FLOW)
@@ -340,13 +359,18 @@ class _Run:
     def _determinism(self) -> None:
         ctx, d = self.ctx, self.fd_dtype
         try:
+            t0 = time.perf_counter()
             a = decode_scalar(self.ask("model.loss", {"dtype": d}).get("loss"), "loss")
+            t1 = time.perf_counter()
             b = decode_scalar(self.ask("model.loss", {"dtype": d}).get("loss"), "loss")
+            t2 = time.perf_counter()
         except (ProtocolError, RemoteError) as exc:
             ctx.emit("rng.determinism", Status.ERROR, f"model.loss failed: {exc}",
                      kind=CheckKind.FLOW, dtype=d)
             raise
         self.forwards += 2
+        # the slower of the two (pipe round trip included): later requests' timeouts scale by it
+        self.peer.forward_s = self.report.forward_s = max(t1 - t0, t2 - t1)
         self.loss0 = a
         self.report.loss = a
         if not (np.isfinite(a) and np.isfinite(b)):
@@ -370,7 +394,7 @@ class _Run:
 
     def _grads(self, d: str) -> None:
         try:
-            self.grads[d] = self.ask("model.grads", {"dtype": d, "arrays": False})
+            self.grads[d] = self.ask("model.grads", {"dtype": d, "arrays": self._small()})
         except (ProtocolError, RemoteError) as exc:
             self.ctx.emit(f"grads[{d}]", Status.ERROR, f"model.grads failed in the {d} build: "
                           f"{exc}", kind=CheckKind.FLOW, dtype=d)
@@ -378,12 +402,129 @@ class _Run:
                 raise
             return
         self.forwards += 1
+        if self._small():
+            self._keep_arrays(d)
         if d == self.fd_dtype:
             store = self.grads[d].get("grads") or {}
             for t in self.tensors:
                 e = store.get(t.name) or {}
                 t.present = bool(e.get("present", False))
                 t.sumsq = float(e.get("sumsq", 0.0)) if t.present else 0.0
+
+    def _small(self) -> bool:
+        return sum(self.sizes.values()) <= ARRAYS_UP_TO
+
+    def _keep_arrays(self, d: str) -> None:
+        """The ``model.grads`` arrays of the ``d`` build, flat float64 (absent: none), for
+        :meth:`_cross_check`; what is missing or malformed is kept as a problem."""
+        store = self.grads[d].get("grads") or {}
+        arrays: dict[str, np.ndarray] = {}
+        problems = []
+        for name, size in self.sizes.items():
+            e = store.get(name) or {}
+            if not e.get("present", False):
+                continue
+            if "array" not in e:
+                problems.append(f"{name!r} is present but carries no array")
+                continue
+            try:
+                a = np.asarray(decode_array(e["array"], f"grads[{name}].array"),
+                               dtype=np.float64).ravel()
+            except ProtocolError as exc:
+                problems.append(str(exc))
+                continue
+            if a.size != size:
+                problems.append(f"{name!r}'s array has {a.size} elements, its shape {size}")
+                continue
+            arrays[name] = a
+        self.arrays[d] = arrays
+        if problems:
+            self.array_problems[d] = problems
+
+    def _cross_check(self, d: str) -> None:
+        """``protocol.directions``: every ``model.line`` projection of the ``d`` build against
+        ``u . g`` recomputed here from the ``model.grads`` arrays and gradcheck's own seeded
+        directions, under the float64 summation bound of both sides (``2 (n + 1) eps(float64)
+        x sum |u_j g_j|`` beyond the error model's rounding term).  A library whose generator
+        (seed, scope, scale, sign rule) or gradient extraction is off moves the parameters and
+        projects the gradient along the same wrong direction, so FD agrees with it: only this
+        check sees it."""
+        ctx, name = self.ctx, "protocol.directions"
+        total = sum(self.sizes.values())
+        if not self._small():
+            ctx.emit(name, Status.SKIPPED, f"not run: the model has {total:,} parameters, more "
+                     f"than {ARRAYS_UP_TO:,} (model.grads arrays are asked for on smaller "
+                     "models only); the library's direction generator is covered by its own "
+                     "test vectors", kind=CheckKind.FLOW, dtype=d,
+                     details={"model_parameters": total, "ran": False})
+            return
+        if d not in self.arrays:
+            return  # model.grads failed: its error is reported
+        lines = [(u, ans) for dd, u, ans in self.lines if dd == d]
+        if self.noisy:
+            ctx.emit(name, Status.INCONCLUSIVE, "the loss is nondeterministic: the gradient of "
+                     "model.grads and the one behind each model.line projection are taken at "
+                     "different random draws", kind=CheckKind.FLOW, dtype=d)
+            return
+        problems = self.array_problems.get(d)
+        if problems:
+            ctx.emit(name, Status.FAILED, "[library protocol error] model.grads with arrays: "
+                     f"true ({d} build) answered {'; '.join(problems)}", kind=CheckKind.FLOW,
+                     dtype=d)
+            return
+        if not lines:
+            return
+        g = self.arrays[d]
+        proj, terms, exp, mag, extra = [], [], [], [], []
+        for u, ans in lines:
+            prod = [v * g[n] for n, v in u.arrays(self.sizes).items() if n in g]
+            flat = np.concatenate(prod) if prod else np.zeros(0)
+            m = float(np.sum(np.abs(flat)))
+            proj.append(decode_scalar(ans.get("projection", 0.0), "projection"))
+            terms.append(decode_scalar(ans.get("abs_terms", 0.0), "abs_terms"))
+            exp.append(float(np.sum(flat)))
+            mag.append(m)
+            extra.append(2.0 * (u.size(self.sizes) + 1) * eps("float64") * m)
+        label = ("float64 summation of the scope's n terms on both sides, 2 (n + 1) "
+                 "eps(float64) x sum |terms|")
+        # the projection, and abs_terms (it sizes every grad check's allowance)
+        got = {"projection": proj, "abs_terms": terms}
+        want = {"projection": exp, "abs_terms": mag}
+        checked = {k: ctx.assess(np.array(got[k]), np.array(want[k]), np.array(mag), "float64",
+                                 measured=np.array(extra), measured_label=label)
+                   for k in got}
+        which = next((k for k, v in checked.items() if not v.ok), "projection")
+        a = checked[which]
+        ok = all(v.ok for v in checked.values())
+        what = (f"the library's model.line {which if not ok else 'projection (and abs_terms)'} "
+                f"({d} build, {len(lines)} line(s)) vs "
+                f"{'u . g' if which == 'projection' else 'sum |u_j g_j|'} recomputed in NumPy "
+                "from model.grads arrays and gradcheck's own seeded directions")
+        try:  # the assessment's worst element ("[i]") is the worst line
+            worst = int(a.label.strip("[]"))
+        except ValueError:
+            worst = int(np.argmax(np.abs(np.array(got[which]) - np.array(want[which]))))
+        u = lines[worst][0]
+        details: dict[str, Any] = {"ran": True, "lines": len(lines), "model_parameters": total,
+                                   "worst_direction": u.wire(),
+                                   "compared": which if not ok else "projection, abs_terms"}
+        message = a.message(what)
+        if not a.ok:
+            message = (f"[library protocol error] {message}; worst line: seed {u.seed}, scope "
+                       f"{[s.wire() for s in u.scope]}, the library's {which} "
+                       f"{got[which][worst]!r} vs NumPy's {want[which][worst]!r}: the "
+                       "library's direction "
+                       "generator (seed, scope start/stop, scale, sign rule)"
+                       + (", its sum |u_j g_j| (every grad check's allowance is sized by it)"
+                          if which == "abs_terms" else "")
+                       + " or its gradient extraction differs from the protocol's, so the FD "
+                       "verdicts above were taken along its directions and prove nothing until "
+                       "it is fixed")
+        ctx.emit(name, Status.PASSED if a.ok else Status.FAILED, message, kind=CheckKind.FLOW,
+                 dtype=d, expected=a.expected, actual=a.actual, discrepancy=a.discrepancy,
+                 relative_discrepancy=a.relative, allowed=a.allowed, allowed_source=a.source,
+                 discrepancy_ratio=a.ratio, details={**details, **a.details()},
+                 elements_over=a.elements_over)
 
     def _names(self) -> None:
         ctx, d = self.ctx, self.fd_dtype
@@ -439,6 +580,7 @@ class _Run:
                     raise ProtocolError(f"malformed answer to 'model.line': {len(ts)} values of "
                                         f"t, losses {str(losses)[:80]}")
                 self.forwards += len(ts)
+                self.lines.append((d, dirs[p], ans))
                 out[rows, 0] = [decode_scalar(v, "loss") for v in losses]
                 if first[p] is None:
                     first[p] = ans
@@ -468,16 +610,18 @@ class _Run:
             for r, a in zip(self.per_tensor_dirs[t.name], recs, strict=True):
                 self.answers64[(r.seed, t.name)] = a
             records.append(self._parameter(t, est, sl, recs))
+        # the gradient checks first, so each flow record carries its tensor's FD verdict
+        for i, t in enumerate(self.tensors):
+            if records[i].status is FlowStatus.FLOWS:
+                sl = slice(i * k, (i + 1) * k)
+                self._grad_check(f"grad[{t.name}]", est, sl, answers[sl],
+                                 f"<dL/d{t.name}, u>", bug_cuts=False, tensor=t)
+                records[i] = dataclasses.replace(records[i],
+                                                 gradient_check=self.ctx.results[-1].status)
         self.report.parameters = tuple(records)
         self.report.localization = localize(records)
         for rec in records:
             self._emit_flow(rec)
-        for i, t in enumerate(self.tensors):
-            rec = records[i]
-            if rec.status is FlowStatus.FLOWS:
-                sl = slice(i * k, (i + 1) * k)
-                self._grad_check(f"grad[{t.name}]", est, sl, answers[sl],
-                                 f"<dL/d{t.name}, u>", bug_cuts=False, tensor=t)
 
     def _parameter(self, t: _Tensor, est: fd.FDEstimate, sl: slice,
                    answers: list[dict[str, Any]]) -> ParameterFlow:
@@ -570,29 +714,34 @@ class _Run:
         hint = ""
         details: dict[str, Any] = {"inexact": inexact,
                                    "seeds": [int(s) for s in self._seeds_of(name)]}
-        partial = (not a.ok and tensor is not None and a.factor is not None
-                   and 0 < a.factor < PARTIAL_BELOW)
+        cut: tuple[int, int] | None = None
         if not a.ok:
             f = a.factor
-            if partial:
-                hint = (f"; the engine's projection is {f:.3g} x FD's: AD misses part of the "
-                        "dependence (a partial cut: a clamp or mask bounded with to_scalar, a "
-                        "detached branch)")
-            elif f is not None:
-                hint = (f"; the engine's projection is {f:.3g} x FD's (a wrong rule, a factor, "
-                        "a sign or a gradient under another tensor's name)")
+            where = ""
             if tensor is not None and self.bisections_left > 0:
                 self.bisections_left -= 1
-                where, span = self._bisect(tensor)
-                hint += f"; {where}"
+                where, span, cut = self._bisect(tensor)
                 if span is not None:
                     details["bisected"] = list(span)
+            if cut is not None and tensor is not None:
+                details["cut"] = list(cut)
+                hint = (f"; AD is exactly zero on flat elements [{cut[0]}, {cut[1]}) of "
+                        f"{tensor.name!r} (model.line's sum |u_j g_j| is 0 there) while FD "
+                        "is not: a partial cut (part of the tensor through a host round trip, "
+                        "a detached branch, a mask or clamp bounded with to_scalar)")
+            elif f is not None:
+                hint = (f"; the engine's projection is {f:.3g} x FD's (a wrong rule, a factor, "
+                        "a sign or a gradient under another tensor's name"
+                        + ("; no element range with an exactly-zero gradient was found, so "
+                           "not a partial cut)" if tensor is not None and where else ")"))
+            if where:
+                hint += f"; {where}"
         if bug_cuts and not a.ok:
             blocked = [p.name for p in self.report.parameters
                        if p.status is FlowStatus.BLOCKED_UNINTENTIONALLY]
             if blocked:
                 hint += f"; the blocked tensors ({', '.join(blocked)}) are in its scope"
-        bug = BugClass.UNDECLARED_PARTIAL_STOP if partial else BugClass.WRONG_GRADIENT
+        bug = BugClass.UNDECLARED_PARTIAL_STOP if cut is not None else BugClass.WRONG_GRADIENT
         full = (f"projection {what} from the engine's backward ({self.fd_dtype} build) vs FD "
                 f"of L(theta0 + t u) along {len(proj)} seeded direction(s)"
                 + (hint if not a.ok else ""))
@@ -616,11 +765,15 @@ class _Run:
         return (self.ctx.assess(proj, s_fd, mag, self.fd_dtype, e_fd, measured=extra,
                                 measured_label=label), proj, inexact)
 
-    def _bisect(self, t: _Tensor) -> tuple[str, tuple[int, int] | None]:
+    def _bisect(self, t: _Tensor
+                ) -> tuple[str, tuple[int, int] | None, tuple[int, int] | None]:
         """Halve the failing tensor's flat index range while exactly one half fails (two
-        directions per level, one oracle pass), at most ``BISECT_LEVELS`` levels."""
+        directions per level, one oracle pass), at most ``BISECT_LEVELS`` levels.  Returns
+        the text, the localized range, and the widest failing half on which the engine's
+        gradient is exactly zero (``abs_terms`` 0: the evidence of a partial cut), if any."""
         a, b = 0, t.size
         levels = 0
+        cut: tuple[int, int] | None = None
         for level in range(BISECT_LEVELS):
             if b - a < 2:
                 break
@@ -632,6 +785,9 @@ class _Run:
             if self._undecidable(est, slice(0, 2)):
                 break
             ok = [self._assess(est, slice(i, i + 1), answers[i:i + 1])[0].ok for i in (0, 1)]
+            for i, (lo, hi) in enumerate(((a, m), (m, b))):
+                if cut is None and not ok[i] and _exactly_zero(answers[i]):
+                    cut = (lo, hi)
             if ok == [False, True]:
                 b = m
             elif ok == [True, False]:
@@ -639,30 +795,32 @@ class _Run:
             elif not any(ok):
                 part = f"elements [{a}, {b})" if levels else "it"
                 return (f"both halves of {part} fail: the error is spread (dense), not in one "
-                        "element", (a, b) if levels else None)
+                        "element", (a, b) if levels else None, cut)
             else:
                 break
             levels += 1
         if not levels:
-            return "bisection could not localize it (neither half fails on its own)", None
+            return ("bisection could not localize it (neither half fails on its own)", None,
+                    cut)
         rows = ""
         if len(t.shape) >= 2:
             width = int(np.prod(t.shape[1:]))
             rows = f", rows {a // width}..{(b - 1) // width}"
         return (f"bisection ({levels} levels) localizes it to flat elements [{a}, {b}) of "
-                f"{t.name!r}{rows}"), (a, b)
+                f"{t.name!r}{rows}"), (a, b), cut
 
     def _projection(self, dtype: str, u: Direction) -> dict[str, Any]:
         """``u . g`` of the ``dtype`` build without a forward (``model.line`` with no ``t``);
         a library that refuses an empty ``t`` is asked with ``t = [0]`` (one forward)."""
         try:
-            return self.ask("model.line", {"dtype": dtype, "direction": u.wire(), "t": []})
+            ans = self.ask("model.line", {"dtype": dtype, "direction": u.wire(), "t": []})
         except RemoteUnsupported:
             raise
         except RemoteError:
             ans = self.ask("model.line", {"dtype": dtype, "direction": u.wire(), "t": [0.0]})
             self.forwards += 1
-            return ans
+        self.lines.append((dtype, u, ans))
+        return ans
 
     def _seeds_of(self, name: str) -> list[int]:
         if name.startswith("grad[") and name.endswith("]"):
@@ -738,6 +896,12 @@ class _Run:
             ctx.record(name, a, what=f"projection <dL/d{t.name}, u>: float32 build vs float64 "
                        f"build along {len(p32)} seeded direction(s)",
                        bug=BugClass.WRONG_GRADIENT, kind=CheckKind.ROUNDING, dtype="float32")
+
+
+def _exactly_zero(answer: Mapping[str, Any]) -> bool:
+    """The engine's gradient is exactly zero over the line's scope (every ``u_j g_j`` 0)."""
+    return (decode_scalar(answer.get("abs_terms", 1.0), "abs_terms") == 0.0
+            and decode_scalar(answer.get("projection", 1.0), "projection") == 0.0)
 
 
 def _guard(ctx: ProbeContext, name: str, dtype: str, fn: Callable[[str], Any]) -> Any:

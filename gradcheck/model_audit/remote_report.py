@@ -30,6 +30,8 @@ class ProcessAuditReport(AuditReport):
     notes: tuple[str, ...] = ()
     traffic: PeerTraffic | None = None
     forwards: int = 0
+    #: the measured time of one forward (``model.loss``, seconds); requests' timeouts scale by it
+    forward_s: float = 0.0
     localization: str = ""
     reproduce: str = ""
 
@@ -47,7 +49,8 @@ class ProcessAuditReport(AuditReport):
         lines.extend(self.notes)
         if self.traffic is not None:
             lines.append(f"cost: {self.forwards} forwards, {self.traffic.total_requests} "
-                         f"requests, {self.traffic.total_bytes:,} bytes over the pipe")
+                         f"requests, {self.traffic.total_bytes:,} bytes over the pipe; "
+                         f"one forward {self.forward_s * 1e3:.3g} ms")
         lines.append("")
         by_name = {r.name: r for r in self.results}
         rows = [("name", "shape", "flow", "|g|", "FD check")]

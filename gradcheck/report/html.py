@@ -160,13 +160,36 @@ def _flow(data: StreamData) -> str:
                           "</h3><p class=\"note\">no per-parameter records</p>")
             continue
         cells = "".join(
-            f'<div class="param fl-{esc(re.sub("[^a-z_]", "", s.lower().replace(" ", "_")))}" '
+            f'<div class="param fl-{esc(_flow_class(s))}" '
             f'title="{esc(f"{n}: {s}" + (f" ({note})" if note else ""))}">'
             f"<span>{esc(n)}</span><b>{esc(s)}</b></div>" for n, s, note in fm.parameters)
         blocks.append(f'<h3><a href="{esc(_hash_link(check=fm.index))}">{esc(fm.title)}</a>'
-                      f'</h3><div class="flowmap">{cells}</div>')
+                      f'</h3><div class="flowmap">{cells}</div>{_flow_table(fm)}')
     return _section("flow", "Gradient flow", "".join(blocks),
                     "Per-parameter gradient status from model audits.")
+
+
+def _flow_class(status: str) -> str:
+    return re.sub("[^a-z_]", "", status.lower().replace(" ", "_"))
+
+
+#: a flow map's table of evidence is shown open up to this many parameters (folded above)
+FLOW_TABLE_OPEN = 64
+
+
+def _flow_table(fm: model.FlowMap) -> str:
+    """The map's per-parameter evidence as a table under its cells: status, the numbers the
+    audit measured and, for records carried by flow results, their message."""
+    msgs = fm.messages if len(fm.messages) == len(fm.parameters) else [""] * len(fm.parameters)
+    rows = "".join(
+        f'<tr><td class="mono">{esc(n)}</td><td class="flowcell fl-{esc(_flow_class(s))}">'
+        f"{esc(s)}</td><td>{esc(note)}</td><td>{esc(msg)}</td></tr>"
+        for (n, s, note), msg in zip(fm.parameters, msgs, strict=True))
+    opened = " open" if len(fm.parameters) <= FLOW_TABLE_OPEN else ""
+    return (f'<details class="flowtable"{opened}><summary>per-parameter evidence '
+            f"({len(fm.parameters)})</summary><table><thead><tr><th>parameter</th><th>flow</th>"
+            f"<th>measured</th><th>message</th></tr></thead><tbody>{rows}</tbody></table>"
+            "</details>")
 
 
 def _failures(data: StreamData) -> str:

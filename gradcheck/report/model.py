@@ -132,6 +132,8 @@ class FlowMap:
     index: int  # row id of the (first) record in the table
     title: str
     parameters: list[tuple[str, str, str]]  # (parameter name, status, note)
+    #: each parameter's flow result message (same order; empty for a map from ``details``)
+    messages: list[str] = field(default_factory=list)
 
 
 def _flow_parameters(details: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -157,7 +159,8 @@ def _flow_note(p: ParameterFlow) -> str:
     """The evidence of one parameter's flow status: the numbers the audit measured."""
     parts = [f"|grad| {number(p.ad_norm)}", f"|<grad,u>| AD {number(p.ad_projection)}",
              f"FD {number(p.fd_dependence)} (noise {number(p.fd_noise)})",
-             f"FD check {p.gradient_check.value}"]
+             f"FD check {p.gradient_check.value}",
+             f"shape {'x'.join(map(str, p.shape)) or '()'}"]
     if p.declared_stopped:
         parts.append("declared stopped")
     if not p.trainable:
@@ -183,6 +186,7 @@ def flow_maps(checks: list[CheckResult]) -> list[FlowMap]:
                 out.append(FlowMap(i, title, []))
                 current = key
             out[-1].parameters.append((r.flow.name, r.flow.status.value, _flow_note(r.flow)))
+            out[-1].messages.append(r.message)
         elif r.kind in FLOW_KINDS:
             params = _flow_parameters(r.details)
             if params or "parameters" in r.details or "params" in r.details:

@@ -48,6 +48,14 @@ def test_a_finding_exits_1(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "BLOCKED: absent from the store" in proc.stdout
     assert "every fc1.*; none of fc2.*, fc3.*" in proc.stdout
+    # the HTML report carries the flow table's information: status and evidence per tensor
+    page = (tmp_path / "r" / "index.html").read_text()
+    section = page[page.index('id="flow"'):]
+    section = section[:section.index("</section>")]
+    for name, status in (("fc1.weight", "blocked_unintentionally"), ("fc2.weight", "flows")):
+        assert (f'<tr><td class="mono">{name}</td><td class="flowcell fl-{status}">'
+                in section)
+    assert "absent from the gradient store" in section and "FD check passed" in section
 
 
 def test_a_program_that_cannot_answer_exits_2(tmp_path):

@@ -221,3 +221,29 @@ def test_any_name_renders_to_well_formed_html_and_junit(tmp_path):
     files = write_report(data, tmp_path / "out")
     files.html.read_bytes().decode("utf-8")
     ET.parse(files.junit)
+
+
+def test_flow_records_show_their_evidence_table_under_the_map():
+    from gradcheck.core.results import FlowStatus, ParameterFlow
+
+    base = numpy_results()[0]
+    blocked = ParameterFlow("fc1.weight", (8, 4), FlowStatus.BLOCKED_UNINTENTIONALLY, False,
+                            True, 0.0, 0.104, 3e-12, Status.SKIPPED, (),
+                            "'fc1.weight': absent from the gradient store <cut>", 0.0)
+    flows = replace(blocked, name="fc2.weight", status=FlowStatus.FLOWS, ad_norm=0.4,
+                    gradient_check=Status.FAILED, message="'fc2.weight': gradient flows")
+    recs = [replace(base, kind="flow", name=f"flow[{p.name}]", flow=p, message=p.message,
+                    status=Status.FAILED) for p in (blocked, flows)]
+    page = _page([base, *recs])
+    section = page[page.index('id="flow"'):]
+    section = section[:section.index("</section>")]
+    assert '<details class="flowtable" open>' in section
+    rows = re.findall(r"<tr><td class=\"mono\">([^<]+)</td><td class=\"flowcell fl-([a-z_]+)\">"
+                      r"[^<]+</td><td>([^<]+)</td><td>([^<]*)</td></tr>", section)
+    assert [(n, c) for n, c, _, _ in rows] == [("fc1.weight", "blocked_unintentionally"),
+                                               ("fc2.weight", "flows")]
+    assert "shape 8x4" in rows[0][2] and "FD check skipped" in rows[0][2]
+    assert "FD check failed" in rows[1][2]
+    assert rows[0][3] == "&#x27;fc1.weight&#x27;: absent from the gradient store &lt;cut&gt;"
+    many = [replace(recs[1], flow=replace(flows, name=f"p{i}")) for i in range(70)]
+    assert '<details class="flowtable">' in _page([base, *many])  # folded when large

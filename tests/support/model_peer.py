@@ -19,7 +19,13 @@ parameters in 4 tensors, a cheap elementwise loss; ``--wrong-element``, ``--dens
 ``--factor`` seed the benchmark's mutants); transport mutants ``f32_only`` (the builder refuses
 float64), ``crash_on_line``, ``hang_on_grads``, ``garbage_on_loss``, ``not_model``,
 ``prints`` (the user's code prints on stdout), ``refuses_empty_t`` (a ``model.line`` without
-``t`` is an error).
+``t`` is an error); ``partial_cut`` (rows 0..3 of fc2.weight, half its elements, read through
+host memory: their gradient is exactly zero) and its look-alike ``dense_half`` (fc2.weight's
+whole gradient halved); library mutants ``dir_sign`` (the generator's sign flipped at element 5
+of fc2.weight), ``dir_scope`` (every scope starts one element late), ``grads_array_off``
+(model.grads' arrays scaled by 1.5, the line projections right), ``terms_off`` (abs_terms
+100x too large: every allowance 100x too loose).  ``--sleep-forward S`` sleeps
+``S`` seconds per forward (a slow model).
 """
 
 from __future__ import annotations
@@ -44,10 +50,14 @@ from gradcheck.model_audit import directions  # noqa: E402
 
 STEP_MUTANTS = ("double_backward", "two_pass_clip_accumulating", "no_clip", "clip_twice",
                 "swapped_names", "norm_from_loss", "stale_grads", "sgd_twice")
-FLOW_MUTANTS = ("absent_grad", "zero_grad", "wrong_grad", "unregistered", "nondeterministic")
+FLOW_MUTANTS = ("absent_grad", "zero_grad", "wrong_grad", "unregistered", "nondeterministic",
+                "partial_cut", "dense_half")
+#: library mutants: the direction generator or the gradient extraction off (the losses and the
+#: projection both use the wrong direction, so FD agrees with it)
+LIBRARY_MUTANTS = ("dir_sign", "dir_scope", "grads_array_off", "terms_off")
 TRANSPORT = ("f32_only", "crash_on_line", "hang_on_grads", "garbage_on_loss", "not_model",
              "prints", "refuses_empty_t")
-VARIANTS = ("correct", "big", *FLOW_MUTANTS, *STEP_MUTANTS, *TRANSPORT)
+VARIANTS = ("correct", "big", *FLOW_MUTANTS, *STEP_MUTANTS, *TRANSPORT, *LIBRARY_MUTANTS)
 
 
 class Unsupported(Exception):
@@ -111,6 +121,10 @@ class MLP:
             g["fc1.bias"] = np.zeros_like(p["fc1.bias"])
         elif self.variant == "wrong_grad":
             g["fc2.weight"] = -g["fc2.weight"]
+        elif self.variant == "partial_cut":  # W2[:4] via to_vec2 then Tensor::new: a constant
+            g["fc2.weight"] = np.concatenate([np.zeros((4, 8)), g["fc2.weight"][4:]])
+        elif self.variant == "dense_half":
+            g["fc2.weight"] = 0.5 * g["fc2.weight"]
         return loss, {k: (None if v is None else np.asarray(v, dtype=dt)) for k, v in g.items()}
 
 
@@ -203,13 +217,19 @@ class Peer:
                 "clip": {"kind": "global_norm", "max_norm": self.max_norm, "knob": "max_norm"},
                 "optimizer": opt, "stopped": [], "step": True}
 
+    def forward(self) -> None:
+        if self.args.sleep_forward > 0:
+            time.sleep(self.args.sleep_forward)
+
     def loss(self, q: dict) -> dict:
+        self.forward()
         p = self.build(q["dtype"])
         return {"loss": self.model.loss_and_grads(p, DT[q["dtype"]], want=False)[0]}
 
     def grads(self, q: dict) -> dict:
         if self.variant == "hang_on_grads":
             time.sleep(3600)
+        self.forward()
         p = self.build(q["dtype"])
         loss, g = self.model.loss_and_grads(p, DT[q["dtype"]])
         out = {}
@@ -222,7 +242,8 @@ class Peer:
             out[k] = {"present": True, "sumsq": float(v64.ravel() @ v64.ravel()),
                       "sumabs": float(np.sum(np.abs(v64))), "maxabs": float(np.max(np.abs(v64)))}
             if q.get("arrays"):
-                out[k]["array"] = encode_array(v64, q["dtype"])
+                off = 1.5 if self.variant == "grads_array_off" else 1.0
+                out[k]["array"] = encode_array(v64 * off, q["dtype"])
         return {"loss": loss, "grads": out}
 
     def line(self, q: dict) -> dict:
@@ -234,6 +255,7 @@ class Peer:
             raise ValueError("t must not be empty")
         dt = DT[q["dtype"]]
         p = self.build(q["dtype"])
+        self.forward()
         _, g = self.model.loss_and_grads(p, dt)
         d = q["direction"]
         sizes = {k: int(np.prod(self.model.SHAPES[k])) for k in self.names}
@@ -242,8 +264,11 @@ class Peer:
             name = s["name"]
             if name not in sizes:
                 raise ValueError(f"no tensor {name!r}")
-            v = directions.values(int(d["seed"]), name, sizes[name], int(s.get("start", 0)),
+            start = int(s.get("start", 0)) + (1 if self.variant == "dir_scope" else 0)
+            v = directions.values(int(d["seed"]), name, sizes[name], start,
                                   s.get("stop"), float(s.get("scale", 1.0)))
+            if self.variant == "dir_sign" and name == "fc2.weight":
+                v[5] = -v[5]
             u[name] = u[name] + v if name in u else v
         proj = terms = norm2 = 0.0
         for k, v in u.items():
@@ -255,6 +280,7 @@ class Peer:
                 terms += float(np.abs(prod).sum())
         losses, inexact = [], 0
         for t in q["t"]:
+            self.forward()
             moved = dict(p)
             for k, v in u.items():
                 base = self.theta0[k].ravel()
@@ -262,6 +288,8 @@ class Peer:
                 inexact += int(np.count_nonzero(new.astype(np.float64) - base != float(t) * v))
                 moved[k] = new.reshape(self.model.SHAPES[k])
             losses.append(self.model.loss_and_grads(moved, dt, want=False)[0])
+        if self.variant == "terms_off":
+            terms *= 100.0
         return {"losses": losses, "projection": proj, "abs_terms": terms, "norm2": norm2,
                 "inexact": inexact}
 
@@ -280,6 +308,8 @@ class Peer:
             if experiment == "repeat" and c == 1:
                 for k in params:
                     params[k] = self.theta0[k].astype(dt)
+            self.forward()  # the fresh gradient, then the user's step (its own forward)
+            self.forward()
             _, g = self.model.loss_and_grads(params, dt)
             before = {k: v.copy() for k, v in params.items()}
             logged, applied = self._user_step(params, state, dt, max_norm)
@@ -416,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dense-norm", type=float, default=0.0)
     ap.add_argument("--dense-seed", type=int, default=0)
     ap.add_argument("--done-file", default="")
+    ap.add_argument("--sleep-forward", type=float, default=0.0)
     args, rest = ap.parse_known_args(argv)
     peer = Peer(args)
     if os.environ.get("GRADCHECK_PROTOCOL") == "model":
