@@ -112,3 +112,33 @@ def test_explicit_tolerances_keep_the_full_path() -> None:
                              rtol=1e-9, atol=0.0))
     assert r.status is gradcheck.Status.FAILED
     assert "failure_path" not in r.details
+
+
+def test_two_wrong_elements_are_named_at_1e6_with_torch() -> None:
+    """The default model at n = 1e6 on torch: a ``sin`` whose backward is wrong at two
+    elements is failed by the projected path, and both are named, worst first."""
+    torch = pytest.importorskip("torch")
+    n = 10**6
+    bad = {n // 3: 1e-3, n - 7: 1e-4}
+
+    class Sin(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.sin(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            d = torch.cos(x) * g
+            for e, delta in bad.items():
+                d[..., e] *= 1 + delta
+            return d
+
+    x = np.random.default_rng(0).standard_normal(n)
+    x[list(bad)] = (0.7, -1.3)  # not crossed by the screen's steps
+    r = _vjp(gradcheck.check(Sin.apply, x, backend="torch", modes=("rev",)))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["failure_path"] == projected_failure.PATH
+    assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
+    assert [w.index for w in r.worst][:2] == [(n // 3,), (n - 7,)]
