@@ -48,6 +48,7 @@ import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
 from gradcheck.core.results import CheckKind
+from gradcheck.numeric import bisection
 from gradcheck.numeric.compare import emit, model_of
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.judge import Comparison, probe_ratios
@@ -179,7 +180,10 @@ def confirm(prep: Prepared, pr: Probes, W: np.ndarray, screen: dict[int, fd.Proj
 
 
 def record(prep: Prepared, confirmed: Confirmed, key: str) -> None:
-    """Record one confirmed failure (localized along C where it is localized)."""
+    """Record one confirmed failure, localized on a budget along C (:mod:`.bisection`: VJP
+    rows or one JVP, no evaluation of ``f``) wherever the AD side of the full Jacobian alone
+    would take more rows than the bisection's whole budget; a smaller block gets the full
+    Jacobian (its elements named by output and input index), as in the full check."""
     f, c = confirmed.failing, confirmed.estimate
     conv = [tuple((float(h), float(d)) for h, d in zip(c.steps[p], c.table[p, :, f.r],
                                                         strict=True))
@@ -187,7 +191,13 @@ def record(prep: Prepared, confirmed: Confirmed, key: str) -> None:
     view = prep.with_recorder(prep.recorder.with_details(
         {key: "failed: confirmed by projected estimates", "failure_path": PATH}))
     emit(view, confirmed.comparison, {"output_index": f.i, "input_index": f.j},
-         confirmed.probes, conv, oracle_note=confirmed.note, estimate=_as_estimate(c))
+         confirmed.probes, conv, oracle_note=confirmed.note, estimate=_as_estimate(c),
+         budget=_rows(prep, f) > bisection.BUDGET_ROWS)
+
+
+def _rows(prep: Prepared, f: Failing) -> int:
+    """The AD rows (VJP) or columns (JVP) of the full Jacobian block of ``f``."""
+    return int(np.size(prep.outs64[f.i]) if f.kind is CheckKind.VJP else prep.args64[f.j].size)
 
 
 def _ad_along(prep: Prepared, pr: Probes, f: Failing, u_b: np.ndarray, u_c: np.ndarray
