@@ -8,9 +8,9 @@ the second estimate, the estimate without the crossed elements, localization (15
 passing check, ``docs/cost-model.md``).  Where the disagreement is *clear*, this module
 confirms it with two more projected estimates, ``2 K`` evaluations of ``f`` each:
 
-* **B**, the screen's direction at the full check's second estimate's steps (``second_shrink``,
-  ``2^-8``, below the oracle's first steps: ``2^-4`` below the screen's; smaller steps' rounding
-  would hide a 1e-7 error at the scale of the terms): the
+* **B**, the screen's direction at steps continuing the screen's ladder below it (its largest
+  step the screen's smallest, ``2^-3`` below the screen's largest at K = 4; smaller steps'
+  rounding would hide a 1e-7 error at the scale of the terms at n = 1e7): the
   discrepancy (AD minus FD) along it must match the screen's within both estimates' error
   allowances (a staircase or a non-smooth point between the steps makes the two step ranges
   see different slopes, while AD sees one: the screen's table would not be trusted);
@@ -29,7 +29,7 @@ other case hands the check to the full path, unchanged):
   along the screen's estimate and C (their worst probes): the allowance already carries
   ``fd_safety`` (10) times the estimate's own error estimate, so a clear failure is at least
   40 error estimates away along two estimates, with and without the crossed elements;
-* B, whose rounding is 16 times the screen's, exceeds its allowance too, and the screen's
+* B, whose rounding is 8 times the screen's, exceeds its allowance too, and the screen's
   and B's discrepancies agree within their summed allowance on every probe (the two step
   ranges see the same error).
 
@@ -245,11 +245,12 @@ def _as_estimate(c: fd.ProjectedEstimate) -> fd.FDEstimate:
 
 
 def _b_shrink(prep: Prepared) -> float:
-    """B's steps relative to the screen's: the full check's second estimate's
-    (``second_shrink`` below the oracle's first steps, which are ``screen_h0_shrink`` above the
-    screen's)."""
-    model = prep.cfg.error_model
-    return model.second_shrink / model.screen_h0_shrink
+    """B's steps relative to the screen's: its largest step is the screen's smallest
+    (``2^-(K - 1)``), so its table continues the screen's ladder below it (one step shared,
+    three below the screen's range), with rounding ``2^(K - 1)`` times the screen's (the full
+    check's second estimate's steps, ``2^-4`` below the screen's at K = 4, leave a 1e-7 error
+    below their rounding at n = 1e7)."""
+    return 0.5 ** (prep.cfg.error_model.screen_levels - 1)
 
 
 def _steps(e: fd.ProjectedEstimate) -> str:
