@@ -10,8 +10,10 @@ thread, at a standard normal ``x`` of ``n`` elements.  Four cases per ``n``:
 
 * ``gradcheck pass``: ``gradcheck.check(f, x, backend="torch")``, the default check;
 * ``gradcheck fail``: the same on ``f`` with its backward scaled by ``1 + 1e-7`` (a custom
-  autograd.Function, ``_common.torch_mutant``): the failing path (the full oracle, the second
-  estimate, the estimate without crossed elements, localization on a budget);
+  autograd.Function, ``_common.torch_mutant``): the failing path (a clear failure confirmed
+  by two more projected estimates, ``gradcheck/numeric/projected_failure.py``, then
+  localization on a budget; anything not clear: the full oracle, the second estimate, the
+  estimate without crossed elements);
 * ``torch fast pass`` / ``torch fast fail``: ``torch.autograd.gradcheck(fast_mode=True)`` on
   the same two functions (it misses the mutant: it passes it).
 
@@ -72,6 +74,9 @@ def _run(case: str, x, f) -> dict:
     return {"passed": report.passed,
             "worst": [list(w.index) for w in vjp.worst] if vjp is not None else [],
             "localized": vjp.localized if vjp is not None else None,
+            # which path failed it: "projected" (docs/error-model.md 2c) or the full check
+            "path": (vjp.details.get("failure_path", "full")
+                     if vjp is not None and vjp.status.value == "failed" else None),
             "statuses": {str(r.kind.value): r.status.value for r in report.results},
             "errors": errors}
 
@@ -166,7 +171,8 @@ def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[di
                   f"{r['peak_gb'] / ref['peak_gb'] if have_ref else 1:7.2f} "
                   f"{r['peak_gb'] / base['peak_gb'] if fail else 1:9.2f} "
                   f"{r['added_gb']:6.2f} {_verdict(r):>8s}  "
-                  f"{worst[:3] if worst else ''}")
+                  f"{worst[:3] if worst else ''}"
+                  f"{' (' + r['path'] + ' path)' if r.get('path') else ''}")
             rows.append({"n": n, "case": case, **r})
             for message in r.get("errors", []):
                 print(f"{'':9s} {'':16s} error: {message[:300]}")

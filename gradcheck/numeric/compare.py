@@ -174,9 +174,10 @@ def emit_fwd_rev(prep: Prepared, where: dict[str, int], pr: Probes, jvp: np.ndar
 
 def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
          conv: list[tuple[tuple[float, float], ...]] | tuple[()], *, oracle_note: str = "",
-         estimate: fd.FDEstimate | None = None) -> CheckResult:
+         estimate: fd.FDEstimate | None = None, budget: bool = False) -> CheckResult:
     """Record the verdict of ``c`` (its worst probe), localized where it failed (``estimate``:
-    the oracle's, along ``pr``, for a block too large to build: :mod:`.bisection`)."""
+    the oracle's, along ``pr``, for a block too large to build: :mod:`.bisection`; with
+    ``budget``, every block so)."""
     v = judge(c, model_of(prep))
     i, j = where["output_index"], where["input_index"]
     details: dict[str, object] = {"resolution": v.resolution}
@@ -189,7 +190,7 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
     loc = Localization("")
     if not v.ok and c.kind in (CheckKind.VJP, CheckKind.JVP) and prep.cfg.localize:
         loc = localize(prep, c.kind, i, j,
-                       None if estimate is None else (estimate, pr, v.probe))
+                       None if estimate is None else (estimate, pr, v.probe), budget=budget)
         details.update(loc.details())
     oracle = bool(c.fd_error[v.probe] > 0)
     return prep.result(

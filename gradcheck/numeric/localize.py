@@ -49,16 +49,19 @@ _SUMMARY_FIELDS = ("max_abs_discrepancy", "max_rel_discrepancy", "elements_over"
 
 
 def localize(prep: Prepared, kind: CheckKind, i: int, j: int,
-             along: tuple[fd.FDEstimate, Probes, int] | None = None) -> Localization:
+             along: tuple[fd.FDEstimate, Probes, int] | None = None, *,
+             budget: bool = False) -> Localization:
     """Full Jacobian block ``J_ij`` from AD and from FD (column-compressed where the AD
     pattern is sparse: :func:`gradcheck.oracle.jacobian.fd_jacobian`); the worst elements.
     A block too large for that is localized on a budget along the failed probe's tangent
     (:mod:`.bisection`) where ``along`` gives the estimate the verdict rests on, its probes and
-    the failed probe."""
+    the failed probe; ``budget``: this block so, whatever its size (the projected failing path:
+    :mod:`.projected_failure`)."""
     n = prep.args64[j].size
     m = int(np.size(prep.outs64[i]))
     model = prep.cfg.error_model  # a dense FD Jacobian: 5 evaluations of f per column (or 16+)
-    if m * n > model.localize_max_elements or n > model.localize_max_columns:
+    if (budget and along is not None) or m * n > model.localize_max_elements \
+            or n > model.localize_max_columns:
         if along is None:
             return Localization(f"skipped: block {m}x{n} too large to localize")
         return Localization(*bisection.bisect(prep, kind, i, j, *along, out_slices(prep)[i]))

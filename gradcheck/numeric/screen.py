@@ -42,6 +42,7 @@ import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
 from gradcheck.core.results import CheckKind, CheckResult, Status
+from gradcheck.numeric import projected_failure
 from gradcheck.numeric.compare import compare_alternatives, emit_fwd_rev, model_of
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.judge import Comparison, agreement_message, probe_ratios
@@ -80,6 +81,15 @@ class _Staged:
     j: int
     fields: dict[str, Any]
     message: str = ""  # a skipped comparison's reason; a pass's message is its verdict's
+
+
+@dataclass(frozen=True)
+class _Fails:
+    """One comparison the screen failed on its ratio alone: why (the full check's reason to
+    run) and what the projected failing path needs to confirm it."""
+
+    reason: str
+    failing: projected_failure.Failing
 
 
 @dataclass(frozen=True)
@@ -150,6 +160,7 @@ def screen(prep: Prepared) -> str | None:
     alt: AlternativeSamples = (alternatives(prep, first)
                                if cross and CheckKind.VJP in scalars else {})
     staged: list[_Pair] = []
+    fails: list[_Fails] = []
     for r, i in enumerate(prep.float_outs):
         for j in prep.diff:
             e = est[j]
@@ -177,14 +188,29 @@ def screen(prep: Prepared) -> str | None:
                 verdict = _judge(prep, kind, i, j, r, e, s_ad, t)
                 if isinstance(verdict, str):
                     return verdict
+                if isinstance(verdict, _Fails):
+                    fails.append(verdict)
+                    continue
                 judged.append(verdict)
             staged.append(_Pair(i, j, r, ad, t, skipped + judged))
+    confirmed: list[projected_failure.Confirmed] = []
+    if fails:  # a clear failure is confirmed by projected estimates, anything else escalates
+        if not projected_failure.applies(prep):
+            return fails[0].reason
+        got = projected_failure.confirm(prep, pr, W, est, [f.failing for f in fails],
+                                        _per_probe)
+        if isinstance(got, str):
+            return f"{fails[0].reason}; not confirmed by projected estimates: {got}"
+        confirmed = got
     text = label(prep)[1]
     if "fwd" in prep.cfg.modes and not prep.backend.supports_jvp:
         no_forward_mode(prep)
     for pair in staged:
         for c in pair.judged:
             _record(prep, c, text)
+        for f in confirmed:
+            if (f.failing.i, f.failing.j) == (pair.i, pair.j):
+                projected_failure.record(prep, f, label(prep)[0])
         if not cross:
             continue
         where = {"output_index": pair.i, "input_index": pair.j}
@@ -235,8 +261,9 @@ def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimat
 
 
 def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,
-           s_ad: np.ndarray, t: np.ndarray) -> _Staged | str:
-    """The result of one (kind, output, input) comparison, or why the screen cannot pass it."""
+           s_ad: np.ndarray, t: np.ndarray) -> _Staged | _Fails | str:
+    """The result of one (kind, output, input) comparison, or why the screen cannot pass it
+    (:class:`_Fails` where only its ratio does: :mod:`.projected_failure` may confirm it)."""
     s_fd, e_fd = e.value[:, r], e.error[:, r]
     what = f"{kind.value.upper()} of {prep.output(i)} w.r.t. {prep.input(j)}"
     floor = prep.cfg.error_model.screen_floor
@@ -255,8 +282,11 @@ def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.Projec
     resolution = max(m / float(x) if x > 0 else 0.0 for m, x in zip(models, t, strict=True))
     for p, ratio in enumerate(ratios):
         if not (ratio <= 1.0 and np.isfinite(s_ad[p])):
-            return (f"{what}, probe {p}: {float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, "
-                    f"ratio {ratio:.3g}")
+            why = (f"{what}, probe {p}: {float(s_ad[p]):.10g} vs FD {float(s_fd[p]):.10g}, "
+                   f"ratio {ratio:.3g}")
+            if not np.all(np.isfinite(s_ad)):
+                return why
+            return _Fails(why, projected_failure.Failing(kind, i, j, r, s_ad, t))
     p = int(np.argmax(ratios))
     key, text = label(prep)
     disc = abs(float(s_ad[p]) - float(s_fd[p]))

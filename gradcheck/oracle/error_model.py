@@ -202,6 +202,10 @@ class ErrorModel:
     screen_floor: float = 1e-11
     #: probes of the screen's eager-vs-functional comparison (docs/error-model.md 2b)
     alternative_probes: int = 1
+    #: the failing path (:mod:`gradcheck.numeric.projected_failure`): a screen failure is
+    #: confirmed by projected estimates alone where the discrepancy exceeds the allowance by
+    #: at least this factor along every estimate (else the full oracle judges it)
+    projected_failure_margin: float = 4.0
 
     # the second estimate (:mod:`gradcheck.numeric.second_estimate`)
     #: the second estimate's largest step, this factor below the first estimate's

@@ -763,6 +763,11 @@ class ProjectedEstimate:
     table: np.ndarray
     directions: np.ndarray
     evaluations: int
+    #: with ``elements=True`` only: the per-element estimate ``(J u_p)_i`` and its error
+    #: estimate (``(P, m)``), extrapolated from the same evaluations (the failing path's
+    #: localization, :mod:`gradcheck.numeric.projected_failure`); ``None`` otherwise
+    element_value: np.ndarray | None = None
+    element_error: np.ndarray | None = None
 
     @property
     def kink(self) -> np.ndarray:
@@ -785,6 +790,8 @@ def projected_derivatives(
     f0: np.ndarray,
     levels: int = SCREEN_LEVELS,
     chunk: int = 4096,
+    h0: np.ndarray | None = None,
+    elements: bool = False,
 ) -> ProjectedEstimate:
     """A cheap estimate of ``w . (J u)`` with an error estimate, for the fast screen.
 
@@ -799,6 +806,11 @@ def projected_derivatives(
     compares, and hands everything else to the full oracle.  Kinks are screened with the
     one-sided jump ``w . (f(x+hu) - 2 f(x) + f(x-hu)) / h``, which is ``O(h)`` for a smooth
     function (extrapolated once, ``O(h^3)``) and the change of slope at a kink.
+
+    ``h0``: the largest step per direction instead of the screen's (the failing path's
+    estimates, :mod:`gradcheck.numeric.projected_failure`); ``elements``: also keep the
+    central differences per output element (``P K m`` values) and extrapolate them per element
+    (:attr:`ProjectedEstimate.element_value`), for localization without another evaluation.
     """
     if levels < 3:
         raise ValueError(f"levels={levels} must be at least 3 (a column needs two entries)")
@@ -807,7 +819,8 @@ def projected_derivatives(
     W = np.asarray(projections, dtype=np.float64)
     f0 = np.asarray(f0, dtype=np.float64).ravel()
     scale = _scale_of(x)
-    h = np.array([_step_from(scale, u) * _SCREEN_H0_SHRINK for u in raw])
+    h = (np.array([_step_from(scale, u) * _SCREEN_H0_SHRINK for u in raw]) if h0 is None
+         else np.asarray(h0, dtype=np.float64).reshape(len(raw)))
     dirs = representable_directions(x, raw, h, levels - 1)
     steps = h[:, None] * 0.5 ** np.arange(levels)[None, :]
     P, K = steps.shape
@@ -817,6 +830,7 @@ def projected_derivatives(
     central = np.empty((P, K, R))  # w . (f(x + h u) - f(x - h u)) / (2 h)
     second = np.empty((P, 2, R))  # w . (f(x + h u) + f(x - h u) - 2 f(x)) / h, last 2 levels
     magnitude = np.empty((P, R))
+    per_element = np.empty((P, K, f0.size)) if elements else None
     pairs = [(p, k) for p in range(P) for k in range(K)]
     aWs = np.abs(W)
     f0x2 = 2 * f0  # exact
@@ -844,6 +858,8 @@ def projected_derivatives(
                 aW = aWs[p]
                 np.subtract(fp, fm, out=d)
                 central[p, k] = W[p] @ d / (2 * hk)
+                if per_element is not None:
+                    np.divide(d, 2 * hk, out=per_element[p, k])
                 if k == K - 1:
                     np.abs(d, out=d)
                     magnitude[p] = aW @ d / (2 * hk)
@@ -865,8 +881,28 @@ def projected_derivatives(
         jump = 2 * second[:, 1] - second[:, 0]
         bound = (_KINK_FACTOR * (2 * round2[:, 1] + round2[:, 0])
                  + _KINK_RELATIVE * 2 * magnitude)
+    ev, ee = (None, None) if per_element is None else _per_element(per_element, steps, f0)
     return ProjectedEstimate(value, error, magnitude, jump, bound, steps, central, dirs,
-                             2 * len(pairs))
+                             2 * len(pairs), ev, ee)
+
+
+def _per_element(central: np.ndarray, steps: np.ndarray, f0: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The Richardson estimate per output element of the central differences ``central``
+    (``(P, K, m)`` at ``steps``), over blocks of :data:`TABLE_CHUNK` elements; the rounding of
+    each difference bounded as the projected table bounds it, ``eps (|f(x)| / h + |D(h)|)``
+    (the values at the points are not kept)."""
+    P, K, m = central.shape
+    value, error = np.empty((P, m)), np.empty((P, m))
+    hk = steps[:, :, None]
+    per_block = max(64, TABLE_CHUNK // (P * K))
+    with np.errstate(all="ignore"):
+        for start in range(0, m, per_block):
+            b = slice(start, min(start + per_block, m))
+            d = central[:, :, b]
+            rounding = EPS64 * (np.abs(f0[b])[None, None, :] / hk + np.abs(d))
+            value[:, b], error[:, b] = _richardson(d, rounding, 4.0, ahead=True)
+    return value, error
 
 
 # -- the scaled estimate's constants (its maths: gradcheck.oracle.scaled) ------------------

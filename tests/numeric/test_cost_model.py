@@ -164,3 +164,44 @@ def test_the_full_oracle_split_by_direction_estimates_the_same(monkeypatch):
     assert np.isnan(split.steps).sum(axis=1).tolist() == [0, L, L]
     finite = np.isfinite(split.steps)
     np.testing.assert_array_equal(split.steps[finite], joint.steps[finite])
+
+
+def _scaled_backward(delta: float):
+    """``_f`` with its backward scaled by ``1 + delta`` (no forward mode: its JVP is
+    skipped)."""
+
+    class Scaled(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x):
+            return _f(x)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * (2 / torch.cosh(x) ** 2 + torch.cos(x)) * (1 + delta)
+
+    return Scaled.apply
+
+
+@pytest.mark.parametrize("n", [10_000, 100_000])
+def test_a_clear_failure_costs_two_projected_tables_more_whatever_n(n):
+    """The failing path of a clear failure (docs/error-model.md 2c): the screen's 2 K
+    evaluations and two more tables of 2 K, one more VJP per probe, and localization on a
+    budget (VJP rows only, no evaluation of f); never the full oracle's tables."""
+    be = _Counting()
+    x = np.random.default_rng(n).standard_normal(n)
+    report = gradcheck.check(_scaled_backward(1e-7), x, backend=be)
+    vjp = next(r for r in report if r.kind == "vjp")
+    assert vjp.status is gradcheck.Status.FAILED
+    assert vjp.details["failure_path"] == "projected"
+    K = fd.SCREEN_LEVELS
+    assert be.calls["f"] == 2 + 3 * 2 * K + _VMAP_CHECK
+    rows = vjp.details["localize_rows"]
+    assert 0 < rows <= 128
+    assert be.calls["vjp"] == 3 + 3 + rows

@@ -57,9 +57,16 @@ def test_a_wrong_rule_on_a_staircase_is_not_vindicated(delta: float) -> None:
 def test_a_wrong_rule_on_a_smooth_function_is_confirmed_and_failed() -> None:
     x = np.random.default_rng(0).standard_normal(20)
     f = NumpyFunction(np.sin, lambda a, c: [c[0] * np.cos(a[0]) * (1 + 1e-7)], name="sin")
-    r = _only(gradcheck.check(f, x, backend="numpy", modes="rev"))
+    # the full path (the projected failing path turned off by an unreachable margin)
+    full = gradcheck.ErrorModel(projected_failure_margin=1e300)
+    r = _only(gradcheck.check(f, x, backend="numpy", modes="rev", error_model=full))
     assert r.status is gradcheck.Status.FAILED
     assert r.details["oracle"].startswith("confirmed: the steps")
+    # by default the failure is clear: confirmed by projected estimates (numeric/
+    # projected_failure.py), with the same verdict
+    r = _only(gradcheck.check(f, x, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["failure_path"] == "projected"
 
 
 def _logsumexp(delta: float = 0.0) -> NumpyFunction:
