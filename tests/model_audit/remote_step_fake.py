@@ -35,33 +35,14 @@ from typing import Any
 import numpy as np
 
 from gradcheck.backends.wire import RemoteUnsupported, encode_array
+from gradcheck.model_audit import directions
 
-M64 = (1 << 64) - 1
 NAMES = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
 
 
 def shapes(width: int) -> dict[str, tuple[int, ...]]:
     return {"fc1.weight": (width, width), "fc1.bias": (width,),
             "fc2.weight": (width, width), "fc2.bias": (width,)}
-
-
-def mix(x: int) -> int:
-    x &= M64
-    x ^= x >> 30
-    x = (x * 0xBF58476D1CE4E5B9) & M64
-    x ^= x >> 27
-    x = (x * 0x94D049BB133111EB) & M64
-    return x ^ (x >> 31)
-
-
-def sample_index(n: int, k: int) -> list[int] | None:
-    if n <= k:
-        return None
-    out = []
-    for m in range(k):
-        lo, hi = m * n // k, (m + 1) * n // k
-        out.append(lo + mix(m) % (hi - lo))
-    return out
 
 
 class _Build:
@@ -270,7 +251,7 @@ def _ss(a: np.ndarray, b: np.ndarray) -> float:
 def _summary(theta: np.ndarray, g: np.ndarray, applied: np.ndarray | None, after: np.ndarray,
              k: int, dtype: str) -> dict:
     d = after.astype(np.float64) - theta.astype(np.float64)
-    idx = sample_index(theta.size, k)
+    idx = directions.sample_indices(theta.size, k).tolist() if theta.size > k else None
 
     def pick(a: np.ndarray) -> dict:
         flat = a.astype(np.float64).ravel()

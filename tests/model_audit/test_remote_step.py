@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import types
 
-import numpy as np
 import pytest
 
 from gradcheck.backends.wire import ProtocolError, RemoteError, RemoteUnsupported
 from gradcheck.core.results import Status
 from gradcheck.model_audit.remote_step import check_step
 from gradcheck.semantics.context import BugClass, ProbeContext
-from tests.model_audit.remote_step_fake import NAMES, FakeModel, mix, sample_index
+from tests.model_audit.remote_step_fake import NAMES, FakeModel
 
 SGD = {"kind": "sgd", "lr": 0.1}
 ADAMW = {"kind": "adamw", "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
@@ -281,17 +280,6 @@ def test_malformed_answer_is_a_protocol_error():
 
     with pytest.raises(ProtocolError, match="sampled array 'grad'"):
         run(Broken(optimizer=SGD))
-
-
-# -- the fake follows the contract ------------------------------------------------------------
-
-def test_fake_sampling_is_the_contracts_stratified_index():
-    assert mix(0) == 0
-    idx = sample_index(36, 16)
-    assert len(idx) == 16 and all(b > a for a, b in zip(idx, idx[1:], strict=False))
-    assert all(m * 36 // 16 <= i < (m + 1) * 36 // 16 for m, i in enumerate(idx))
-    assert sample_index(6, 16) is None
-    assert np.unique(idx).size == 16
 
 
 # -- the declared optimizer ------------------------------------------------------------------
