@@ -25,17 +25,15 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar
 
 from gradcheck.backends import children
-from gradcheck.backends.process import ProcessBackend, _Child, _lines
+from gradcheck.backends.process import ProcessBackend, _Child, _lines, exchange_line
 from gradcheck.backends.wire import (
     PROTOCOL_VERSION,
     ProtocolError,
-    ProtocolTimeout,
     RemoteError,
     parse_response,
 )
@@ -120,35 +118,16 @@ class _StdioChild:
         return ""
 
     def exchange(self, line: str, method: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        written = threading.Event()
-        failed: list[BaseException] = []
-
-        def write() -> None:
-            try:
-                self.writer.write(line + "\n")
-                self.writer.flush()
-            except (BrokenPipeError, OSError, ValueError) as exc:
-                failed.append(exc)
-            finally:
-                written.set()
-
-        threading.Thread(target=write, daemon=True).start()
-        if not written.wait(timeout):
-            raise ProtocolTimeout(f"the program that started the harness did not read the "
-                                  f"{method!r} request within {timeout:g} s (timeout)")
-        if failed:
-            raise ProtocolError(f"the program that started the harness closed its end of the "
-                                f"pipe while {method!r} was sent ({failed[0]})")
-        try:
-            answer = self.lines.get(timeout=max(deadline - time.monotonic(), 0.0))
-        except queue.Empty:
-            raise ProtocolTimeout(f"the program that started the harness did not answer "
-                                  f"{method!r} within {timeout:g} s (timeout)") from None
-        if answer is None:
-            raise ProtocolError(f"the program that started the harness closed the pipe "
-                                f"(EOF on stdin) instead of answering {method!r}")
-        return answer
+        who = "the program that started the harness"
+        return exchange_line(
+            self.writer, self.lines, line, timeout,
+            unread=lambda: f"{who} did not read the {method!r} request within {timeout:g} s "
+                           "(timeout)",
+            closed=lambda exc: (f"{who} closed its end of the pipe while {method!r} was sent "
+                                f"({exc})" if exc is not None else
+                                f"{who} closed the pipe (EOF on stdin) instead of answering "
+                                f"{method!r}"),
+            unanswered=lambda: f"{who} did not answer {method!r} within {timeout:g} s (timeout)")
 
     def close(self) -> None:
         try:

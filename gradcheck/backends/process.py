@@ -109,6 +109,42 @@ def _lines(stream: IO[str] | None) -> Iterator[str]:
         return
 
 
+def exchange_line(stream: IO[str], lines: queue.Queue[str | None], line: str, timeout: float,
+                  *, unread: Callable[[], str], closed: Callable[[BaseException | None], str],
+                  unanswered: Callable[[], str]) -> str:
+    """Write ``line`` to ``stream`` and return the next line ``lines`` receives (``None`` there
+    is end of file), both within ``timeout``.  The write runs on a thread, so a peer that stops
+    reading cannot block the harness on a line larger than the pipe's buffer.  Failures raise
+    :class:`ProtocolTimeout` (``unread()``: not read in time; ``unanswered()``: no answer in
+    time) or :class:`ProtocolError` (``closed(exc)``: the write failed with ``exc``, or the
+    peer closed its end with ``exc`` None); the messages are built only on failure."""
+    deadline = time.monotonic() + timeout
+    written = threading.Event()
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            failed.append(exc)
+        finally:
+            written.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    if not written.wait(timeout):
+        raise ProtocolTimeout(unread())
+    if failed:
+        raise ProtocolError(closed(failed[0]))
+    try:
+        answer = lines.get(timeout=max(deadline - time.monotonic(), 0.0))
+    except queue.Empty:
+        raise ProtocolTimeout(unanswered()) from None
+    if answer is None:
+        raise ProtocolError(closed(None))
+    return answer
+
+
 class _Child:
     """One running child process and the threads draining its stdout and stderr."""
 
@@ -144,42 +180,19 @@ class _Child:
         return ("; child stderr: " + " | ".join(tail)) if tail else ""
 
     def exchange(self, line: str, method: str, timeout: float) -> str:
-        """Send one line, return the next line of stdout; raise ProtocolError on crash/timeout.
-
-        The timeout covers the write too: the line is written from a thread, so a child that
-        stops reading its stdin cannot block the harness on a request larger than the pipe's
-        buffer (the caller kills the child on the error, which ends the blocked write)."""
-        deadline = time.monotonic() + timeout
-        written = threading.Event()
-        failed: list[BaseException] = []
-
-        def write() -> None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(line + "\n")
-                self.proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError) as exc:
-                failed.append(exc)
-            finally:
-                written.set()
-
-        threading.Thread(target=write, daemon=True).start()
-        if not written.wait(timeout):
-            raise ProtocolTimeout(f"the child did not read the {method!r} request within "
-                                f"{timeout:g} s (timeout: it stopped reading its stdin); it was "
-                                "killed and will be restarted for the next request"
-                                f"{self.stderr_text()}")
-        if failed:
-            raise ProtocolError(self._crash_message(method))
-        try:
-            answer = self.lines.get(timeout=max(deadline - time.monotonic(), 0.0))
-        except queue.Empty:
-            raise ProtocolTimeout(f"the child did not answer {method!r} within {timeout:g} s "
+        """Send one line, return the next line of stdout; raise ProtocolError on crash/timeout
+        (:func:`exchange_line`)."""
+        assert self.proc.stdin is not None
+        return exchange_line(
+            self.proc.stdin, self.lines, line, timeout,
+            unread=lambda: (f"the child did not read the {method!r} request within "
+                            f"{timeout:g} s (timeout: it stopped reading its stdin); it was "
+                            "killed and will be restarted for the next request"
+                            f"{self.stderr_text()}"),
+            closed=lambda _exc: self._crash_message(method),
+            unanswered=lambda: (f"the child did not answer {method!r} within {timeout:g} s "
                                 "(timeout); it was killed and will be restarted for the next "
-                                f"request{self.stderr_text()}") from None
-        if answer is None:
-            raise ProtocolError(self._crash_message(method))
-        return answer
+                                f"request{self.stderr_text()}"))
 
     def _crash_message(self, method: str) -> str:
         try:
