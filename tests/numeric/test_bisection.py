@@ -12,7 +12,7 @@ import pytest
 
 import gradcheck
 from gradcheck import NumpyFunction
-from gradcheck.numeric import bisection
+from gradcheck.numeric import bisection, projected_failure
 from gradcheck.oracle.error_model import ErrorModel
 
 N = 5000
@@ -117,13 +117,8 @@ def test_split_covers_the_range_in_contiguous_groups() -> None:
     assert bisection._split(3, 6, 8) == [(3, 4), (4, 5), (5, 6)]
 
 
-@pytest.mark.slow
-def test_a_million_inputs_name_the_wrong_elements() -> None:
-    """The default model at n = 1e6 (the full Jacobian would have 1e12 elements): a torch
-    ``sin`` whose backward is wrong at two elements is failed and both are named."""
-    torch = pytest.importorskip("torch")
-    n = 10**6
-    bad = {n // 3: 1e-3, n - 7: 1e-4}
+def torch_sin_wrong_at(torch, bad: dict[int, float]):
+    """A torch ``sin`` whose backward is off by ``1 + delta`` at each element of ``bad``."""
 
     class Sin(torch.autograd.Function):
         @staticmethod
@@ -139,10 +134,24 @@ def test_a_million_inputs_name_the_wrong_elements() -> None:
                 d[..., e] *= 1 + delta
             return d
 
+    return Sin.apply
+
+
+@pytest.mark.slow
+def test_a_million_inputs_name_the_wrong_elements() -> None:
+    """The full path at n = 1e6 (the full Jacobian would have 1e12 elements; the projected
+    failing path turned off, its own test is in test_projected_failure.py): a torch ``sin``
+    whose backward is wrong at two elements is failed and both are named."""
+    torch = pytest.importorskip("torch")
+    n = 10**6
+    bad = {n // 3: 1e-3, n - 7: 1e-4}
     x = np.random.default_rng(0).standard_normal(n)
-    report = gradcheck.check(Sin.apply, x, backend="torch", modes=("rev",), probes=1)
+    report = gradcheck.check(torch_sin_wrong_at(torch, bad), x, backend="torch",
+                             modes=("rev",), probes=1,
+                             error_model=ErrorModel(projected_failure_margin=1e300))
     r = _vjp(report)
     assert r.status is gradcheck.Status.FAILED
+    assert r.details.get("failure_path") != projected_failure.PATH
     assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
     assert [w.index for w in r.worst] == [(n // 3,), (n - 7,)]
 

@@ -11,6 +11,7 @@ import gradcheck
 from gradcheck import NumpyFunction
 from gradcheck.numeric import bisection, projected_failure
 from gradcheck.oracle.error_model import ErrorModel
+from tests.numeric.test_bisection import torch_sin_wrong_at
 
 N = 100_000
 X = np.random.default_rng(5).standard_normal(N)
@@ -121,23 +122,10 @@ def test_two_wrong_elements_are_named_at_1e6_with_torch() -> None:
     n = 10**6
     bad = {n // 3: 1e-3, n - 7: 1e-4}
 
-    class Sin(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return torch.sin(x)
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            d = torch.cos(x) * g
-            for e, delta in bad.items():
-                d[..., e] *= 1 + delta
-            return d
-
     x = np.random.default_rng(0).standard_normal(n)
     x[list(bad)] = (0.7, -1.3)  # not crossed by the screen's steps
-    r = _vjp(gradcheck.check(Sin.apply, x, backend="torch", modes=("rev",)))
+    r = _vjp(gradcheck.check(torch_sin_wrong_at(torch, bad), x, backend="torch",
+                             modes=("rev",)))
     assert r.status is gradcheck.Status.FAILED
     assert r.details["failure_path"] == projected_failure.PATH
     assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
