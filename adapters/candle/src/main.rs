@@ -17,75 +17,13 @@ use candle_nn::{VarBuilder, VarMap};
 use serde_json::{json, Map, Value};
 
 const PROTOCOL: i64 = 1;
-const CANDLE_VERSION: &str = env!("CANDLE_CORE_VERSION");
-
-// ---- errors: the protocol's error types ---------------------------------------------------
-enum Fail {
-    Unsupported(String),
-    Invalid(String),
-    Engine(String),
-    Version(String),
-}
-
-impl From<candle_core::Error> for Fail {
-    fn from(e: candle_core::Error) -> Self {
-        Fail::Engine(e.to_string())
-    }
-}
-
-type R<T> = Result<T, Fail>;
-
-fn invalid<T>(msg: impl Into<String>) -> R<T> {
-    Err(Fail::Invalid(msg.into()))
-}
+// The wire (error types, base64 arrays, non-finite scalars) is the one the model protocol's
+// library uses: gradcheck-candle's `wire` module.
+use gradcheck_candle::wire::{b64_encode, decode_array, decode_scalar, encode_scalar, invalid, Fail, R};
+use gradcheck_candle::CANDLE_VERSION;
 
 fn unsupported<T>(msg: impl Into<String>) -> R<T> {
     Err(Fail::Unsupported(msg.into()))
-}
-
-// ---- base64 (standard alphabet, padded): the wire's array data -----------------------------
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-fn b64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for k in 0..4 {
-            if k <= chunk.len() {
-                out.push(B64[((n >> (18 - 6 * k)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-fn b64_decode(text: &str) -> R<Vec<u8>> {
-    let mut table = [255u8; 256];
-    for (i, &c) in B64.iter().enumerate() {
-        table[c as usize] = i as u8;
-    }
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        if c == b'=' {
-            break;
-        }
-        let v = match table[c as usize] {
-            255 => return invalid(format!("array data is not base64 (byte {c})")),
-            v => u32::from(v),
-        };
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Ok(out)
 }
 
 // ---- arrays: {dtype, shape, data: base64 of little-endian float64} --------------------------
@@ -101,25 +39,8 @@ fn dtype_name(d: DType) -> &'static str {
     if d == DType::F32 { "float32" } else { "float64" }
 }
 
-fn decode_values(obj: &Value) -> R<(Vec<usize>, Vec<f64>)> {
-    let shape: Vec<usize> = match obj.get("shape").and_then(Value::as_array) {
-        Some(s) => s.iter().map(|d| d.as_u64().map(|x| x as usize)).collect::<Option<_>>()
-            .ok_or_else(|| Fail::Invalid("array shape must be a list of sizes".into()))?,
-        None => return invalid("array must be {dtype, shape, data}"),
-    };
-    let data = obj.get("data").and_then(Value::as_str)
-        .ok_or_else(|| Fail::Invalid("array must be {dtype, shape, data}".into()))?;
-    let bytes = b64_decode(data)?;
-    let n: usize = shape.iter().product();
-    if bytes.len() != 8 * n {
-        return invalid(format!("array: {} bytes for shape {:?}", bytes.len(), shape));
-    }
-    let vals = bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
-    Ok((shape, vals))
-}
-
 fn decode(obj: &Value, dtype: DType) -> R<Tensor> {
-    let (shape, vals) = decode_values(obj)?;
+    let (shape, vals) = decode_array(obj)?;
     Ok(Tensor::from_vec(vals, shape, &Device::Cpu)?.to_dtype(dtype)?)
 }
 
@@ -130,28 +51,6 @@ fn encode(t: &Tensor) -> R<Value> {
         bytes.extend_from_slice(&v.to_le_bytes());
     }
     Ok(json!({"dtype": dtype_name(t.dtype()), "shape": t.dims(), "data": b64_encode(&bytes)}))
-}
-
-fn decode_scalar(v: &Value) -> R<f64> {
-    match v {
-        Value::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
-        Value::String(s) if s == "NaN" => Ok(f64::NAN),
-        Value::String(s) if s == "Infinity" => Ok(f64::INFINITY),
-        Value::String(s) if s == "-Infinity" => Ok(f64::NEG_INFINITY),
-        _ => invalid(format!("scalar must be a number or \"NaN\"/\"Infinity\"/\"-Infinity\", got {v}")),
-    }
-}
-
-fn encode_scalar(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else if x.is_nan() {
-        json!("NaN")
-    } else if x > 0.0 {
-        json!("Infinity")
-    } else {
-        json!("-Infinity")
-    }
 }
 
 // ---- ops ----------------------------------------------------------------------------------
@@ -310,7 +209,7 @@ fn decode_args(op: &str, raw: &[Value], dtype: DType) -> R<Vec<Tensor>> {
     }
     raw.iter().enumerate().map(|(k, a)| {
         if index_args(op).contains(&k) {
-            let (shape, vals) = decode_values(a)?;
+            let (shape, vals) = decode_array(a)?;
             if vals.iter().any(|v| *v < 0.0 || v.fract() != 0.0) {
                 return invalid(format!("op {op}: argument {k} must hold non-negative integers"));
             }
@@ -624,7 +523,7 @@ fn varmap_model(p: &Value) -> R<Value> {
         let order: Vec<String> = p.get("order").and_then(Value::as_array)
             .map(|o| o.iter().filter_map(|v| v.as_str().map(String::from)).collect())
             .unwrap_or_default();
-        let (shape, vals) = decode_values(points)?;
+        let (shape, vals) = decode_array(points)?;
         let shapes: Vec<Vec<usize>> = {
             let data = varmap.data().lock().map_err(|e| Fail::Engine(e.to_string()))?;
             order.iter().map(|n| data.get(n).map(|v| v.dims().to_vec())
@@ -757,12 +656,7 @@ fn handle(st: &mut State, line: &str) -> (Value, bool) {
     let answer = match out {
         Ok(Ok(result)) => json!({"id": id, "result": result}),
         Ok(Err(f)) => {
-            let (t, m) = match f {
-                Fail::Unsupported(m) => ("unsupported", m),
-                Fail::Invalid(m) => ("invalid_request", m),
-                Fail::Engine(m) => ("engine_error", m),
-                Fail::Version(m) => ("version_mismatch", m),
-            };
+            let (t, m) = (f.kind(), f.message().to_string());
             json!({"id": id, "error": {"type": t, "message": m}})
         }
         Err(_) => json!({"id": id, "error": {"type": "engine_error",
