@@ -2,8 +2,9 @@
 //! cannot read. In process: what `describe` says; with the harness: a correct Adam of the
 //! user's own passes `step.effective` and its broken twin (no bias correction) is caught.
 
+mod common;
+
 use std::io::Cursor;
-use std::process::{Command, Stdio};
 
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Module, Tensor, Var};
@@ -123,14 +124,7 @@ fn declared_values_go_on_the_wire_as_given() {
 /// Needs the Python harness (skipped where it is not installed, unless CI is set).
 #[test]
 fn a_declared_adam_is_replayed_the_broken_twin_is_caught() {
-    let python = std::env::var("GRADCHECK_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&python).args(["-m", "gradcheck", "model", "--help"]).stdout(Stdio::null())
-        .stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI is set but `{python} -m gradcheck model` is not available");
-        eprintln!("skipped: `{python} -m gradcheck model --help` failed (the harness is not installed)");
-        return;
-    }
+    let Some(_) = common::harness() else { return };
     let dir = format!("{}/declare", env!("CARGO_TARGET_TMPDIR"));
     let verdicts = |bias_correction: bool| -> (i32, Vec<(String, String, String)>) {
         let build = move |d: DType, dev: &Device| model(d, dev, bias_correction, true);

@@ -1,6 +1,8 @@
 //! The program's own arguments forwarded to the harness it starts (`gc::run`): which pass,
 //! which stay the program's, and the option list compared with the installed harness.
 
+mod common;
+
 use std::process::{Command, Stdio};
 
 use gradcheck_candle as gc;
@@ -22,23 +24,11 @@ fn harness_options_pass_the_programs_own_stay() {
     assert_eq!(args(&["--steps", "2", "--", "--seed", "3"]), ["--steps", "2"]);
 }
 
-fn harness() -> Option<String> {
-    let python = std::env::var("GRADCHECK_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&python).args(["-m", "gradcheck", "model", "--help"]).stdout(Stdio::null())
-        .stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI is set but `{python} -m gradcheck model` is not available");
-        eprintln!("skipped: `{python} -m gradcheck model --help` failed (the harness is not installed)");
-        return None;
-    }
-    Some(python)
-}
-
 /// The list is typed in Rust: it must name every option the harness has (but the two the
 /// library sets itself and --help), with the right arity.
 #[test]
 fn the_option_list_matches_the_installed_harness() {
-    let Some(python) = harness() else { return };
+    let Some(python) = common::harness() else { return };
     let out = Command::new(&python).args(["-m", "gradcheck", "model", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout).into_owned();
     let usage: String = help.split("\n\n").next().unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
@@ -60,7 +50,7 @@ fn the_option_list_matches_the_installed_harness() {
 /// the program's command line said (forwarded), and `--buggy` stayed the program's (a finding).
 #[test]
 fn run_forwards_the_programs_arguments() {
-    let Some(_) = harness() else { return };
+    let Some(_) = common::harness() else { return };
     let exe = std::env::current_exe().unwrap();
     let example = exe.parent().unwrap().parent().unwrap().join("examples").join("preprocess");
     let dir = format!("{}/forward", env!("CARGO_TARGET_TMPDIR"));

@@ -1,11 +1,12 @@
 //! `gc::libtest_main`: one libtest case per check. The mapping of verdicts to cases, and the
 //! `gradcheck_mlp` target (a `harness = false` test of the mlp example) run as a binary.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::VarMap;
+use candle_core::{DType, Device};
 use gradcheck_candle as gc;
 use gc::{Case, HarnessOutcome, Served, Verdict};
 use serde_json::json;
@@ -85,22 +86,10 @@ fn the_test_target_skips_or_fails_without_the_harness() {
     assert!(out.contains("test gradcheck ... FAILED"), "{out}");
 }
 
-fn harness() -> Option<String> {
-    let python = std::env::var("GRADCHECK_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&python).args(["-m", "gradcheck", "model", "--help"]).stdout(Stdio::null())
-        .stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI is set but `{python} -m gradcheck model` is not available");
-        eprintln!("skipped: `{python} -m gradcheck model --help` failed (the harness is not installed)");
-        return None;
-    }
-    Some(python)
-}
-
 /// Needs the Python harness: the mlp's checks listed and run one by one, libtest style.
 #[test]
 fn the_test_target_lists_and_runs_each_check() {
-    let Some(python) = harness() else { return };
+    let Some(python) = common::harness() else { return };
     let (code, list) = run_mlp(&["--list", "--format", "terse"], &python, true);
     assert_eq!(code, Some(0), "{list}");
     let names: Vec<&str> = list.lines().filter_map(|l| l.strip_suffix(": test")).collect();
@@ -114,26 +103,12 @@ fn the_test_target_lists_and_runs_each_check() {
     assert!(out.contains(&format!("{} filtered out", names.len() - 1)), "{out}");
 }
 
-/// A cut model: its flow cases fail with the harness's message, the twin's pass.
-fn two_layers(dtype: DType, dev: &Device, cut: bool) -> candle_core::Result<gc::Model> {
-    let vm = VarMap::new();
-    let vb = candle_nn::VarBuilder::from_varmap(&vm, dtype, dev);
-    let (fc1, fc2) = (candle_nn::linear(3, 4, vb.pp("fc1"))?, candle_nn::linear(4, 2, vb.pp("fc2"))?);
-    let x = Tensor::new(&[[0.5f64, -1.0, 2.0], [1.5, 0.25, -0.75]], dev)?.to_dtype(dtype)?;
-    let y = Tensor::new(&[[1.0f64, 0.0], [0.0, 1.0]], dev)?.to_dtype(dtype)?;
-    Ok(gc::Model::new(vm, move || {
-        let h = fc1.forward(&x)?.tanh()?;
-        let h = if cut { h.detach() } else { h };
-        candle_nn::loss::mse(&fc2.forward(&h)?, &y)
-    }))
-}
-
 #[test]
 fn a_cut_models_flow_cases_fail_and_its_twins_pass() {
-    let Some(_) = harness() else { return };
+    let Some(_) = common::harness() else { return };
     let dir = format!("{}/libtest", env!("CARGO_TARGET_TMPDIR"));
     let cases = |cut: bool| {
-        gc::cases(&gc::start_harness(move |d: DType, dev: &Device| two_layers(d, dev, cut), &["--report-dir", &dir]), true)
+        gc::cases(&gc::start_harness(move |d: DType, dev: &Device| common::two_layers(d, dev, cut), &["--report-dir", &dir]), true)
     };
     let twin = cases(false);
     assert!(twin.iter().all(|c| !matches!(c.verdict, Verdict::Failed(_))), "{twin:?}");
@@ -148,7 +123,7 @@ fn a_cut_models_flow_cases_fail_and_its_twins_pass() {
 /// still reports the checks; one of another run does not.
 #[test]
 fn processes_of_one_nextest_run_share_the_verdicts() {
-    let Some(python) = harness() else { return };
+    let Some(python) = common::harness() else { return };
     let run = format!("gradcheck-candle-test-{}", std::process::id());
     let mlp = |args: &[&str], python: &str, run: &str| {
         let out = Command::new(gradcheck_mlp()).args(args).env("GRADCHECK_PYTHON", python)

@@ -1,6 +1,8 @@
 //! The model protocol (docs/protocol-model.md) as the harness sees it: in-process on a tiny
 //! model whose gradients are known in closed form, and over the pipes of example binaries.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Cursor, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -332,32 +334,11 @@ fn rms_norm_trap_refuses_float64_and_blocks_gradients() {
     assert!(a[0]["result"]["grads"].as_object().unwrap().values().all(|g| g["present"] == true));
 }
 
-fn two_layers(dtype: DType, dev: &Device, cut: bool) -> candle_core::Result<gc::Model> {
-    use candle_core::Module;
-    let vm = VarMap::new();
-    let vb = candle_nn::VarBuilder::from_varmap(&vm, dtype, dev);
-    let (fc1, fc2) = (candle_nn::linear(3, 4, vb.pp("fc1"))?, candle_nn::linear(4, 2, vb.pp("fc2"))?);
-    let x = Tensor::new(&[[0.5f64, -1.0, 2.0], [1.5, 0.25, -0.75]], dev)?.to_dtype(dtype)?;
-    let y = Tensor::new(&[[1.0f64, 0.0], [0.0, 1.0]], dev)?.to_dtype(dtype)?;
-    Ok(gc::Model::new(vm, move || {
-        let h = fc1.forward(&x)?.tanh()?;
-        let h = if cut { h.detach() } else { h };
-        candle_nn::loss::mse(&fc2.forward(&h)?, &y)
-    }))
-}
-
 /// The one test that needs the Python harness (`python3 -m gradcheck model`): skipped where it
 /// is not installed, unless CI is set.
 #[test]
 fn harness_end_to_end_when_installed() {
-    let python = std::env::var("GRADCHECK_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&python).args(["-m", "gradcheck", "model", "--help"]).stdout(Stdio::null())
-        .stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI is set but `{python} -m gradcheck model` is not available");
-        eprintln!("skipped: `{python} -m gradcheck model --help` failed (the harness is not installed)");
-        return;
-    }
+    let Some(_) = common::harness() else { return };
     let report_dir = std::env::temp_dir().join(format!("gradcheck-candle-test-{}", std::process::id()));
     let args = format!("--report-dir {}", report_dir.display());
     // gc::run in an example: it starts the harness and exits with its code
@@ -369,8 +350,8 @@ fn harness_end_to_end_when_installed() {
     assert_eq!(run(&["--buggy"]), Some(1), "the buggy variant is a finding");
     // gc::check / start_harness in this process
     let dir = report_dir.display().to_string();
-    gc::check_with(|d: DType, dev: &Device| two_layers(d, dev, false), &["--report-dir", &dir]);
-    match gc::start_harness(|d: DType, dev: &Device| two_layers(d, dev, true), &["--report-dir", &dir]) {
+    gc::check_with(|d: DType, dev: &Device| common::two_layers(d, dev, false), &["--report-dir", &dir]);
+    match gc::start_harness(|d: DType, dev: &Device| common::two_layers(d, dev, true), &["--report-dir", &dir]) {
         gc::HarnessOutcome::Ran { code, served } => {
             assert_eq!(code, 1);
             let checks = served.checks.expect("model.done carries the verdicts");
