@@ -14,15 +14,17 @@ side of any group ``R`` of output elements is a sum over the table already evalu
   gradient ``g = J^T v`` (the probe's VJP, handed over by the projected failing path, else
   one VJP row), as if ``J`` were diagonal (a function applied elementwise): then ``g_r u_r``
   is ``v_r (J u)_r``, compared with the table's element by element.  That is a hypothesis,
-  verified before anything is reported: one VJP row with the named elements' cotangents
-  weighted by distinct random ``c_t`` must give exactly ``c_t g_t`` at each named ``t`` and
-  zero elsewhere (within rounding; a row of ``J`` with another nonzero element, or another
-  value, breaks that for all but a null set of weights), each element's value is read from
-  that row, and the elements the hypothesis finds within their allowance must be within it
-  as one group (one more row, or by subtraction from ``<g, u>`` where every other element is
-  named or within its allowance); the other elements over their allowance must sum to what
-  the gradient says.  One to three VJP rows in all, whatever ``m``.  Where any of that
-  fails (a Jacobian that is not diagonal: ``details["localize_hypothesis"]`` says why), the
+  verified before anything is reported, by one VJP row whose cotangent is ``v`` on the
+  elements the hypothesis finds within their allowance, ``c_t v_t`` on the :data:`WORST`
+  named elements (distinct random ``c_t``) and zero on the other elements over their
+  allowance.  Its result must be, element by element within rounding, ``g`` on the first,
+  ``c_t g_t`` on the named and zero on the rest: as a polynomial in ``c`` that holds only
+  where each named row of ``J`` has its one element on the diagonal, of value ``g_t / v_t``
+  (a row with any other element, or another value, breaks it for all but a null set of
+  weights).  Each named element's value is read from that row, and the elements within
+  their allowance must be within it as one group, from the same row.  One VJP row (two
+  where the gradient was not handed over), whatever ``m``.  Where any of that fails (a
+  Jacobian that is not diagonal: ``details["localize_hypothesis"]`` says why), the
   bisection below runs, as it does for blocks whose shapes differ;
 * a VJP failure is bisected: the backend's ``<J^T (v 1_R), u>`` for ``B`` groups ``R`` at a
   time (one batched VJP of :data:`BRANCH` rows), best first (the group whose discrepancy
@@ -169,9 +171,8 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
                 ) -> Hypothesis | AdapterFailure:
     """The worst elements named as if ``J`` were diagonal, then verified (module docstring).
     ``gradient``: the backend's ``J^T v`` where the caller has it (else one VJP row).  Then
-    one batched call of at most 2 rows: the named elements together (random weights), and
-    the elements not over their allowance as one group where it is not known by
-    subtraction."""
+    one VJP row verifies the named elements (random weights) and gives the group of the
+    elements within their allowance."""
     model, dtype = prep.cfg.error_model, prep.rule_dtype
     out_shape = np.shape(prep.outs64[i])
     rows = 0
@@ -197,60 +198,46 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     k = min(WORST, n_over)
     top = np.argpartition(-ratio, k - 1)[:k] if ratio.size > k else np.arange(ratio.size)
     top = top[np.argsort(-ratio[top], kind="stable")]
+    top = top[ratio[top] > 1.0]
+    k = top.size
     comp = ~over
-    has_rest = n_over > k
-    has_comp = bool(comp.any())
-    # the named elements' rows together, each weighted by a random c_t: under the hypothesis
-    # J^T (sum_t c_t v_t e_t) is c_t g_t at each t and zero elsewhere; a row t of J with any
-    # other element, or another value, breaks that equality for all but a null set of c
+    # one VJP row: the named elements' cotangents weighted by random c_t, the elements within
+    # their allowance (the complement) unweighted.  Where J is diagonal, J^T w is c_t g_t at
+    # each named t, g at the complement and zero at the other elements over their allowance;
+    # as a polynomial in c, that equality holds only where each named row of J has its one
+    # element on the diagonal, of value g_t / v_t, and the complement's rows sum to g there:
+    # a row of J with any other element, or another value, breaks it for all but a null set
+    # of c (found within rounding: each element of J^T w against the allowance of its terms)
     c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, k)
-    w_top = np.zeros(v.size)
-    w_top[top] = c * v[top]
-    parts: list[np.ndarray] = [w_top]
-    if has_comp and has_rest:
-        parts.append(np.where(comp, v, 0.0))
-    got = _vjp_weighted(prep, i, j, parts)
+    w = np.where(comp, v, 0.0)
+    w[top] = c * v[top]
+    got = _vjp_weighted(prep, i, j, [w])
     if isinstance(got, AdapterFailure):
         return got
-    rows += len(parts)
-    row_top = got[0]
-    want = np.zeros_like(row_top)
+    rows += 1
+    row = got[0]
+    want = np.where(comp, g, 0.0)
     want[top] = c * g[top]
-    if not np.all(np.abs(row_top - want) <= model.allowed(0.0, np.abs(row_top) + np.abs(want),
-                                                          dtype)):
+    if not np.all(np.abs(row - want) <= model.allowed(0.0, np.abs(row) + np.abs(want),
+                                                      dtype)):
         return Hypothesis((), rows, "the named elements' rows of J are not what the gradient "
                                     "gives them as a diagonal Jacobian")
     leaves = []
     for e, t in enumerate(top):
         # the element's own value from the verifying row: (J u)_t = row_t u_t / (c_t v_t)
-        leaf = _judged(int(t), float(row_top[t] * uf[t] / (c[e] * v[t])), fd_r, err_r,
+        leaf = _judged(int(t), float(row[t] * uf[t] / (c[e] * v[t])), fd_r, err_r,
                        out_shape, model, dtype)
         if not abs(leaf.actual - leaf.expected) > leaf.allowed:
             return Hypothesis((), rows, f"output element {int(t)} is within its allowance")
         leaves.append(leaf)
-    if has_comp:  # the elements not named: within their allowance as a group
-        t_terms = row_top[top] * uf[top] / c  # v_t (J u)_t of each named element
-        known, known_mag = float(t_terms.sum()), float(np.abs(t_terms).sum())
-        root, root_mag = float(g @ uf), float(np.abs(g) @ np.abs(uf))
-        if has_rest:
-            row_c = got[1]
-            s_c, mag_c = float(row_c @ uf), float(np.abs(row_c) @ np.abs(uf))
-            a_c = float(np.where(comp, a, 0.0).sum())
-            if not abs(s_c - a_c) <= model.allowed(0.0, mag_c + float(np.abs(a) @ comp), dtype):
-                return Hypothesis((), rows, "the elements not named do not sum to the "
-                                            "gradient's")
-            rest_sum = root - known - s_c  # the rest over: by subtraction
-            a_rest = float(a @ over) - float(a[top].sum())
-            tol = model.allowed(0.0, root_mag + mag_c + known_mag + float(np.abs(a) @ over),
-                                dtype)
-            if not abs(rest_sum - a_rest) <= tol:
-                return Hypothesis((), rows, "the elements over their allowance but not named "
-                                            "do not sum to the gradient's")
-        else:
-            s_c, mag_c = root - known, root_mag + known_mag
+    if comp.any():  # the elements not named and not over: within their allowance as a group
+        au = np.abs(uf)
+        s_c = float(row @ uf) - float(row[top] @ uf[top])
+        mag_c = float(np.abs(row) @ au)
         f_c = float(np.where(comp, v * fd_r, 0.0).sum())
-        e_c = float((av * np.abs(err_r)) @ comp)
-        allowed_c = model.allowed(e_c, mag_c + float((av * np.abs(fd_r)) @ comp), dtype)
+        e_c = float(np.where(comp, av * np.abs(err_r), 0.0).sum())
+        allowed_c = model.allowed(e_c, mag_c + float(np.where(comp, av * np.abs(fd_r),
+                                                              0.0).sum()), dtype)
         if not abs(s_c - f_c) <= allowed_c:
             return Hypothesis((), rows, f"the {int(comp.sum())} elements not named are over "
                                         "their allowance as a group")

@@ -176,10 +176,10 @@ def test_one_row_per_call_finds_the_same_elements(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize("projected", [True, False])
 def test_a_diagonal_jacobian_is_named_from_the_gradient_in_few_rows(projected: bool) -> None:
     """An elementwise ``sin`` wrong at two elements: the gradient's elements name them, both
-    verified by one VJP row (random weights); every other element is within its allowance,
-    and their group is known by subtraction.  The projected failing path hands over the
-    gradients it made (1 row in all); the full path does not (1 more row for the gradient):
-    not a bisection's ~30."""
+    verified by one VJP row (random weights) that also gives the group of every other
+    element, within its allowance.  The projected failing path hands over the gradients it
+    made (1 row in all); the full path does not (1 more row for the gradient): not a
+    bisection's ~30."""
     model = SMALL_BLOCKS if projected else ErrorModel(
         localize_max_columns=64, localize_max_elements=64 * 64, projected_failure_margin=1e300)
     r = _vjp(gradcheck.check(_sin({4321: 1e-3, 17: 1e-5}), X, backend="numpy",
@@ -199,12 +199,12 @@ def test_a_diagonal_jacobian_is_named_from_the_gradient_in_few_rows(projected: b
 
 def test_an_error_on_every_element_is_named_from_the_gradient() -> None:
     """Every element over its allowance (but the few the screen's steps cross, left out of
-    the tangent): the worst five verified together, the elements not over as one group."""
+    the tangent): the worst five verified together with the elements not over, one row."""
     r = _vjp(gradcheck.check(_sin({e: 1e-3 for e in range(N)}), X, backend="numpy",
                              modes=("rev",), error_model=SMALL_BLOCKS))
     assert r.details["localize_hypothesis"] == "verified"
     assert len(r.worst) == bisection.WORST
-    assert r.details["localize_rows"] <= 2  # the named ones, the rest (crossed elements)
+    assert r.details["localize_rows"] == 1
 
 
 def _cumsum(wrong: dict[int, float]) -> NumpyFunction:
