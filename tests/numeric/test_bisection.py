@@ -233,21 +233,28 @@ def _matvec(wrong: dict[int, float], n: int = 600) -> tuple[NumpyFunction, np.nd
     return NumpyFunction(lambda x: A @ x, vjp, lambda a, t: [A @ t[0]], name="matvec"), A
 
 
+@pytest.mark.parametrize("projected", [True, False])
 @pytest.mark.parametrize("which", ["cumsum", "matvec"])
-def test_a_non_diagonal_jacobian_rejects_the_hypothesis_and_is_bisected(which: str) -> None:
+def test_a_non_diagonal_jacobian_rejects_the_hypothesis_and_is_bisected(
+        which: str, projected: bool) -> None:
     """One wrong output element of a cumulative sum, one wrong row of a dense matrix-vector
-    product: the gradient's elements are not the output elements' derivatives, the check of
-    the named elements against their own rows rejects the hypothesis, and the bisection names
-    the wrong element."""
+    product: the gradient's elements are not the output elements' derivatives, the verifying
+    row rejects the hypothesis, and the bisection names the wrong element (on the projected
+    failing path, which hands over its gradients, and on the full path, which does not)."""
     if which == "cumsum":
         bad, x = 3210, X
         f = _cumsum({bad: 1e-3})
     else:
         bad, x = 321, X[:600]
         f, _ = _matvec({bad: 1e-3})
-    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    model = SMALL_BLOCKS if projected else ErrorModel(
+        localize_max_columns=64, localize_max_elements=64 * 64, projected_failure_margin=1e300)
+    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=model))
     assert r.status is gradcheck.Status.FAILED
-    assert r.details["localize_hypothesis"].startswith("rejected")
+    assert (r.details.get("failure_path") == projected_failure.PATH) is projected
+    assert r.details["localize_hypothesis"] == ("rejected: the named elements' rows of J are "
+                                                "not what the gradient gives them as a "
+                                                "diagonal Jacobian")
     assert r.localized is not None and "bisected" in r.localized
     assert r.worst[0].index == (bad,)
     assert abs(r.worst[0].actual - r.worst[0].expected) > r.worst[0].allowed
@@ -293,6 +300,6 @@ def test_two_coupled_elements_reject_the_hypothesis() -> None:
     r = _vjp(gradcheck.check(NumpyFunction(fn, vjp, jvp, name="coupled"), X, backend="numpy",
                              modes=("rev",), error_model=SMALL_BLOCKS))
     assert r.status is gradcheck.Status.FAILED
-    assert r.details["localize_hypothesis"].startswith("rejected")
+    assert r.details["localize_hypothesis"].startswith("rejected: the named elements' rows")
     assert r.worst[0].index == (ia,)
     assert r.worst[0].actual == pytest.approx(r.worst[0].expected * (1 + 1e-3), rel=1e-6)
