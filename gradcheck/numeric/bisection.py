@@ -107,32 +107,14 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
                     f"row{'' if rows == 1 else 's'}",
                     found_h.worst, {"localize_rows": rows, "localize_hypothesis": "verified"})
         rejected = {"localize_hypothesis": f"rejected: {found_h.why}"}
-        root = found_h.root
     else:
-        rejected, root = {}, None
+        rejected = {}
     # VJP: best-first bisection over groups of output elements
     av, afd, aerr = np.abs(v), np.abs(fd_r), np.abs(err_r)
-    # the rows one batched call holds: a group whose AD scalar is known is split in one more
-    # part than that, its last part's scalar by subtraction (rounding: the parent's and the
-    # siblings' magnitudes), re-evaluated on its own row before it is reported as an element
-    per_call = max(1, min(branch, CALL_ELEMENTS // max(m, u.size, 1)))
-    known: dict[tuple[int, int], tuple[float, float, bool]] = {}  # (s, magnitude, own row)
-    if root is not None:
-        known[(0, m)] = (root[0], root[1], True)
     heap: list[tuple[float, int, int]] = [(-np.inf, 0, m)]
     leaves: list[WorstElement] = []
+    single: dict[int, float] = {}  # the AD scalar of each single-element group evaluated
     stopped = ""
-
-    def push(lo: int, hi: int, s_g: float, mag_g: float, own: bool) -> None:
-        w = slice(lo, hi)
-        f_g = float(v[w] @ fd_r[w])
-        e_g = float(av[w] @ aerr[w])
-        allowed = model.allowed(e_g, mag_g + float(av[w] @ afd[w]), dtype)
-        diff = abs(s_g - f_g)
-        ratio = diff / max(allowed, 1e-300) if np.isfinite(diff) else np.inf
-        known[(lo, hi)] = (s_g, mag_g, own)
-        heapq.heappush(heap, (-ratio, lo, hi))
-
     while heap and len(leaves) < worst:
         neg, a, b = heapq.heappop(heap)
         if -neg <= 1.0:
@@ -140,32 +122,29 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
                 stopped = (" (no group of elements over its allowance: the error is spread "
                            "over elements each within its own)")
             break
-        parent = known.get((a, b))
-        if b - a == 1 and parent is not None and parent[2]:
-            leaves.append(_leaf(a, v, fd_r, err_r, out_shape, model, dtype, parent[0]))
+        if b - a == 1 and a in single:  # (a one-element root is evaluated first)
+            leaves.append(_leaf(a, v, fd_r, err_r, out_shape, model, dtype, single[a]))
             continue
-        if b - a == 1 or parent is None:  # evaluated on its own row(s)
-            parts = [(a, b)] if b - a == 1 else _split(a, b, max(2, per_call))
-            derive = False
-        else:
-            parts = _split(a, b, per_call + 1)
-            derive = True
-        ask = parts[:-1] if derive else parts
-        if rows + len(ask) > budget:
+        parts = _split(a, b, branch)
+        if rows + len(parts) > budget:
             if not leaves:
                 stopped = " (budget spent before an element was reached)"
             break
-        groups = _vjp_groups(prep, i, j, v, u, ask)
+        groups = _vjp_groups(prep, i, j, v, u, parts)
         if isinstance(groups, AdapterFailure):
             return f"failed: {groups.text}", tuple(leaves), {"localize_rows": rows, **rejected}
         s, mag = groups
-        rows += len(ask)
-        for (lo, hi), s_g, mag_g in zip(ask, s, mag, strict=True):
-            push(lo, hi, s_g, mag_g, True)
-        if derive:
-            assert parent is not None
-            lo, hi = parts[-1]
-            push(lo, hi, parent[0] - float(sum(s)), parent[1] + float(sum(mag)), False)
+        rows += len(parts)
+        for (lo, hi), s_g, mag_g in zip(parts, s, mag, strict=True):
+            w = slice(lo, hi)
+            f_g = float(v[w] @ fd_r[w])
+            e_g = float(av[w] @ aerr[w])
+            allowed = model.allowed(e_g, mag_g + float(av[w] @ afd[w]), dtype)
+            diff = abs(s_g - f_g)
+            ratio = diff / max(allowed, 1e-300) if np.isfinite(diff) else np.inf
+            if hi - lo == 1:
+                single[lo] = s_g
+            heapq.heappush(heap, (-ratio, lo, hi))
     how = f"{PREFIX} of probe {p + 1}: {m} output elements bisected, {rows} VJP rows{stopped}"
     return how, tuple(leaves), {"localize_rows": rows, **rejected}
 
@@ -179,9 +158,6 @@ class Hypothesis:
     worst: tuple[WorstElement, ...]
     rows: int
     why: str = ""
-    #: ``<g, u>`` and ``sum |g| |u|``: the AD scalar of every output element together, and
-    #: its magnitude (where rejected: the bisection starts from it)
-    root: tuple[float, float] | None = None
 
 
 def hypothesis_applies(prep: Prepared, i: int, j: int) -> bool:
@@ -207,10 +183,6 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
         gradient, rows = made, 1
     g = np.asarray(gradient, dtype=np.float64).reshape(-1)
     uf = u.ravel()
-
-    def no(why: str) -> Hypothesis:
-        return Hypothesis((), rows, why, (float(g @ uf), float(np.abs(g) @ np.abs(uf))))
-
     a = g * uf  # the AD terms of <J^T v, u>: v_r (J u)_r where J is diagonal
     av = np.abs(v)
     with np.errstate(all="ignore"):
@@ -222,7 +194,7 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     over = ratio > 1.0
     n_over = int(np.count_nonzero(over))
     if n_over == 0:
-        return no("no element over its allowance from the gradient")
+        return Hypothesis((), rows, "no element over its allowance from the gradient")
     k = min(WORST, n_over)
     top = np.argpartition(-ratio, k - 1)[:k] if ratio.size > k else np.arange(ratio.size)
     top = top[np.argsort(-ratio[top], kind="stable")]
@@ -248,7 +220,7 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     want[top] = c * g[top]
     if not np.all(np.abs(row - want) <= model.allowed(0.0, np.abs(row) + np.abs(want),
                                                       dtype)):
-        return no("the named elements' rows of J are not what the gradient "
+        return Hypothesis((), rows, "the named elements' rows of J are not what the gradient "
                                     "gives them as a diagonal Jacobian")
     leaves = []
     for e, t in enumerate(top):
@@ -256,7 +228,7 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
         leaf = _judged(int(t), float(row[t] * uf[t] / (c[e] * v[t])), fd_r, err_r,
                        out_shape, model, dtype)
         if not abs(leaf.actual - leaf.expected) > leaf.allowed:
-            return no(f"output element {int(t)} is within its allowance")
+            return Hypothesis((), rows, f"output element {int(t)} is within its allowance")
         leaves.append(leaf)
     if comp.any():  # the elements not named and not over: within their allowance as a group
         au = np.abs(uf)
@@ -267,7 +239,7 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
         allowed_c = model.allowed(e_c, mag_c + float(np.where(comp, av * np.abs(fd_r),
                                                               0.0).sum()), dtype)
         if not abs(s_c - f_c) <= allowed_c:
-            return no(f"the {int(comp.sum())} elements not named are over "
+            return Hypothesis((), rows, f"the {int(comp.sum())} elements not named are over "
                                         "their allowance as a group")
     leaves.sort(key=lambda w: -abs(w.actual - w.expected) / max(w.allowed, 1e-300))
     return Hypothesis(tuple(leaves), rows)
