@@ -10,6 +10,22 @@ side of any group ``R`` of output elements is a sum over the table already evalu
 
 * a JVP failure needs no search: one JVP along ``u`` gives the backend's ``(J u)_r`` for every
   ``r``, compared element by element;
+* a VJP failure where output ``i`` and input ``j`` have one shape is first named from the
+  gradient ``g = J^T v`` (the probe's VJP, handed over by the projected failing path, else
+  one VJP row), as if ``J`` were diagonal (a function applied elementwise): then ``g_r u_r``
+  is ``v_r (J u)_r``, compared with the table's element by element.  That is a hypothesis,
+  verified before anything is reported, by one VJP row whose cotangent is ``v`` on the
+  elements the hypothesis finds within their allowance, ``c_t v_t`` on the :data:`WORST`
+  named elements (distinct random ``c_t``) and zero on the other elements over their
+  allowance.  Its result must be, element by element within rounding, ``g`` on the first,
+  ``c_t g_t`` on the named and zero on the rest: as a polynomial in ``c`` that holds only
+  where each named row of ``J`` has its one element on the diagonal, of value ``g_t / v_t``
+  (a row with any other element, or another value, breaks it for all but a null set of
+  weights).  Each named element's value is read from that row, and the elements within
+  their allowance must be within it as one group, from the same row.  One VJP row (two
+  where the gradient was not handed over), whatever ``m``.  Where any of that fails (a
+  Jacobian that is not diagonal: ``details["localize_hypothesis"]`` says why), the
+  bisection below runs, as it does for blocks whose shapes differ;
 * a VJP failure is bisected: the backend's ``<J^T (v 1_R), u>`` for ``B`` groups ``R`` at a
   time (one batched VJP of :data:`BRANCH` rows), best first (the group whose discrepancy
   exceeds its allowance the most is split next) down to single elements, within
@@ -26,6 +42,7 @@ search finds none and says so; what it cannot cover within the budget it leaves 
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,11 +67,13 @@ PREFIX = "along the tangent"
 
 
 def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, pr: Probes,
-           p: int, sl: slice) -> tuple[str, tuple[WorstElement, ...], dict[str, object]]:
+           p: int, sl: slice, gradient: np.ndarray | None = None
+           ) -> tuple[str, tuple[WorstElement, ...], dict[str, object]]:
     """The worst output elements of output ``i`` along probe ``p``'s tangent of input ``j``
     (module docstring): ``(how, worst, details)``; ``how`` names what was compared, or the
     call that failed.  ``est``: the estimate the verdict rests on (its rows go with ``pr``);
-    ``sl``: output ``i``'s slice of its elements."""
+    ``sl``: output ``i``'s slice of its elements; ``gradient``: the backend's ``J^T v`` of
+    probe ``p`` for input ``j`` where the caller has it (the diagonal hypothesis needs it)."""
     branch, budget, worst = BRANCH, BUDGET_ROWS, WORST
     fd_r = est.value[p, sl]
     err_r = est.error[p, sl]
@@ -76,10 +95,23 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
                  for r in order if ratio[r] > 1.0]
         return (f"{PREFIX} of probe {p + 1}: {m} output elements, one JVP",
                 tuple(found), {"localize_rows": 1})
+    rows = 0
+    if hypothesis_applies(prep, i, j):
+        found_h = hypothesize(prep, i, j, v, u, fd_r, err_r, gradient)
+        if isinstance(found_h, AdapterFailure):
+            return f"failed: {found_h.text}", (), {}
+        rows = found_h.rows
+        if found_h.worst:
+            return (f"{PREFIX} of probe {p + 1}: {m} output elements, named from the "
+                    f"gradient as a diagonal Jacobian and verified, {rows} VJP "
+                    f"row{'' if rows == 1 else 's'}",
+                    found_h.worst, {"localize_rows": rows, "localize_hypothesis": "verified"})
+        rejected = {"localize_hypothesis": f"rejected: {found_h.why}"}
+    else:
+        rejected = {}
     # VJP: best-first bisection over groups of output elements
     av, afd, aerr = np.abs(v), np.abs(fd_r), np.abs(err_r)
     heap: list[tuple[float, int, int]] = [(-np.inf, 0, m)]
-    rows = 0
     leaves: list[WorstElement] = []
     single: dict[int, float] = {}  # the AD scalar of each single-element group evaluated
     stopped = ""
@@ -100,7 +132,7 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
             break
         groups = _vjp_groups(prep, i, j, v, u, parts)
         if isinstance(groups, AdapterFailure):
-            return f"failed: {groups.text}", tuple(leaves), {"localize_rows": rows}
+            return f"failed: {groups.text}", tuple(leaves), {"localize_rows": rows, **rejected}
         s, mag = groups
         rows += len(parts)
         for (lo, hi), s_g, mag_g in zip(parts, s, mag, strict=True):
@@ -114,7 +146,136 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
                 single[lo] = s_g
             heapq.heappush(heap, (-ratio, lo, hi))
     how = f"{PREFIX} of probe {p + 1}: {m} output elements bisected, {rows} VJP rows{stopped}"
-    return how, tuple(leaves), {"localize_rows": rows}
+    return how, tuple(leaves), {"localize_rows": rows, **rejected}
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """What the diagonal hypothesis named: the worst elements, each verified by its own VJP
+    row (empty where the hypothesis was rejected, ``why`` says why), and the VJP rows it
+    took."""
+
+    worst: tuple[WorstElement, ...]
+    rows: int
+    why: str = ""
+
+
+def hypothesis_applies(prep: Prepared, i: int, j: int) -> bool:
+    """Output ``i`` and input ``j`` have one shape (more than one element): element ``r`` of
+    one may be element ``r`` of the other, as for a function applied elementwise."""
+    return np.shape(prep.outs64[i]) == prep.args64[j].shape and prep.args64[j].size > 1
+
+
+def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
+                fd_r: np.ndarray, err_r: np.ndarray, gradient: np.ndarray | None = None
+                ) -> Hypothesis | AdapterFailure:
+    """The worst elements named as if ``J`` were diagonal, then verified (module docstring).
+    ``gradient``: the backend's ``J^T v`` where the caller has it (else one VJP row).  Then
+    one VJP row verifies the named elements (random weights) and gives the group of the
+    elements within their allowance."""
+    model, dtype = prep.cfg.error_model, prep.rule_dtype
+    out_shape = np.shape(prep.outs64[i])
+    rows = 0
+    if gradient is None:
+        made = _gradient(prep, i, j, v)
+        if isinstance(made, AdapterFailure):
+            return made
+        gradient, rows = made, 1
+    g = np.asarray(gradient, dtype=np.float64).reshape(-1)
+    uf = u.ravel()
+    a = g * uf  # the AD terms of <J^T v, u>: v_r (J u)_r where J is diagonal
+    av = np.abs(v)
+    with np.errstate(all="ignore"):
+        # |a - v fd| over the allowance of the element (docs/error-model.md: as a leaf)
+        ratio = np.abs(a - v * fd_r) / np.maximum(
+            model.allowed(av * np.abs(err_r), np.abs(a) + av * np.abs(fd_r), dtype), 1e-300)
+    ratio[np.isnan(ratio)] = np.inf
+    ratio[v == 0] = 0.0  # (an element with a zero cotangent is in no VJP row's sum)
+    over = ratio > 1.0
+    n_over = int(np.count_nonzero(over))
+    if n_over == 0:
+        return Hypothesis((), rows, "no element over its allowance from the gradient")
+    k = min(WORST, n_over)
+    top = np.argpartition(-ratio, k - 1)[:k] if ratio.size > k else np.arange(ratio.size)
+    top = top[np.argsort(-ratio[top], kind="stable")]
+    top = top[ratio[top] > 1.0]
+    k = top.size
+    comp = ~over
+    # one VJP row: the named elements' cotangents weighted by random c_t, the elements within
+    # their allowance (the complement) unweighted.  Where J is diagonal, J^T w is c_t g_t at
+    # each named t, g at the complement and zero at the other elements over their allowance;
+    # as a polynomial in c, that equality holds only where each named row of J has its one
+    # element on the diagonal, of value g_t / v_t, and the complement's rows sum to g there:
+    # a row of J with any other element, or another value, breaks it for all but a null set
+    # of c (found within rounding: each element of J^T w against the allowance of its terms)
+    c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, k)
+    w = np.where(comp, v, 0.0)
+    w[top] = c * v[top]
+    got = _vjp_weighted(prep, i, j, [w])
+    if isinstance(got, AdapterFailure):
+        return got
+    rows += 1
+    row = got[0]
+    want = np.where(comp, g, 0.0)
+    want[top] = c * g[top]
+    if not np.all(np.abs(row - want) <= model.allowed(0.0, np.abs(row) + np.abs(want),
+                                                      dtype)):
+        return Hypothesis((), rows, "the named elements' rows of J are not what the gradient "
+                                    "gives them as a diagonal Jacobian")
+    leaves = []
+    for e, t in enumerate(top):
+        # the element's own value from the verifying row: (J u)_t = row_t u_t / (c_t v_t)
+        leaf = _judged(int(t), float(row[t] * uf[t] / (c[e] * v[t])), fd_r, err_r,
+                       out_shape, model, dtype)
+        if not abs(leaf.actual - leaf.expected) > leaf.allowed:
+            return Hypothesis((), rows, f"output element {int(t)} is within its allowance")
+        leaves.append(leaf)
+    if comp.any():  # the elements not named and not over: within their allowance as a group
+        au = np.abs(uf)
+        s_c = float(row @ uf) - float(row[top] @ uf[top])
+        mag_c = float(np.abs(row) @ au)
+        f_c = float(np.where(comp, v * fd_r, 0.0).sum())
+        e_c = float(np.where(comp, av * np.abs(err_r), 0.0).sum())
+        allowed_c = model.allowed(e_c, mag_c + float(np.where(comp, av * np.abs(fd_r),
+                                                              0.0).sum()), dtype)
+        if not abs(s_c - f_c) <= allowed_c:
+            return Hypothesis((), rows, f"the {int(comp.sum())} elements not named are over "
+                                        "their allowance as a group")
+    leaves.sort(key=lambda w: -abs(w.actual - w.expected) / max(w.allowed, 1e-300))
+    return Hypothesis(tuple(leaves), rows)
+
+
+def _vjp_weighted(prep: Prepared, i: int, j: int, cot: list[np.ndarray]
+                  ) -> list[np.ndarray] | AdapterFailure:
+    """The backend's ``J^T w`` (input ``j``, flattened) for each cotangent ``w`` of output
+    ``i`` in ``cot``, in batched VJPs of at most :data:`CALL_ELEMENTS` elements."""
+    out_shape = np.shape(prep.outs64[i])
+    size = max(cot[0].size, prep.args64[j].size, 1)
+    per_call = max(1, min(len(cot), CALL_ELEMENTS // size))
+    out: list[np.ndarray] = []
+    for start in range(0, len(cot), per_call):
+        block = cot[start:start + per_call]
+        B = len(block)
+        cts = [np.stack(block).reshape((B,) + out_shape) if k == i
+               else np.zeros((B,) + np.shape(o)) for k, o in enumerate(prep.outs64)]
+        got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,
+                                     vectorize=True)
+        if isinstance(got, AdapterFailure):
+            return got
+        g = np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(B, -1)
+        out += list(g)
+    return out
+
+
+def _gradient(prep: Prepared, i: int, j: int, v: np.ndarray) -> np.ndarray | AdapterFailure:
+    """The backend's ``J^T v`` for input ``j`` (flattened), one VJP row."""
+    cts = [v.reshape((1,) + np.shape(o)) if k == i else np.zeros((1,) + np.shape(o))
+           for k, o in enumerate(prep.outs64)]
+    got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,
+                                 vectorize=True)
+    if isinstance(got, AdapterFailure):
+        return got
+    return np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(-1)
 
 
 def _split(a: int, b: int, branch: int) -> list[tuple[int, int]]:
@@ -129,6 +290,12 @@ def _leaf(r: int, v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray,
     oracle's, with the allowance of that element."""
     vr = float(v[r])
     actual = s / vr if vr != 0 else float("nan")  # (a zero cotangent element: no value)
+    return _judged(r, actual, fd_r, err_r, out_shape, model, dtype)
+
+
+def _judged(r: int, actual: float, fd_r: np.ndarray, err_r: np.ndarray,
+            out_shape: tuple[int, ...], model: ErrorModel, dtype: str) -> WorstElement:
+    """Output element ``r``'s AD value ``actual`` against the oracle's, with its allowance."""
     allowed = model.allowed(float(err_r[r]), abs(actual) + abs(float(fd_r[r])), dtype)
     return _element(r, actual, float(fd_r[r]), float(allowed), out_shape)
 

@@ -6,7 +6,7 @@ check.  Each comparison is a :class:`~.judge.Comparison` judged by :func:`~.judg
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,10 +174,11 @@ def emit_fwd_rev(prep: Prepared, where: dict[str, int], pr: Probes, jvp: np.ndar
 
 def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
          conv: list[tuple[tuple[float, float], ...]] | tuple[()], *, oracle_note: str = "",
-         estimate: fd.FDEstimate | None = None, budget: bool = False) -> CheckResult:
+         estimate: fd.FDEstimate | None = None, budget: bool = False,
+         gradients: Sequence[np.ndarray] | None = None) -> CheckResult:
     """Record the verdict of ``c`` (its worst probe), localized where it failed (``estimate``:
     the oracle's, along ``pr``, for a block too large to build: :mod:`.bisection`; with
-    ``budget``, every block so)."""
+    ``budget``, every block so; ``gradients``: the VJPs of ``pr`` already made, per probe)."""
     v = judge(c, model_of(prep))
     i, j = where["output_index"], where["input_index"]
     details: dict[str, object] = {"resolution": v.resolution}
@@ -190,7 +191,8 @@ def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
     loc = Localization("")
     if not v.ok and c.kind in (CheckKind.VJP, CheckKind.JVP) and prep.cfg.localize:
         loc = localize(prep, c.kind, i, j,
-                       None if estimate is None else (estimate, pr, v.probe), budget=budget)
+                       None if estimate is None else (estimate, pr, v.probe), budget=budget,
+                       gradients=gradients)
         details.update(loc.details())
     oracle = bool(c.fd_error[v.probe] > 0)
     return prep.result(

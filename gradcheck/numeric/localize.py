@@ -6,6 +6,7 @@ block's size: up to 2048 x 2048 elements (~10 s on a slow CPU for a cheap ``f``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,13 +51,15 @@ _SUMMARY_FIELDS = ("max_abs_discrepancy", "max_rel_discrepancy", "elements_over"
 
 def localize(prep: Prepared, kind: CheckKind, i: int, j: int,
              along: tuple[fd.FDEstimate, Probes, int] | None = None, *,
-             budget: bool = False) -> Localization:
+             budget: bool = False, gradients: Sequence[np.ndarray] | None = None
+             ) -> Localization:
     """Full Jacobian block ``J_ij`` from AD and from FD (column-compressed where the AD
     pattern is sparse: :func:`gradcheck.oracle.jacobian.fd_jacobian`); the worst elements.
     A block too large for that is localized on a budget along the failed probe's tangent
     (:mod:`.bisection`) where ``along`` gives the estimate the verdict rests on, its probes and
     the failed probe; ``budget``: this block so, whatever its size (the projected failing path:
-    :mod:`.projected_failure`)."""
+    :mod:`.projected_failure`); ``gradients``: the backend's ``J^T v`` of input ``j`` per
+    probe where the caller has them (the bisection's diagonal hypothesis starts from them)."""
     n = prep.args64[j].size
     m = int(np.size(prep.outs64[i]))
     model = prep.cfg.error_model  # a dense FD Jacobian: 5 evaluations of f per column (or 16+)
@@ -64,7 +67,9 @@ def localize(prep: Prepared, kind: CheckKind, i: int, j: int,
             or n > model.localize_max_columns:
         if along is None:
             return Localization(f"skipped: block {m}x{n} too large to localize")
-        return Localization(*bisection.bisect(prep, kind, i, j, *along, out_slices(prep)[i]))
+        grad = None if gradients is None else gradients[along[2]]
+        return Localization(*bisection.bisect(prep, kind, i, j, *along, out_slices(prep)[i],
+                                              grad))
     J_ad = ad_jacobian(prep, kind, i, j, m, n)
     if isinstance(J_ad, AdapterFailure):
         return Localization(f"failed: {J_ad.text}")

@@ -86,6 +86,9 @@ class Confirmed:
     probes: Probes
     estimate: fd.ProjectedEstimate
     note: str
+    #: the backend's ``J^T v`` of input ``j`` per probe (a VJP failure; the diagonal
+    #: hypothesis of :mod:`.bisection` starts from them), else None
+    gradients: tuple[np.ndarray, ...] | None = None
 
 
 def applies(prep: Prepared) -> bool:
@@ -135,7 +138,7 @@ def confirm(prep: Prepared, pr: Probes, W: np.ndarray, screen: dict[int, fd.Proj
         got = _ad_along(prep, pr, f, b.directions[0], c.directions[0])
         if isinstance(got, str):
             return got
-        (s_b, m_b), (s_c, m_c) = got
+        (s_b, m_b), (s_c, m_c), grads = got
         r = f.r
         for name, e in (("B", b), ("C", c)):
             if not np.all(e.finite[:, r]) or np.any(e.kink[:, r]):
@@ -175,7 +178,7 @@ def confirm(prep: Prepared, pr: Probes, W: np.ndarray, screen: dict[int, fd.Proj
                 "by more than their own size; worst ratios to the allowance "
                 f"{worst[0]:.3g}, {worst[1]:.3g}, {worst[2]:.3g} (margin {margin:g})")
         pr_c = Probes(pr.v, {**pr.u, f.j: [c.directions[0].reshape(prep.args64[f.j].shape)] * P})
-        out.append(Confirmed(f, cmp_c, pr_c, c, note))
+        out.append(Confirmed(f, cmp_c, pr_c, c, note, grads))
     return out
 
 
@@ -192,7 +195,7 @@ def record(prep: Prepared, confirmed: Confirmed, key: str) -> None:
         {key: "failed: confirmed by projected estimates", "failure_path": PATH}))
     emit(view, confirmed.comparison, {"output_index": f.i, "input_index": f.j},
          confirmed.probes, conv, oracle_note=confirmed.note, estimate=_as_estimate(c),
-         budget=_rows(prep, f) > bisection.BUDGET_ROWS)
+         budget=_rows(prep, f) > bisection.BUDGET_ROWS, gradients=confirmed.gradients)
 
 
 def _rows(prep: Prepared, f: Failing) -> int:
@@ -201,15 +204,21 @@ def _rows(prep: Prepared, f: Failing) -> int:
 
 
 def _ad_along(prep: Prepared, pr: Probes, f: Failing, u_b: np.ndarray, u_c: np.ndarray
-              ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | str:
-    """The AD scalars and magnitudes of ``f``'s kind along B's and C's directions."""
+              ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray],
+                         tuple[np.ndarray, ...] | None] | str:
+    """The AD scalars and magnitudes of ``f``'s kind along B's and C's directions, and the
+    VJPs they come from (input ``j``'s, per probe; None for a JVP failure)."""
     P = len(pr.v[f.i])
     shape = prep.args64[f.j].shape
     pos = prep.diff.index(f.j)
     dirs = [u_b.reshape(shape), u_c.reshape(shape)]
     out = []
+    grads = None
     if f.kind is CheckKind.VJP:
         rev = reverse(prep, pr)
+        got_rev = rev[f.i]
+        if not isinstance(got_rev, AdapterFailure):
+            grads = tuple(np.asarray(r[pos], dtype=np.float64).reshape(-1) for r in got_rev)
         for d in dirs:
             got = ad_scalars(f.kind, rev, {}, Probes(pr.v, {**pr.u, f.j: [d] * P}), f.i, f.j,
                              pos)
@@ -227,7 +236,7 @@ def _ad_along(prep: Prepared, pr: Probes, f: Failing, u_b: np.ndarray, u_c: np.n
             if isinstance(got, AdapterFailure):
                 return f"the backend's JVP raised: {got.text:.200}"
             out.append(got)
-    return out[0], out[1]
+    return out[0], out[1], grads
 
 
 def _as_estimate(c: fd.ProjectedEstimate) -> fd.FDEstimate:

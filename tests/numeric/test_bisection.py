@@ -84,8 +84,9 @@ def test_an_error_on_every_element_names_elements_that_are_over() -> None:
 
 def test_the_budget_bounds_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     """With a budget smaller than one path from the root to an element, nothing is named and
-    the result says why."""
+    the result says why (the bisection alone: the diagonal hypothesis off)."""
     monkeypatch.setattr(bisection, "BUDGET_ROWS", 8)
+    monkeypatch.setattr(bisection, "hypothesis_applies", lambda *a: False)
     f = _sin({2500: 1e-3})
     r = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
                              error_model=SMALL_BLOCKS))
@@ -166,3 +167,139 @@ def test_one_row_per_call_finds_the_same_elements(monkeypatch: pytest.MonkeyPatc
                                  error_model=SMALL_BLOCKS))
     assert again.worst == first.worst
     assert again.details["localize_rows"] == first.details["localize_rows"]
+
+
+# the diagonal hypothesis: elements named from the gradient, verified; rejected (and the
+# bisection run) where the Jacobian is not diagonal
+
+
+@pytest.mark.parametrize("projected", [True, False])
+def test_a_diagonal_jacobian_is_named_from_the_gradient_in_few_rows(projected: bool) -> None:
+    """An elementwise ``sin`` wrong at two elements: the gradient's elements name them, both
+    verified by one VJP row (random weights) that also gives the group of every other
+    element, within its allowance.  The projected failing path hands over the gradients it
+    made (1 row in all); the full path does not (1 more row for the gradient): not a
+    bisection's ~30."""
+    model = SMALL_BLOCKS if projected else ErrorModel(
+        localize_max_columns=64, localize_max_elements=64 * 64, projected_failure_margin=1e300)
+    r = _vjp(gradcheck.check(_sin({4321: 1e-3, 17: 1e-5}), X, backend="numpy",
+                             modes=("rev",), error_model=model))
+    assert r.status is gradcheck.Status.FAILED
+    assert (r.details.get("failure_path") == projected_failure.PATH) is projected
+    assert r.details["localize_hypothesis"] == "verified"
+    assert [w.index for w in r.worst] == [(4321,), (17,)]
+    for w in r.worst:  # each element's own values: the AD one off by its delta
+        delta = {4321: 1e-3, 17: 1e-5}[w.index[0]]
+        assert w.actual == pytest.approx(w.expected * (1 + delta), rel=1e-9)
+    rows = 1 if projected else 2
+    assert r.details["localize_rows"] == rows
+    assert r.localized is not None and r.localized.endswith(
+        f"verified, {rows} VJP row{'' if rows == 1 else 's'}")
+
+
+def test_an_error_on_every_element_is_named_from_the_gradient() -> None:
+    """Every element over its allowance (but the few the screen's steps cross, left out of
+    the tangent): the worst five verified together with the elements not over, one row."""
+    r = _vjp(gradcheck.check(_sin({e: 1e-3 for e in range(N)}), X, backend="numpy",
+                             modes=("rev",), error_model=SMALL_BLOCKS))
+    assert r.details["localize_hypothesis"] == "verified"
+    assert len(r.worst) == bisection.WORST
+    assert r.details["localize_rows"] == 1
+
+
+def _cumsum(wrong: dict[int, float]) -> NumpyFunction:
+    """``cumsum`` (a lower-triangular Jacobian of ones) whose VJP weighs output element ``r``
+    by ``1 + delta`` for each ``r -> delta`` of ``wrong``: the AD ``(J u)_r`` off by delta."""
+
+    def vjp(a, c):
+        w = np.array(c[0], dtype=np.float64)
+        for e, d in wrong.items():
+            w[e] *= 1 + d
+        return [np.cumsum(w[::-1])[::-1]]
+
+    return NumpyFunction(np.cumsum, vjp, lambda a, t: [np.cumsum(t[0])], name="cumsum")
+
+
+def _matvec(wrong: dict[int, float], n: int = 600) -> tuple[NumpyFunction, np.ndarray]:
+    """``A x`` for a dense square ``A`` whose VJP weighs row ``r`` by ``1 + delta``."""
+    A = np.random.default_rng(5).standard_normal((n, n)) / np.sqrt(n)
+
+    def vjp(a, c):
+        w = np.array(c[0], dtype=np.float64)
+        for e, d in wrong.items():
+            w[e] *= 1 + d
+        return [A.T @ w]
+
+    return NumpyFunction(lambda x: A @ x, vjp, lambda a, t: [A @ t[0]], name="matvec"), A
+
+
+@pytest.mark.parametrize("projected", [True, False])
+@pytest.mark.parametrize("which", ["cumsum", "matvec"])
+def test_a_non_diagonal_jacobian_rejects_the_hypothesis_and_is_bisected(
+        which: str, projected: bool) -> None:
+    """One wrong output element of a cumulative sum, one wrong row of a dense matrix-vector
+    product: the gradient's elements are not the output elements' derivatives, the verifying
+    row rejects the hypothesis, and the bisection names the wrong element (on the projected
+    failing path, which hands over its gradients, and on the full path, which does not)."""
+    if which == "cumsum":
+        bad, x = 3210, X
+        f = _cumsum({bad: 1e-3})
+    else:
+        bad, x = 321, X[:600]
+        f, _ = _matvec({bad: 1e-3})
+    model = SMALL_BLOCKS if projected else ErrorModel(
+        localize_max_columns=64, localize_max_elements=64 * 64, projected_failure_margin=1e300)
+    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=model))
+    assert r.status is gradcheck.Status.FAILED
+    assert (r.details.get("failure_path") == projected_failure.PATH) is projected
+    assert r.details["localize_hypothesis"] == ("rejected: the named elements' rows of J are "
+                                                "not what the gradient gives them as a "
+                                                "diagonal Jacobian")
+    assert r.localized is not None and "bisected" in r.localized
+    assert r.worst[0].index == (bad,)
+    assert abs(r.worst[0].actual - r.worst[0].expected) > r.worst[0].allowed
+    assert r.details["localize_rows"] <= bisection.BUDGET_ROWS
+
+
+@pytest.mark.parametrize("which", ["cumsum", "matvec"])
+def test_the_correct_non_diagonal_twins_pass(which: str) -> None:
+    f, x = (_cumsum({}), X) if which == "cumsum" else (_matvec({})[0], X[:600])
+    report = gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS)
+    assert report.passed, gradcheck.format_failure(report)
+    assert all(r.localized is None and not r.worst for r in report)
+
+
+
+def test_two_coupled_elements_reject_the_hypothesis() -> None:
+    """``sin(x)`` plus a coupling of two elements (``y_a += x_b / 2``, ``y_b += x_a / 2``),
+    its VJP wrong at output ``a``: the two named elements' rows of ``J`` are not diagonal,
+    which one VJP row with distinct random weights on them shows (equal weights would not:
+    the 2 x 2 block's column sums are what the gradient holds); the bisection names ``a``."""
+    ia, ib = 1234, 1235
+
+    def fn(x):
+        y = np.sin(x)
+        y[..., ia] += x[..., ib] / 2
+        y[..., ib] += x[..., ia] / 2
+        return y
+
+    def vjp(a, c):
+        w = np.array(c[0], dtype=np.float64)
+        w[..., ia] *= 1 + 1e-3
+        g = w * np.cos(a[0])
+        g[..., ib] += w[..., ia] / 2
+        g[..., ia] += w[..., ib] / 2
+        return [g]
+
+    def jvp(a, t):
+        y = np.cos(a[0]) * t[0]
+        y[..., ia] += t[0][..., ib] / 2
+        y[..., ib] += t[0][..., ia] / 2
+        return [y]
+
+    r = _vjp(gradcheck.check(NumpyFunction(fn, vjp, jvp, name="coupled"), X, backend="numpy",
+                             modes=("rev",), error_model=SMALL_BLOCKS))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["localize_hypothesis"].startswith("rejected: the named elements' rows")
+    assert r.worst[0].index == (ia,)
+    assert r.worst[0].actual == pytest.approx(r.worst[0].expected * (1 + 1e-3), rel=1e-6)
