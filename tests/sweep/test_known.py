@@ -237,3 +237,19 @@ def test_torch_hypot_partials_at_huge_and_tiny_arguments_are_right():
         b = torch.tensor(3 * scale, dtype=torch.float64, requires_grad=True)
         torch.hypot(a, b).backward()
         assert [float(a.grad), float(b.grad)] == pytest.approx([1 / r, 3 / r], rel=1e-12)
+
+
+def test_torch_cholesky_ex_at_the_tiny_band_is_outside_its_domain():
+    """The by_design entry: the tiny band's cholesky_ex matrices (values of both signs, 1e-308
+    .. 1e-16; these are the first entries of the sweep's float64 point) have negative
+    diagonals, so the factorization stops (info != 0) and its derivative is not defined; a
+    positive definite matrix of the same magnitude factors, and the entry covers only the
+    reverse-mode kinds at that band."""
+    bad = torch.tensor([[-3.7280662108277965e-195, 4.9429697879062355e-213],
+                        [8.68953694995502e-249, -7.909733561235226e-243]], dtype=torch.float64)
+    assert int(torch.linalg.cholesky_ex(bad, upper=True).info) != 0
+    good = torch.tensor([[4e-200, 1e-200], [1e-200, 3e-200]], dtype=torch.float64)
+    assert int(torch.linalg.cholesky_ex(good, upper=True).info) == 0
+    entry = known.lookup("torch", "torch.linalg.cholesky_ex", "vjp", "float64", "tiny")
+    assert entry is not None and entry.nature == "by_design"
+    assert known.lookup("torch", "torch.linalg.cholesky_ex", "vjp", "float64", "unit") is None
