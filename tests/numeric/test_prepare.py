@@ -135,3 +135,14 @@ def test_the_jax_adapter_gives_its_forward_pass_too():
 
     rep = gradcheck.check(lambda x: jnp.tanh(x) * 2 + jnp.sin(x), X, backend=Counting())
     assert rep.passed and Counting.at_point == 1
+
+
+def test_a_deferred_determinism_check_is_made_where_the_screen_does_not_run(monkeypatch):
+    """A safeguard: preparation defers the check only where the screen runs; were the screen
+    not to run, the full check makes it first (the mutant), and passes the twin."""
+    from gradcheck.numeric import screen
+
+    monkeypatch.setattr(screen, "applies", lambda prep: False)
+    rep = gradcheck.check(_noisy, X, backend="torch")
+    assert [(r.kind, r.status) for r in rep.results] == [("call", Status.INCONCLUSIVE)]
+    assert gradcheck.check(_cube, X, backend="torch").passed
