@@ -69,6 +69,12 @@ def _structured(be: Backend, fn: Callable, call: Callable, inputs: Sequence[Any]
     return flat
 
 
+def _plain(inputs: Sequence[Any]) -> bool:
+    """Every input a real NumPy array (a leaf for every engine's pytree utility, never complex):
+    nothing to flatten, without asking the engine."""
+    return all(isinstance(x, np.ndarray) and x.dtype.kind in "fiub" for x in inputs)
+
+
 def _default_dtype(backend: Backend, arrays: Sequence[np.ndarray],
                    paths: Sequence[str] | None = None) -> str:
     """The widest floating dtype of the inputs (ml_dtypes' bfloat16 included), float64 for
@@ -274,10 +280,11 @@ def check(
     call = _with_kwargs(fn, kwargs)
     if not inputs:
         raise InvalidArgument("inputs=() : check needs at least one input array")
-    names = trees.input_names(fn, len(inputs))
+    names: tuple[str, ...] = ()  # read only for nested inputs and wrt=
     paths: tuple[str, ...] | None = None
     rebuild: list[str] | None = None
-    if trees.needs_flattening(be, inputs):
+    if not _plain(inputs) and trees.needs_flattening(be, inputs):
+        names = trees.input_names(fn, len(inputs))
         flat = _structured(be, fn, call, inputs, names)
         call, arrays, paths = flat.call, list(flat.arrays), flat.paths
         if not arrays:
@@ -285,6 +292,8 @@ def check(
         rebuild = [_rebuilt(x, n, paths) for x, n in zip(inputs, names, strict=True)]
     else:
         arrays = [_to_numpy(be, x, k) for k, x in enumerate(inputs)]
+    if wrt is not None and not names:
+        names = trees.input_names(fn, len(inputs))
     only = None if wrt is None else trees.select(paths or names, names, wrt)
     dt = dtype or _default_dtype(be, arrays, paths)
     owner = getattr(fn, "__self__", None)

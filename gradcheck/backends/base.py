@@ -60,6 +60,9 @@ class Backend(ABC):
     semantics: ClassVar[Semantics] = Semantics(Accumulation.FUNCTIONAL, None)
     supports_jvp: ClassVar[bool] = False
     supports_order2: ClassVar[bool] = False
+    #: whether :meth:`vjp_batch` returns :class:`Gradients` with the outputs of its forward
+    #: pass (the default check then takes its determinism check's second evaluation from it)
+    vjp_gives_primal: ClassVar[bool] = False
     dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32")
     #: check kind (its value, e.g. ``"jvp_of_jvp"``) -> what an AD value of exactly 0 in a
     #: failed check of that kind may mean on this engine (a known silent zero), shown in the
@@ -204,7 +207,9 @@ class Backend(ABC):
         engine may share one forward pass between the rows); the projected checks use this,
         so that a failure is the rule's, not a batching rule's (``vmap`` of PyTorch's
         ``cdist`` pullback is wrong for every row but the first).  ``vectorize=True`` allows
-        the engine's ``vmap`` over the rows: for the many unit cotangents of a localization."""
+        the engine's ``vmap`` over the rows: for the many unit cotangents of a localization.
+        An adapter may return a :class:`Gradients` with the outputs of the forward pass it
+        differentiated (the determinism check then needs no evaluation of its own)."""
         rows = [self.vjp(fn, args, diff, [c[b] for c in cotangents], device)
                 for b in range(len(cotangents[0]))]
         return _stack_rows(rows, len(diff))
@@ -269,6 +274,26 @@ class Outputs(list):
     def of(cls, leaves: Sequence[Any], paths: Sequence[str] | None) -> Outputs:
         out = cls(leaves)
         out.paths = None if paths is None else tuple(paths)
+        return out
+
+
+class Gradients(list):
+    """What :meth:`Backend.vjp_batch` may return instead of a plain list (optional): the
+    gradients, and in ``primal`` the function's outputs at the point as the forward pass that
+    was differentiated computed them (flattened like :meth:`Backend.evaluate`'s), or None.
+
+    The check uses ``primal`` as a second evaluation of ``f`` at the point for its
+    determinism check (``docs/error-model.md`` 3b) instead of evaluating ``f`` once more; an
+    adapter gives it only where that forward pass is an evaluation of ``f`` itself at the
+    point (not a cached or compiled variant of it that may round differently: then the check
+    falls back to evaluating ``f`` again where the two differ)."""
+
+    primal: list[Any] | None = None
+
+    @classmethod
+    def of(cls, grads: Sequence[Any], primal: Sequence[Any] | None) -> Gradients:
+        out = cls(grads)
+        out.primal = None if primal is None else list(primal)
         return out
 
 

@@ -226,6 +226,10 @@ def unstacked(call: str, values: Sequence[Any], rows: int, what: str
     return [[g[b] for g in arrays] for b in range(rows)]
 
 
+def _listed(values: Any) -> list[Any]:
+    return list(values)
+
+
 class GuardedBackend:
     """A backend seen through the boundary: values or :class:`AdapterFailure`, no raise."""
 
@@ -243,6 +247,10 @@ class GuardedBackend:
     @property
     def supports_order2(self) -> bool:
         return bool(self.backend.supports_order2)
+
+    @property
+    def vjp_gives_primal(self) -> bool:
+        return bool(getattr(self.backend, "vjp_gives_primal", False))
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -357,13 +365,33 @@ class GuardedBackend:
                  cotangents: Sequence[np.ndarray], device: str, *, rows: int, dtype: Any
                  ) -> list[list[np.ndarray]] | AdapterFailure:
         """:meth:`Backend.vjp_batch` (not vectorized) as ``rows`` validated rows."""
-        g = self.vjp_batch(fn, args, diff, cotangents, device)
+        return self.vjp_rows_primal(fn, args, diff, cotangents, device, rows=rows,
+                                    dtype=dtype)[0]
+
+    def vjp_rows_primal(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
+                        cotangents: Sequence[np.ndarray], device: str, *, rows: int,
+                        dtype: Any) -> tuple[list[list[np.ndarray]] | AdapterFailure,
+                                             list[Any] | None]:
+        """:meth:`vjp_rows`, and the outputs of the forward pass the adapter differentiated
+        where it gives them (:class:`~gradcheck.backends.base.Gradients`; else None)."""
+        raw = self.call("vjp_batch", self.backend.vjp_batch, fn, args, diff, cotangents,
+                        device, vectorize=False)
+        primal = getattr(raw, "primal", None)
+        if not isinstance(primal, (list, tuple)):
+            primal = None
+        g: list[Any] | AdapterFailure = raw if isinstance(raw, AdapterFailure) else \
+            self.call("vjp_batch", _listed, raw)
+        del raw
+        if not isinstance(g, AdapterFailure):  # as vjp_batch validates it
+            g = matching("vjp_batch", g, [np.shape(args[k]) for k in diff], "the VJP",
+                         len(cotangents[0]) if len(cotangents) else 0)
         if isinstance(g, AdapterFailure):
-            return g
+            return g, None
         per_row = unstacked("vjp_batch", g, rows, "the VJP")
         if isinstance(per_row, AdapterFailure):
-            return per_row
-        return _all_checked("vjp_batch", per_row, [args[k] for k in diff], "the VJP", dtype)
+            return per_row, None
+        return (_all_checked("vjp_batch", per_row, [args[k] for k in diff], "the VJP", dtype),
+                None if primal is None else list(primal))
 
     def alternative_rows(self, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
                          cotangents: Sequence[np.ndarray], device: str, *, rows: int,

@@ -182,6 +182,9 @@ class Prepared:
     # input index -> flat indices of its elements left out of every comparison: kinks found
     # by the oracle's one-sided differences (:mod:`.kinks`); the probes' tangents are 0 there
     excluded: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # the determinism check's second evaluation is left to the screen, which reads the
+    # forward pass of its reverse path (:func:`.prepare.deterministic`)
+    determinism_deferred: bool = False
 
     def excluded_mask(self, j: int) -> np.ndarray | None:
         """Input ``j``'s excluded elements as a flat boolean mask, or None for none."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gradcheck.numeric import screen
 from gradcheck.numeric.compare import Samples, compare_pair
-from gradcheck.numeric.context import Prepared
+from gradcheck.numeric.context import Finished, Prepared
+from gradcheck.numeric.prepare import deterministic
 from gradcheck.numeric.probes import draw, out_slices
 from gradcheck.numeric.second_estimate import SecondEstimates
 from gradcheck.numeric.stages import (
@@ -26,8 +27,10 @@ def first_order_or_screen(prep: Prepared) -> None:
     ``details["fast_screen"]`` under ``fast``)."""
     if screen.applies(prep):
         reason = screen.screen(prep)
-        if reason is None:
+        if reason is None or isinstance(reason, Finished):  # passed, or f is nondeterministic
             return
+    elif not deterministic(prep, None):  # (deferred only where the screen runs: a safeguard)
+        return
     elif not prep.cfg.fast:
         first_order(prep)
         return

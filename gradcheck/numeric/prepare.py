@@ -86,8 +86,13 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
                        message=f"the function raised at the sample point (float64): "
                                f"{outs64.text}{_dtype_hint(low_ok)}")
         return Finished("evaluation failed")
-    if not _pure(rec, before, args64) or not _deterministic(rec, evaluate, outs64,
-                                                                 cfg.error_model):
+    # the determinism check's second evaluation: the forward pass of the screen's reverse
+    # path where the screen runs one and the adapter gives its outputs (deterministic()
+    # there), else one more evaluation now
+    deferred = (dtype == "float64" and oracle is None and "rev" in cfg.modes
+                and backend.vjp_gives_primal)
+    if not _pure(rec, before, args64) or (
+            not deferred and not _deterministic(rec, evaluate, outs64, cfg.error_model)):
         return Finished("impure or nondeterministic")
     paths = getattr(outs64, "paths", None) or getattr(fn, "output_paths", None)
     float_outs = [i for i, o in enumerate(outs64) if is_float(np.asarray(o))]
@@ -123,7 +128,7 @@ def prepare(backend: GuardedBackend, fn: Callable, inputs: Sequence[Any], *, dev
     float_outs = [i for i in float_outs if np.size(outs64[i]) > 0]
     prep = Prepared(backend, fn, device, dtype, cfg, rec, tuple(args64), tuple(args_d),
                     tuple(diff), tuple(outs64), tuple(float_outs), oracle=oracle,
-                    rule_dtype=rule_dtype, output_paths=paths)
+                    rule_dtype=rule_dtype, output_paths=paths, determinism_deferred=deferred)
     if dtype == "float64":
         return prep
     outs_d = _low_precision_outputs(prep)
@@ -214,8 +219,28 @@ def _pure(rec: Recorder, before: list[np.ndarray], after: list[np.ndarray]) -> b
     return not changed
 
 
+def deterministic(prep: Prepared, again: Sequence[Any] | None) -> bool:
+    """Where preparation deferred the determinism check to the screen
+    (:attr:`Prepared.determinism_deferred`), whether ``f`` is deterministic; ``again`` is the
+    outputs of the forward pass the reverse path differentiated (or None), a second
+    evaluation of ``f`` at the point: where they agree with the first evaluation (the one the
+    oracle reads, with ``no_grad``) within the bound of :func:`_deterministic`, that decides
+    it; where they do not (the taped forward may take other kernels) or are missing, ``f`` is
+    evaluated once more as preparation would have, and that decides it (its ``inconclusive``
+    result recorded where the two differ)."""
+    if not prep.determinism_deferred:
+        return True
+    model = prep.cfg.error_model
+    if again is not None and len(again) == len(prep.outs64) and \
+            _difference(prep.outs64, again, model)[1] is None:
+        return True
+    evaluate = _evaluator(prep.backend, prep.fn, list(prep.args64), prep.device, prep.oracle)
+    return _deterministic(prep.recorder, evaluate, prep.outs64, model, prep.output_paths)
+
+
 def _deterministic(rec: Recorder, evaluate: Callable[[], list[Any] | AdapterFailure],
-                   outs64: Sequence[Any], model: error_model.ErrorModel) -> bool:
+                   outs64: Sequence[Any], model: error_model.ErrorModel,
+                   paths: tuple[str, ...] | None = None) -> bool:
     """Whether a second evaluation at the same point gives the same outputs, within
     ``rounding_gamma`` ulps of each output element (a multithreaded reduction may sum in another
     order); an ``inconclusive`` result with the size of the difference where not: finite
@@ -225,7 +250,31 @@ def _deterministic(rec: Recorder, evaluate: Callable[[], list[Any] | AdapterFail
         rec.record(CheckKind.CALL, Status.ERROR,
                    message=f"unexpected failure while checking: {again.text}")
         return False
-    paths = getattr(outs64, "paths", None)
+    paths = paths or getattr(outs64, "paths", None)
+    worst, where = _difference(outs64, again, model)
+    if where is None:
+        return True
+    rec.record(CheckKind.CALL, Status.INCONCLUSIVE, output_index=where,
+               details={"nondeterministic": worst},
+               message=f"fn is nondeterministic: two evaluations at the same point differ by "
+                       f"up to {worst:.3g} in {output_name(paths, where)} (more than "
+                       f"{model.rounding_gamma:g} ulps of the output); finite differences "
+                       "of it estimate nothing, so no derivative was checked (make it "
+                       "deterministic: fix its random seed inside fn, or pass the noise as an "
+                       "input)")
+    return False
+
+
+def nondeterministic(rec: Recorder) -> bool:
+    """Whether the run recorded that ``f`` is nondeterministic (then nothing else runs)."""
+    return any(r.kind is CheckKind.CALL and "nondeterministic" in r.details
+               for r in rec.results)
+
+
+def _difference(outs64: Sequence[Any], again: Sequence[Any], model: error_model.ErrorModel
+                ) -> tuple[float, int | None]:
+    """The largest difference between two evaluations' outputs beyond the rounding bound of
+    :func:`_deterministic`, and the output where it is (None: none beyond it)."""
     worst, where = 0.0, None
     for i, (a, b) in enumerate(zip(outs64, again, strict=True)):
         a, b = np.asarray(a), np.asarray(b)
@@ -243,17 +292,7 @@ def _deterministic(rec: Recorder, evaluate: Callable[[], list[Any] | AdapterFail
             size = float(np.nanmax(np.where(over, d, 0.0)))
             if size > worst or where is None:
                 worst, where = size, i
-    if where is None:
-        return True
-    rec.record(CheckKind.CALL, Status.INCONCLUSIVE, output_index=where,
-               details={"nondeterministic": worst},
-               message=f"fn is nondeterministic: two evaluations at the same point differ by "
-                       f"up to {worst:.3g} in {output_name(paths, where)} (more than "
-                       f"{model.rounding_gamma:g} ulps of the output); finite differences "
-                       "of it estimate nothing, so no derivative was checked (make it "
-                       "deterministic: fix its random seed inside fn, or pass the noise as an "
-                       "input)")
-    return False
+    return worst, where
 
 
 def _empty_outputs(backend: GuardedBackend, fn: Callable, device: str, rec: Recorder,

@@ -19,7 +19,7 @@ from gradcheck.numeric.first_order import first_order_or_screen
 from gradcheck.numeric.kinks import around_kinks
 from gradcheck.numeric.order2 import second_order
 from gradcheck.numeric.per_component import run as per_component
-from gradcheck.numeric.prepare import prepare
+from gradcheck.numeric.prepare import nondeterministic, prepare
 
 
 def run_numeric_checks(
@@ -73,6 +73,8 @@ def _pipeline(backend: GuardedBackend, device: str
                     around_kinks(prep, first_order_or_screen)
                 else:
                     first_order_or_screen(prep)
+                if prep.determinism_deferred and nondeterministic(recorder):
+                    return fn  # the screen found f nondeterministic: nothing else runs
                 if config.order >= 2:
                     second_order(prep, run)
                 per_component(prep)

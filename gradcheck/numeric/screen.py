@@ -44,8 +44,9 @@ from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
 from gradcheck.core.results import CheckKind, CheckResult, Status
 from gradcheck.numeric import projected_failure
 from gradcheck.numeric.compare import compare_alternatives, emit_fwd_rev, model_of
-from gradcheck.numeric.context import Prepared
+from gradcheck.numeric.context import Finished, Prepared
 from gradcheck.numeric.judge import Comparison, agreement_message, probe_ratios
+from gradcheck.numeric.prepare import deterministic
 from gradcheck.numeric.probes import Probes, batch_fn, draw, f0, out_slices, rows, stacked
 from gradcheck.numeric.scalars import AdScalars, ad_scalars, terms
 from gradcheck.numeric.stages import (
@@ -55,7 +56,7 @@ from gradcheck.numeric.stages import (
     alternatives,
     forward,
     no_forward_mode,
-    reverse,
+    reverse_primal,
 )
 from gradcheck.oracle import fd
 
@@ -102,9 +103,11 @@ class _Pair:
     judged: list[_Staged]
 
 
-def screen(prep: Prepared) -> str | None:
+def screen(prep: Prepared) -> str | Finished | None:
     """Run the screen; if every comparison passes, record the results and return ``None``,
-    else record nothing and return why the full check must run.
+    else record nothing and return why the full check must run; :class:`Finished` where the
+    determinism check it completes (:attr:`Prepared.determinism_deferred`) found ``f``
+    nondeterministic (its ``inconclusive`` result recorded: nothing else runs).
 
     In the default check (not ``fast``) the comparisons of two AD values run as well, with
     no finite differences: forward vs reverse and eager vs functional (their verdict, a pass
@@ -131,6 +134,8 @@ def screen(prep: Prepared) -> str | None:
                 batch_fn(prep, j), prep.args64[j].ravel(),
                 stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0)
         except AdapterFailed as exc:
+            if not deterministic(prep, None):  # decided before the full check runs
+                return Finished("nondeterministic")
             shown = exc.failure.exception or exc.failure.text
             return f"evaluating the function for finite differences raised: {shown!r:.200}"
         est[j] = _per_probe(one, P, R)
@@ -147,8 +152,14 @@ def screen(prep: Prepared) -> str | None:
     # probe p is (v_p, u): the same array P times
     pr = Probes(pr.v, {j: pr.u[j] * P for j in prep.diff})
     if "rev" in prep.cfg.modes:
-        scalars = {CheckKind.VJP: _reduced(prep, CheckKind.VJP, reverse(prep, pr), {}, pr),
-                   **scalars}
+        rev, again = reverse_primal(prep, pr)
+        # the determinism check, deferred by preparation: the first evaluation at the point
+        # against the forward pass the reverse path just differentiated (nothing recorded yet)
+        if not deterministic(prep, again):
+            return Finished("nondeterministic")
+        del again
+        scalars = {CheckKind.VJP: _reduced(prep, CheckKind.VJP, rev, {}, pr), **scalars}
+        del rev
     cross = not prep.cfg.fast
     # the eager-vs-functional comparison (two AD paths, no FD) on the first probe
     # (ErrorModel.alternative_probes, docs/error-model.md 2b): two AD paths judged at rounding

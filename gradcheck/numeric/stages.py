@@ -12,6 +12,8 @@ failure of that call (per output for reverse mode, per input for forward mode an
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
@@ -60,12 +62,24 @@ def reverse(prep: Prepared, pr: Probes) -> ReverseSamples:
     """Output ``i`` -> per probe, the VJP of every differentiable input.  All probes of one
     output share one call (:meth:`Backend.vjp_batch`, not vectorized: one forward pass, then
     the backward path under test once per probe)."""
+    return reverse_primal(prep, pr)[0]
+
+
+def reverse_primal(prep: Prepared, pr: Probes) -> tuple[ReverseSamples, list[Any] | None]:
+    """:func:`reverse`, and the outputs of the first call's forward pass where the adapter
+    gives them (:class:`~gradcheck.backends.base.Gradients`): one more evaluation of ``f`` at
+    the point, for the determinism check (:func:`.prepare.deterministic`)."""
     out: ReverseSamples = {}
-    for i in prep.float_outs:
+    primal: list[Any] | None = None
+    for n, i in enumerate(prep.float_outs):
         cts = batched_cotangents(prep, i, pr.v[i], np.float64)
-        out[i] = prep.backend.vjp_rows(prep.fn, prep.args64, prep.diff, cts, prep.device,
-                                       rows=len(pr.v[i]), dtype=np.float64)
-    return out
+        out[i], outs = prep.backend.vjp_rows_primal(prep.fn, prep.args64, prep.diff, cts,
+                                                    prep.device, rows=len(pr.v[i]),
+                                                    dtype=np.float64)
+        if n == 0:
+            primal = outs
+        del outs
+    return out, primal
 
 
 def alternatives(prep: Prepared, pr: Probes) -> AlternativeSamples:

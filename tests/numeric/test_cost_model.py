@@ -76,12 +76,18 @@ def _counts(n: int, **kw) -> tuple[dict[str, int], gradcheck.Report]:
 _VMAP_CHECK = 1
 
 
+# evaluations of f at the point: one; the determinism check's second evaluation is the forward
+# pass of the primary reverse path (the torch adapter gives its outputs: Gradients.primal)
+_AT_POINT = 1
+
+
 def _expected(probes: int, *, cross: bool) -> dict[str, int]:
-    """docs/cost-model.md, one input and one output: 2 evaluations at the point (the second
-    measures determinism), 2 x SCREEN_LEVELS for the screen's table along the one tangent the
-    probes share; one VJP per probe (cotangent), one JVP; in the default the other reverse path
-    (eager vs functional) on the first ``ErrorModel.alternative_probes`` probes."""
-    out = {"f": 2 + 2 * fd.SCREEN_LEVELS + _VMAP_CHECK, "vjp": probes, "jvp": 1}
+    """docs/cost-model.md, one input and one output: 1 evaluation at the point (determinism is
+    measured against the reverse path's forward pass), 2 x SCREEN_LEVELS for the screen's table
+    along the one tangent the probes share; one VJP per probe (cotangent), one JVP; in the
+    default the other reverse path (eager vs functional) on the first
+    ``ErrorModel.alternative_probes`` probes."""
+    out = {"f": _AT_POINT + 2 * fd.SCREEN_LEVELS + _VMAP_CHECK, "vjp": probes, "jvp": 1}
     if cross:
         out["alt"] = min(probes, DEFAULT_MODEL.alternative_probes)
     return out
@@ -201,7 +207,7 @@ def test_a_clear_failure_costs_two_projected_tables_more_whatever_n(n):
     assert vjp.status is gradcheck.Status.FAILED
     assert vjp.details["failure_path"] == "projected"
     K = fd.SCREEN_LEVELS
-    assert be.calls["f"] == 2 + 3 * 2 * K + _VMAP_CHECK
+    assert be.calls["f"] == _AT_POINT + 3 * 2 * K + _VMAP_CHECK
     rows = vjp.details["localize_rows"]
     # an elementwise f: named from the gradients already made, verified by one VJP row (the
     # named elements and the group of those within their allowance), not a bisection's tens

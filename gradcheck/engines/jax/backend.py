@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradcheck.backends._cache import FunctionCache, missing
-from gradcheck.backends.base import Accumulation, Backend, Outputs, Semantics
+from gradcheck.backends.base import Accumulation, Backend, Gradients, Outputs, Semantics
 from gradcheck.core import pytree
 from gradcheck.engines.jax.x64 import x64
 
@@ -118,6 +118,7 @@ class JaxBackend(Backend):
     )
     supports_jvp = True
     supports_order2 = True
+    vjp_gives_primal = True  # vjp_batch: the outputs of jax.vjp's forward (Gradients.primal)
     dtypes = ("float64", "float32", "float16", "bfloat16")
     complex_convention = (
         "jax: for a real loss L of z = x + iy, jax.grad returns dL/dx - i dL/dy (the "
@@ -252,15 +253,18 @@ class JaxBackend(Backend):
                 outs, pullback = jax.vjp(self._partial(fn, list(jargs), diff),
                                          *[jargs[k] for k in diff])
                 cts = tuple(c.astype(o.dtype) for c, o in zip(cts, outs, strict=True))
-                return _rows(pullback, cts, vectorize)
+                return _rows(pullback, cts, vectorize), outs
 
             return run
 
         rows = len(cotangents[0])
         jargs = tuple(self.to_native(a, device) for a in args)
         cts = tuple(self.to_native(_pad_zeros(c, vectorize), device) for c in cotangents)
-        out = self._run(fn, ("vjp_batch", diff, len(args), vectorize), build, jargs, cts)
-        return [self._to_np(r)[:rows] for r in out]
+        out, outs = self._run(fn, ("vjp_batch", diff, len(args), vectorize), build, jargs, cts)
+        # the outputs of the forward pass differentiated (compiled with the pullback: where they
+        # round differently from evaluate's, the determinism check evaluates f once more)
+        return Gradients.of([self._to_np(r)[:rows] for r in out],
+                            [self._to_np(o) for o in outs])
 
     @_x64
     def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):

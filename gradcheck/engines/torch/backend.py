@@ -12,7 +12,14 @@ import numpy as np
 import torch
 
 from gradcheck.backends._cache import FunctionCache, missing
-from gradcheck.backends.base import Accumulation, Backend, Outputs, Semantics, flatten_outputs
+from gradcheck.backends.base import (
+    Accumulation,
+    Backend,
+    Gradients,
+    Outputs,
+    Semantics,
+    flatten_outputs,
+)
 from gradcheck.core import pytree
 
 _DEVICE_NAMES = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
@@ -102,6 +109,7 @@ class TorchBackend(Backend):
     )
     supports_jvp = True
     supports_order2 = True
+    vjp_gives_primal = True  # vjp_batch: the taped forward's outputs (Gradients.primal)
     zero_hints: ClassVar[dict[str, str]] = {"jvp_of_jvp": (
         "forward mode gave exactly 0: torch returns zeros, without an error, for the "
         "forward-mode derivative of a torch.autograd.Function's jvp staticmethod (forward over "
@@ -242,9 +250,10 @@ class TorchBackend(Backend):
 
         return g
 
-    def _taped_forward(self, fn, args, diff, cotangents, device):
+    def _taped_forward(self, fn, args, diff, cotangents, device, keep=False):
         """One forward pass recording the tape: the fresh leaves of the ``diff`` inputs, and
-        (output, cotangent) for every output that depends on them."""
+        (output, cotangent) for every output that depends on them; with ``keep``, also every
+        output (detached)."""
         targs = [self.to_native(a, device) for a in args]
         leaves = []
         for k in diff:
@@ -254,6 +263,9 @@ class TorchBackend(Backend):
         pairs = [(o, self.to_native(c, device).to(o.dtype))
                  for o, c in zip(outs, cotangents, strict=True)
                  if isinstance(o, torch.Tensor) and o.requires_grad]
+        if keep:
+            return leaves, pairs, [o.detach() if isinstance(o, torch.Tensor) else o
+                                   for o in outs]
         return leaves, pairs
 
     def vjp(self, fn, args, diff, cotangents, device):
@@ -271,10 +283,16 @@ class TorchBackend(Backend):
         """One forward pass, then one tape backward per cotangent on the retained graph; with
         ``vectorize`` all ``B`` at once (``autograd.grad(is_grads_batched=True)``, a vmap over
         the backward pass) where the backward vectorizes."""
-        leaves, pairs = self._taped_forward(fn, args, diff, cotangents, device)
+        leaves, pairs, outs = self._taped_forward(fn, args, diff, cotangents, device,
+                                                  keep=True)
+        # the outputs of this forward pass: f evaluated at the point once more (with the
+        # tape recording), which the determinism check reads instead of evaluating f again
+        primal = [self._to_np(o) for o in outs]
+        del outs
         B = len(cotangents[0])
         if not pairs:
-            return [np.zeros((B,) + args[k].shape, dtype=args[k].dtype) for k in diff]
+            return Gradients.of([np.zeros((B,) + args[k].shape, dtype=args[k].dtype)
+                                 for k in diff], primal)
         outs_, cts = [p[0] for p in pairs], [p[1] for p in pairs]
 
         def batched():
@@ -287,9 +305,9 @@ class TorchBackend(Backend):
                                 for b in range(B)), B)
 
         grads = self._vectorized(fn, "vjp", batched, loop) if vectorize else loop()
-        return [self._to_np(g) if g is not None
-                else np.zeros((B,) + args[k].shape, dtype=args[k].dtype)
-                for k, g in zip(diff, grads, strict=True)]
+        return Gradients.of([self._to_np(g) if g is not None
+                             else np.zeros((B,) + args[k].shape, dtype=args[k].dtype)
+                             for k, g in zip(diff, grads, strict=True)], primal)
 
     def jvp_batch(self, fn, args, diff, tangents, device, vectorize=False):
         """``torch.func.jvp`` per tangent; with ``vectorize`` vmapped over the ``B`` tangents
