@@ -1,0 +1,136 @@
+"""Measure the ``kernel_ulp`` check on correct kernels (docs/error-model.md section 4c, class d):
+
+    python benchmarks/kernel_ulps.py --backend torch [--dtype bfloat16 ...] [--order 2]
+        [--op GLOB ...] [--mode fwd]
+
+Every catalog op the backend implements, in each dtype asked for that it declares (float16 and
+bfloat16 where it declares float32), at its seeded sample point and its special points: the
+``kernel_ulp`` verdicts of its forward, reverse-mode (and with ``--mode fwd`` forward-mode)
+calls (:func:`gradcheck.numeric.kernel_ulps.kernel_checks`; the non-differentiable arguments
+held fixed).  Printed: every failing verdict (the kernel, its inputs, got and the correctly
+rounded value), then per dtype the number of kernel elements judged and, over them, the
+distribution of the error each needs as a multiple of ``eps32 (|f| + sum |x_i df/dx_i|)``
+beyond half the gap to the next value (``need``: what ``KERNEL_EPS32`` would have to be for
+that element to pass; at most 0 for a correctly rounded element).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import time
+import warnings
+from collections import defaultdict
+
+import numpy as np
+from _common import setup
+
+
+def main() -> None:
+    setup()
+    from gradcheck.backends.kernels import KernelTrace
+    from gradcheck.backends.registry import get_backend
+    from gradcheck.core.results import Status
+    from gradcheck.harness.runner import Case, case_inputs, op_function
+    from gradcheck.numeric import kernel_ulps
+    from gradcheck.numeric.resolution import Subject
+    from gradcheck.ops import catalog
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", default="torch")
+    p.add_argument("--dtype", action="append")
+    p.add_argument("--order", type=int, default=1)
+    p.add_argument("--op", action="append")
+    p.add_argument("--mode", action="append", default=["rev"])
+    a = p.parse_args()
+    dtypes = a.dtype or ["float32", "float16", "bfloat16"]
+    backend = get_backend(a.backend)
+    needs: dict[str, list[np.ndarray]] = defaultdict(list)
+    runs, failed, errors = defaultdict(int), defaultdict(int), 0
+    worst_ops: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    began = time.perf_counter()
+    warnings.simplefilter("ignore")
+    orig_trace = backend.trace_kernels
+
+    def recording(run):  # the verdicts' traces, kept for the need distribution
+        tr = orig_trace(run)
+        if isinstance(tr, KernelTrace):
+            for c in tr.calls:
+                j = kernel_ulps.judge(c)
+                with np.errstate(all="ignore"):
+                    allowance = kernel_ulps.KERNEL_EPS32 * (
+                        kernel_ulps.EPS32 * c.terms.ravel()
+                        + kernel_ulps.TINY32 * kernel_ulps._size(c))
+                    gap = j.allowed - allowance
+                    need = ((np.abs(c.got.ravel() - j.exact) - gap)
+                            / (kernel_ulps.EPS32 * c.terms.ravel()))
+                ok = j.judged & np.isfinite(need)
+                needs[c.dtype].append(need[ok])
+                if ok.any():
+                    worst_ops[c.dtype].append((float(need[ok].max()), c.op))
+        return tr
+
+    backend.trace_kernels = recording  # type: ignore[method-assign]
+    for spec in catalog.all_specs():
+        if a.op and not any(fnmatch.fnmatch(spec.name, g) for g in a.op):
+            continue
+        try:
+            fn = op_function(a.backend, spec.name)
+        except Exception:
+            continue
+        declared = set(spec.dtypes) | ({"float16", "bfloat16"} if "float32" in spec.dtypes
+                                       else set())
+        if a.order == 2 and not spec.order2:
+            continue
+        for dtype in dtypes:
+            if dtype not in declared or dtype not in backend.dtypes:
+                continue
+            for point in ["random", *[sp.name for sp in spec.special]]:
+                case = Case(a.backend, "cpu", dtype, spec.name, point)
+                args = [np.asarray(x) for x in case_inputs(case)]
+                diff = list(spec.diff_args if spec.diff_args is not None
+                            else range(len(args)))
+                if not all(np.issubdtype(args[k].dtype, np.floating) for k in diff):
+                    continue
+
+                native = getattr(backend, "to_native", None)
+
+                def f(*xs, fn=fn, args=args, diff=diff, native=native):
+                    full = [native(x, "cpu") if native is not None else x for x in args]
+                    for k, x in zip(diff, xs, strict=True):
+                        full[k] = x
+                    return fn(*full)
+
+                fixed_args = [x for k, x in enumerate(args) if k not in diff]
+                if any(np.issubdtype(x.dtype, np.floating) for x in fixed_args):
+                    # fixed float arguments would stay float64 in a low-precision call
+                    continue
+                try:
+                    vs = kernel_ulps.kernel_checks(Subject(backend, f), [args[k] for k in diff],
+                                                   dtype, a.order, case.seed, a.mode)
+                except Exception as exc:
+                    errors += 1
+                    print(f"{case.id}: {type(exc).__name__}: {str(exc)[:200]}")
+                    continue
+                runs[dtype] += 1
+                for v in vs:
+                    if v.status is Status.FAILED:
+                        failed[dtype] += 1
+                        print(f"{case.id} order {a.order}: {v.message('kernel_ulp')[-700:]}")
+    for dtype in dtypes:
+        allneed = np.concatenate(needs[dtype]) if needs[dtype] else np.zeros(0)
+        if not allneed.size:
+            continue
+        q = np.quantile(allneed, [0.5, 0.9, 0.99, 0.999, 1.0])
+        top = sorted(worst_ops[dtype], reverse=True)[:8]
+        print(f"{dtype}: {runs[dtype]} runs, {failed[dtype]} failing verdicts; "
+              f"{allneed.size} kernel elements judged, need (x eps32 of the terms beyond half "
+              f"a gap) median {q[0]:.3g} q90 {q[1]:.3g} q99 {q[2]:.3g} q99.9 {q[3]:.3g} max "
+              f"{q[4]:.3g}; elements above {kernel_ulps.KERNEL_EPS32:g}: "
+              f"{int((allneed > kernel_ulps.KERNEL_EPS32).sum())}; worst: "
+              + ", ".join(f"{op} {n:.3g}" for n, op in top))
+    print(f"{errors} errors ({time.perf_counter() - began:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
