@@ -12,6 +12,15 @@ rounded value), then per dtype the number of kernel elements judged and, over th
 distribution of the error each needs as a multiple of ``eps32 (|f| + sum |x_i df/dx_i|)``
 beyond half the gap to the next value (``need``: what ``KERNEL_EPS32`` would have to be for
 that element to pass; at most 0 for a correctly rounded element).
+
+    python benchmarks/kernel_ulps.py --exhaustive bfloat16   (or float16, float32)
+
+torch only: every finite float16/bfloat16 value of magnitude 1e-6..1e4 (float32: 200000
+log-uniform samples) through each unary op of :data:`UNARY` and its backward (seeded normal
+cotangents), with the kernels of ``OFF_IN_LOW_PRECISION`` judged too: per kernel (and the op it
+ran in), how many elements are off and the worst one (its inputs, got, the correctly rounded
+value, float64).  This is the measurement behind
+``gradcheck.engines.torch.kernels.OFF_IN_LOW_PRECISION``.
 """
 
 from __future__ import annotations
@@ -24,6 +33,82 @@ from collections import defaultdict
 
 import numpy as np
 from _common import setup
+
+
+def _unary():
+    import torch
+
+    F = torch.nn.functional
+    ops = {n: getattr(torch, n) for n in [
+        "sin", "cos", "tan", "exp", "expm1", "exp2", "log", "log1p", "log2", "log10", "sqrt",
+        "rsqrt", "tanh", "sigmoid", "erf", "erfc", "erfinv", "lgamma", "digamma", "atan",
+        "asin", "acos", "asinh", "acosh", "atanh", "sinh", "cosh", "reciprocal", "i0", "sinc",
+        "square", "abs", "neg", "trunc"]}
+    sp = torch.special
+    ops.update({
+        "i0e": sp.i0e, "i1": sp.i1, "i1e": sp.i1e, "logit": torch.logit, "ndtr": sp.ndtr,
+        "ndtri": sp.ndtri, "log_ndtr": sp.log_ndtr, "erfcx": sp.erfcx, "entr": sp.entr,
+        "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu,
+        "softplus": F.softplus, "mish": F.mish, "hardswish": F.hardswish,
+        "hardsigmoid": F.hardsigmoid, "elu": F.elu, "selu": F.selu, "celu": F.celu,
+        "logsigmoid": F.logsigmoid, "relu6": F.relu6, "leaky_relu": F.leaky_relu,
+        "softsign": F.softsign, "tanhshrink": F.tanhshrink,
+        "xlogy": lambda t: torch.xlogy(t, t * t + 1), "pow3": lambda t: t ** 3,
+        "pow_half": lambda t: t.abs() ** 0.5, "atan2": lambda t: torch.atan2(t, 1 - t),
+        "hypot": lambda t: torch.hypot(t, 1 - t), "div": lambda t: t / (1.5 - t),
+        "polygamma1": lambda t: torch.polygamma(1, t),
+        "mvlgamma": lambda t: torch.mvlgamma(t.abs() + 2, 1)})
+    return ops
+
+
+def exhaustive(dtype: str) -> None:
+    import torch
+
+    from gradcheck.engines.torch import kernels
+    from gradcheck.numeric import kernel_ulps
+
+    kernels.OFF_IN_LOW_PRECISION = {}  # measure them all
+    dt = getattr(torch, dtype)
+    rng = np.random.default_rng(0)
+    if dtype in ("float16", "bfloat16"):
+        allv = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dt)
+        mag = allv.float().abs()
+        allv = allv[torch.isfinite(allv) & (mag < 1e4) & (mag > 1e-6)]
+    else:
+        m = 10 ** rng.uniform(-6, 4, size=200000) * rng.choice([-1, 1], size=200000)
+        allv = torch.from_numpy(m.astype(np.float32))
+    stats: dict = defaultdict(lambda: [0, 0, 0.0, None])
+    for name, f in _unary().items():
+        x = allv.clone().requires_grad_(True)
+
+        def run(f=f, x=x):
+            y = f(x)
+            g = torch.from_numpy(rng.normal(size=tuple(y.shape)).astype(np.float32)).to(dt)
+            torch.autograd.grad(y, x, g, allow_unused=True)
+
+        try:
+            tr = kernels.trace(run)
+        except Exception as exc:
+            print(f"{name}: {type(exc).__name__}: {str(exc)[:100]}")
+            continue
+        for c in tr.calls:
+            j = kernel_ulps.judge(c)
+            bad = j.judged & (j.ratio > 1)
+            s = stats[(c.op, name)]
+            s[0] += int(j.judged.sum())
+            s[1] += int(bad.sum())
+            if bad.any():
+                k = int(np.argmax(np.where(j.judged, j.ratio, 0)))
+                u = float(kernel_ulps.ulps_between(c.got.ravel()[k:k + 1], j.want[k:k + 1],
+                                                   c.dtype)[0])
+                if s[3] is None or abs(u) > abs(s[2]):
+                    s[2] = u
+                    s[3] = ([float(o.ravel()[k]) for o in c.operands],
+                            float(c.got.ravel()[k]), float(j.want[k]), float(j.exact[k]))
+    for (op, name), (n, b, u, ex) in sorted(stats.items()):
+        if b:
+            print(f"{op} (in {name}): {b} of {n} off, worst {u:+g} ulps: inputs {ex[0]}, got "
+                  f"{ex[1]!r}, correctly rounded {ex[2]!r}, float64 {ex[3]!r}")
 
 
 def main() -> None:
@@ -42,7 +127,12 @@ def main() -> None:
     p.add_argument("--order", type=int, default=1)
     p.add_argument("--op", action="append")
     p.add_argument("--mode", action="append", default=["rev"])
+    p.add_argument("--exhaustive", choices=["float32", "float16", "bfloat16"])
     a = p.parse_args()
+    if a.exhaustive:
+        warnings.simplefilter("ignore")
+        exhaustive(a.exhaustive)
+        return
     dtypes = a.dtype or ["float32", "float16", "bfloat16"]
     backend = get_backend(a.backend)
     needs: dict[str, list[np.ndarray]] = defaultdict(list)
