@@ -10,17 +10,19 @@ calls (:func:`gradcheck.numeric.kernel_ulps.kernel_checks`; the non-differentiab
 held fixed).  Printed: every failing verdict (the kernel, its inputs, got and the correctly
 rounded value), then per dtype the number of kernel elements judged and, over them, the
 distribution of the error each needs as a multiple of ``eps32 (|f| + sum |x_i df/dx_i|)``
-beyond half the gap to the next value (``need``: what ``KERNEL_EPS32`` would have to be for
-that element to pass; at most 0 for a correctly rounded element).
+beyond half the gap to the next value and the underflow term (``need``: what
+``KERNEL_EPS32`` would have to be for that element to pass; at most 0 for a correctly rounded
+element).
 
     python benchmarks/kernel_ulps.py --exhaustive bfloat16   (or float16, float32)
 
-torch only: every finite float16/bfloat16 value of magnitude 1e-6..1e4 (float32: 200000
+With ``--backend jax`` the same through jax's ops (:func:`_unary_jax`).  Every finite
+float16/bfloat16 value of magnitude 1e-6..1e4 (float32: 200000
 log-uniform samples) through each unary op of :data:`UNARY` and its backward (seeded normal
-cotangents), with the kernels of ``OFF_IN_LOW_PRECISION`` judged too: per kernel (and the op it
+cotangents), with the kernels of ``OFF`` judged too: per kernel (and the op it
 ran in), how many elements are off and the worst one (its inputs, got, the correctly rounded
-value, float64).  This is the measurement behind
-``gradcheck.engines.torch.kernels.OFF_IN_LOW_PRECISION``.
+value, float64).  This is the measurement behind ``gradcheck.engines.torch.kernels.OFF`` and
+``gradcheck.engines.jax.kernels.OFF``.
 """
 
 from __future__ import annotations
@@ -61,23 +63,52 @@ def _unary():
     return ops
 
 
-def exhaustive(dtype: str) -> None:
+def _unary_jax():
+    import jax
+    import jax.numpy as jnp
+
+    nn, sp = jax.nn, jax.scipy.special
+    ops = {n: getattr(jnp, n) for n in [
+        "sin", "cos", "tan", "exp", "expm1", "exp2", "log", "log1p", "log2", "log10", "sqrt",
+        "tanh", "arctan", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh", "sinh", "cosh",
+        "reciprocal", "sinc", "square", "abs", "cbrt"]}
+    ops.update({
+        "rsqrt": jax.lax.rsqrt, "sigmoid": nn.sigmoid, "erf": sp.erf, "erfc": sp.erfc,
+        "erfinv": sp.erfinv, "lgamma": sp.gammaln, "digamma": sp.digamma, "i0e": sp.i0e,
+        "i1e": sp.i1e, "logit": sp.logit, "ndtr": sp.ndtr, "ndtri": sp.ndtri,
+        "log_ndtr": sp.log_ndtr, "entr": sp.entr,
+        "gelu": lambda t: nn.gelu(t, approximate=False), "gelu_tanh": nn.gelu,
+        "silu": nn.silu, "softplus": nn.softplus, "mish": nn.mish,
+        "hard_swish": nn.hard_swish, "elu": nn.elu, "selu": nn.selu, "celu": nn.celu,
+        "log_sigmoid": nn.log_sigmoid, "relu6": nn.relu6, "soft_sign": nn.soft_sign,
+        "xlogy": lambda t: sp.xlogy(t, t * t + 1), "pow3": lambda t: t ** 3,
+        "pow_half": lambda t: jnp.abs(t) ** 0.5, "atan2": lambda t: jnp.arctan2(t, 1 - t),
+        "hypot": lambda t: jnp.hypot(t, 1 - t), "div": lambda t: t / (1.5 - t),
+        "mul": lambda t: t * (1.5 - t), "add": lambda t: t + (1.5 - t * t)})
+    return ops
+
+
+def _values(dtype: str, rng: np.random.Generator) -> np.ndarray:
+    import ml_dtypes
+
+    if dtype in ("float16", "bfloat16"):
+        t = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16
+        allv = np.arange(-32768, 32768).astype(np.int16).view(t)
+        mag = np.abs(allv.astype(np.float64))
+        return allv[np.isfinite(mag) & (mag < 1e4) & (mag > 1e-6)]
+    m = 10 ** rng.uniform(-6, 4, size=200000) * rng.choice([-1, 1], size=200000)
+    return m.astype(np.float32)
+
+
+def _traces_torch(dtype: str, rng: np.random.Generator):
     import torch
 
     from gradcheck.engines.torch import kernels
-    from gradcheck.numeric import kernel_ulps
 
-    kernels.OFF_IN_LOW_PRECISION = {}  # measure them all
+    kernels.OFF = {}  # measure them all
     dt = getattr(torch, dtype)
-    rng = np.random.default_rng(0)
-    if dtype in ("float16", "bfloat16"):
-        allv = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dt)
-        mag = allv.float().abs()
-        allv = allv[torch.isfinite(allv) & (mag < 1e4) & (mag > 1e-6)]
-    else:
-        m = 10 ** rng.uniform(-6, 4, size=200000) * rng.choice([-1, 1], size=200000)
-        allv = torch.from_numpy(m.astype(np.float32))
-    stats: dict = defaultdict(lambda: [0, 0, 0.0, None])
+    vals = _values(dtype, rng)
+    allv = torch.from_numpy(vals.astype(np.float32)).to(dt)
     for name, f in _unary().items():
         x = allv.clone().requires_grad_(True)
 
@@ -87,11 +118,42 @@ def exhaustive(dtype: str) -> None:
             torch.autograd.grad(y, x, g, allow_unused=True)
 
         try:
-            tr = kernels.trace(run)
+            yield name, kernels.trace(run).calls
         except Exception as exc:
             print(f"{name}: {type(exc).__name__}: {str(exc)[:100]}")
-            continue
-        for c in tr.calls:
+
+
+def _traces_jax(dtype: str, rng: np.random.Generator):
+    import jax
+    import jax.numpy as jnp
+
+    from gradcheck.engines.jax import kernels
+
+    kernels.OFF = {}  # measure them all
+    jax.config.update("jax_enable_x64", True)
+    vals = _values(dtype, rng)
+    x = jnp.asarray(vals)
+    for name, f in _unary_jax().items():
+        def run(x, g, f=f):
+            y, pullback = jax.vjp(f, x)
+            return y, pullback(g.astype(y.dtype))
+
+        rec = kernels.Recorder()
+        try:
+            rec.run(run, x, jnp.asarray(rng.normal(size=x.shape).astype(vals.dtype)))
+            yield name, rec.calls
+        except Exception as exc:
+            print(f"{name}: {type(exc).__name__}: {str(exc)[:100]}")
+
+
+def exhaustive(dtype: str, backend: str) -> None:
+    from gradcheck.numeric import kernel_ulps
+
+    rng = np.random.default_rng(0)
+    traces = (_traces_jax if backend == "jax" else _traces_torch)(dtype, rng)
+    stats: dict = defaultdict(lambda: [0, 0, 0.0, None])
+    for name, calls in traces:
+        for c in calls:
             j = kernel_ulps.judge(c)
             bad = j.judged & (j.ratio > 1)
             s = stats[(c.op, name)]
@@ -131,7 +193,7 @@ def main() -> None:
     a = p.parse_args()
     if a.exhaustive:
         warnings.simplefilter("ignore")
-        exhaustive(a.exhaustive)
+        exhaustive(a.exhaustive, a.backend)
         return
     dtypes = a.dtype or ["float32", "float16", "bfloat16"]
     backend = get_backend(a.backend)
@@ -152,7 +214,8 @@ def main() -> None:
                         kernel_ulps.EPS32 * c.terms.ravel()
                         + kernel_ulps.TINY32 * kernel_ulps._size(c))
                     gap = j.allowed - allowance
-                    need = ((np.abs(c.got.ravel() - j.exact) - gap)
+                    tiny = kernel_ulps.KERNEL_EPS32 * kernel_ulps.TINY32 * kernel_ulps._size(c)
+                    need = ((np.abs(c.got.ravel() - j.exact) - gap - tiny)
                             / (kernel_ulps.EPS32 * c.terms.ravel()))
                 ok = j.judged & np.isfinite(need)
                 needs[c.dtype].append(need[ok])

@@ -31,7 +31,7 @@ the float64 op is not smooth at the inputs' scale (its second difference at ``x 
 above its first difference plus ``A``: a pole or a jump, where float64's own value is no
 reference).  Ops the adapter does not trace as elementwise kernels (reductions, matrix
 products; for torch also the kernels measured off the correctly rounded value in float16 or
-bfloat16, :data:`gradcheck.engines.torch.kernels.OFF_IN_LOW_PRECISION`) are not judged; the
+bfloat16, :data:`gradcheck.engines.torch.kernels.OFF`) are not judged; the
 verdict names them.
 """
 

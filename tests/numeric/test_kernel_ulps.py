@@ -244,3 +244,53 @@ def test_an_adapter_that_cannot_trace_kernels_gives_no_verdict():
     assert numpy_backend.trace_kernels(lambda: None) is None
     assert kernel_ulps.kernel_checks(Subject(numpy_backend, np.sin), [X], "float32", 1, 0,
                                      ("rev",)) == []
+
+
+# -- jax: the jaxpr interpreted equation by equation ---------------------------------------------
+
+JAX_COMPOSITES = ["tanh", "softplus", "silu", "layer_norm", "expm1"]
+
+
+def _jax_fn(name):
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    return {"tanh": jnp.tanh, "softplus": jax.nn.softplus,
+            "silu": lambda t: t * jax.nn.sigmoid(t),
+            "layer_norm": lambda t: (t - t.mean()) / jnp.sqrt(((t - t.mean()) ** 2).mean()
+                                                              + 1e-5),
+            "expm1": lambda t: jnp.exp(t) - 1}[name]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("name", JAX_COMPOSITES)
+def test_jax_correct_composites_pass_with_every_kernel_judged(dtype, name):
+    from gradcheck.backends.registry import get_backend
+
+    x = X * (1e-3 if name == "expm1" else 1)
+    verdicts = kernel_ulps.kernel_checks(Subject(get_backend("jax"), _jax_fn(name)), [x], dtype,
+                                         1, 0, ("rev", "fwd"))
+    assert [v.extra["path"] for v in verdicts] == ["forward", "reverse mode", "forward mode"]
+    for v in verdicts:
+        assert v.status is Status.PASSED, v.message("kernel_ulp")
+        assert v.judged > 0 and all(k.startswith("lax.") for k in v.extra["kernels"])
+
+
+def test_jax_a_kernel_off_is_caught_with_its_reproducer(monkeypatch):
+    """XLA's bfloat16 ``exp2`` (named, not judged: ``OFF``) is 77 ulps low at 117.5
+    (1.506e35, correctly rounded 2.350e35), a real kernel defect on jax 0.10.2's CPU; judged,
+    ``check`` catches it at its point, and a function without it passes there."""
+    jax = pytest.importorskip("jax")
+    from gradcheck.engines.jax import kernels as jax_kernels
+
+    monkeypatch.setitem(jax_kernels.OFF, "bfloat16", ())
+    x = np.array([117.5, 1.0, -2.0]).astype(ml_dtypes.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bad = gradcheck.check(jax.numpy.exp2, x, backend="jax")
+        good = gradcheck.check(lambda t: jax.numpy.exp(t * 0.5), x, backend="jax")
+    failed = kernel_failures(bad)
+    assert failed, [r.message for r in bad.results]
+    r = failed[0]
+    assert r.details["op"] == "lax.exp2" and r.details["operands"] == [117.5]
+    assert r.details["ulps"] < -1 and r.details["reproducer"].startswith("jax.lax.exp2_p.bind(")
+    assert not kernel_failures(good)
