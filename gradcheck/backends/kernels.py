@@ -20,6 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: the kernel output elements one trace records at most (each costs a few float64 arrays and
+#: float64 runs of its op): the kernels after it are named, not judged
+ELEMENT_BUDGET = 2 ** 20
+#: how the kernels beyond :data:`ELEMENT_BUDGET` are named in :attr:`KernelTrace.untraced`
+OVER_BUDGET = "kernels beyond the element budget (2^20)"
+
 
 @dataclass(frozen=True)
 class KernelCall:

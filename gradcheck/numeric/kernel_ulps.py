@@ -30,9 +30,10 @@ value is NaN, or whose terms cannot be estimated (not finite), is not judged, no
 the float64 op is not smooth at the inputs' scale (its second difference at ``x (1 +- 2^-20)``
 above its first difference plus ``A``: a pole or a jump, where float64's own value is no
 reference).  Ops the adapter does not trace as elementwise kernels (reductions, matrix
-products; for torch also the kernels measured off the correctly rounded value in float16 or
-bfloat16, :data:`gradcheck.engines.torch.kernels.OFF`) are not judged; the
-verdict names them.
+products; the kernels each engine's table names as measured off the correctly rounded
+value, :data:`gradcheck.engines.torch.kernels.OFF` and :data:`gradcheck.engines.jax.kernels.OFF`;
+those after :data:`gradcheck.backends.kernels.ELEMENT_BUDGET` elements in one trace) are not
+judged; the verdict names them.
 """
 
 from __future__ import annotations

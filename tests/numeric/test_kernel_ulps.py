@@ -294,3 +294,13 @@ def test_jax_a_kernel_off_is_caught_with_its_reproducer(monkeypatch):
     assert r.details["op"] == "lax.exp2" and r.details["operands"] == [117.5]
     assert r.details["ulps"] < -1 and r.details["reproducer"].startswith("jax.lax.exp2_p.bind(")
     assert not kernel_failures(good)
+
+
+def test_kernels_beyond_the_element_budget_are_named_not_judged(monkeypatch):
+    from gradcheck.backends.kernels import OVER_BUDGET
+    from gradcheck.engines.torch import kernels as torch_kernels
+
+    monkeypatch.setattr(torch_kernels, "ELEMENT_BUDGET", 4)
+    v = kernel_ulps.kernel_checks(Subject(_backend(), lambda t: torch.tanh(t) * 2 + 1), [X],
+                                  "bfloat16", 1, 0, ("rev",))[0]
+    assert v.judged == 6 and f"{OVER_BUDGET} x2" in v.extra["not_judged"]

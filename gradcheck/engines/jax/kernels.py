@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradcheck.backends.kernels import KernelCall
+from gradcheck.backends.kernels import ELEMENT_BUDGET, OVER_BUDGET, KernelCall
 
 #: lax primitives computed element by element whose result is a function of their inputs'
 #: values alone (not of the dtype: ``nextafter`` and ``reduce_precision`` are left out)
@@ -66,6 +66,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[KernelCall] = []
         self.untraced: Counter[str] = Counter()
+        self.elements = 0
 
     def run(self, fn: Callable, *xs: Any) -> Any:
         """``fn(*xs)`` through its jaxpr, recording its kernels."""
@@ -105,6 +106,9 @@ class Recorder:
         name = eqn.primitive.name
         if name not in ELEMENTWISE:
             self.untraced[f"lax.{name}"] += 1
+            return
+        if self.elements > ELEMENT_BUDGET:
+            self.untraced[OVER_BUDGET] += 1
             return
         if any(name in OFF.get(_dtype(o), ()) for _, o in lows):
             self.untraced[f"lax.{name} (measured off in {_dtype(lows[0][1])})"] += 1
@@ -147,6 +151,7 @@ class Recorder:
             operands = tuple(np.broadcast_to(np.asarray(wide[i], dtype=np.float64), shape)
                              for i in floats)
             dtypes = [_dtype(x) for x in invals]
+            self.elements += e.size
             self.calls.append(KernelCall(
                 f"lax.{eqn.primitive.name}", f"jaxpr equation {n}", _dtype(o),
                 np.asarray(o, dtype=np.float64), e, terms, first, second, None, operands,

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from gradcheck.backends.kernels import KernelCall, KernelTrace
+from gradcheck.backends.kernels import ELEMENT_BUDGET, OVER_BUDGET, KernelCall, KernelTrace
 
 #: the dtypes whose kernels are traced
 LOW = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -85,11 +85,15 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.calls: list[KernelCall] = []
         self.untraced: Counter[str] = Counter()
+        self.elements = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         traced = _traced(func)
+        if traced and self.elements > ELEMENT_BUDGET:
+            self.untraced[OVER_BUDGET] += 1
+            traced = False
         # the inputs before the call (an in-place op overwrites its first)
         wide = _wide((args, kwargs)) if traced else None
         dtypes = [str(a.dtype).replace("torch.", "") if isinstance(a, torch.Tensor) else None
@@ -148,6 +152,7 @@ class _Recorder(TorchDispatchMode):
             scalars = any(isinstance(x, float) for x in tree_flatten(wide)[0])
             cast = (_np(run64(cast=t.dtype)[k])
                     if scalars or any(_wider(d, t.dtype) for d in dtypes) else None)
+            self.elements += e.size
             self.calls.append(KernelCall(str(func), where, LOW[t.dtype], _np(t), e, terms, first,
                                          second, cast, operands,
                                          _reproducer(func, wide, dtypes, shape)))
