@@ -154,7 +154,7 @@ def verdict(trace: KernelTrace, path: str, order: int, dtype: str) -> ComponentV
             f"inputs, correctly rounded; allowed |got - exact| <= {KERNEL_EPS32:g} (eps32 (|f| "
             "+ sum_i |x_i df/dx_i|) + tiny32 (1 + sum_i |x_i|)) + half the gap to the next "
             "value in the output dtype (a float32 computation, then one rounding)")
-    extra: dict[str, Any] = {"path": path, "kernels": kernels, "dtype": dtype,
+    extra: dict[str, Any] = {"kernel_path": path, "kernels": kernels, "dtype": dtype,
                              "not_judged": untraced}
     if untraced:
         what += f"; not judged (not elementwise kernels): {', '.join(untraced)}"

@@ -165,7 +165,7 @@ def test_correct_composites_pass_with_every_kernel_judged(dtype, name):
     x = (X * (1e-3 if name == "expm1" else 1)).astype(CAST[dtype])
     verdicts = kernel_ulps.kernel_checks(Subject(_backend(), fn), [x.astype(np.float64)],
                                          dtype, 1, 0, ("rev", "fwd"))
-    assert [v.extra["path"] for v in verdicts] == ["forward", "reverse mode", "forward mode"]
+    assert [v.extra["kernel_path"] for v in verdicts] == ["forward", "reverse mode", "forward mode"]
     for v in verdicts:
         assert v.status is Status.PASSED, v.message("kernel_ulp")
         assert v.judged > 0
@@ -182,7 +182,7 @@ def test_order_2_of_a_correct_composite_passes(dtype):
     x = X.astype(CAST[dtype])
     verdicts = kernel_ulps.kernel_checks(Subject(_backend(), torch.tanh),
                                          [x.astype(np.float64)], dtype, 2, 0, ("rev", "fwd"))
-    assert [v.extra["path"] for v in verdicts] == ["reverse-over-reverse",
+    assert [v.extra["kernel_path"] for v in verdicts] == ["reverse-over-reverse",
                                                    "forward-over-reverse"]
     assert all(v.status is Status.PASSED for v in verdicts), [v.message("k") for v in verdicts]
 
@@ -269,7 +269,7 @@ def test_jax_correct_composites_pass_with_every_kernel_judged(dtype, name):
     x = X * (1e-3 if name == "expm1" else 1)
     verdicts = kernel_ulps.kernel_checks(Subject(get_backend("jax"), _jax_fn(name)), [x], dtype,
                                          1, 0, ("rev", "fwd"))
-    assert [v.extra["path"] for v in verdicts] == ["forward", "reverse mode", "forward mode"]
+    assert [v.extra["kernel_path"] for v in verdicts] == ["forward", "reverse mode", "forward mode"]
     for v in verdicts:
         assert v.status is Status.PASSED, v.message("kernel_ulp")
         assert v.judged > 0 and all(k.startswith("lax.") for k in v.extra["kernels"])
