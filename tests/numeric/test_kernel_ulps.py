@@ -304,3 +304,24 @@ def test_kernels_beyond_the_element_budget_are_named_not_judged(monkeypatch):
     v = kernel_ulps.kernel_checks(Subject(_backend(), lambda t: torch.tanh(t) * 2 + 1), [X],
                                   "bfloat16", 1, 0, ("rev",))[0]
     assert v.judged == 6 and f"{OVER_BUDGET} x2" in v.extra["not_judged"]
+
+
+@pytest.mark.parametrize("kind", ["custom_jvp", "custom_vjp", "checkpoint"])
+def test_jax_rules_and_call_bodies_are_judged_primitive_by_primitive(kind):
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from gradcheck.backends.registry import get_backend
+
+    if kind == "custom_jvp":
+        fn = jax.custom_jvp(jnp.sin)
+        fn.defjvp(lambda p, t: (jnp.sin(p[0]), jnp.cos(p[0]) * t[0]))
+    elif kind == "custom_vjp":
+        fn = jax.custom_vjp(jnp.sin)
+        fn.defvjp(lambda x: (jnp.sin(x), x), lambda x, ct: (ct * jnp.cos(x),))
+    else:
+        fn = jax.checkpoint(lambda t: jnp.tanh(t) * 2)
+    v = kernel_ulps.kernel_checks(Subject(get_backend("jax"), fn), [X], "bfloat16", 1, 0,
+                                  ("rev",))
+    assert [x.status for x in v] == [Status.PASSED, Status.PASSED]
+    assert "lax.sin" in v[0].extra["kernels"] or "lax.tanh" in v[0].extra["kernels"]
+    assert {"lax.cos", "lax.tanh"} & set(v[1].extra["kernels"])

@@ -54,7 +54,7 @@ OFF = {
 #: the subjaxpr parameters of the call-like primitives interpreted through
 _BODIES = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 _CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call",
-                    "custom_vjp_call", "custom_vjp_call_jaxpr", "remat", "checkpoint",
+                    "custom_vjp_call", "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint",
                     "custom_lin"})
 LOW = ("float32", "float16", "bfloat16")
 ETA = 2.0 ** -20
