@@ -255,7 +255,10 @@ def check(
     rounded to the dtype, in ulps; and where the inputs, outputs or first derivatives span many
     decades or reach the ends of the float64 range, every output component against finite
     differences with steps relative to each element's magnitude; at ``order=2`` in
-    float16/bfloat16 the second derivative computed in the dtype against its float64 one.
+    float16/bfloat16 the second derivative computed in the dtype against its float64 one; in
+    float32, float16 and bfloat16 (torch and jax) every elementwise kernel the function runs,
+    forward and backward, against the same op in float64 on its own inputs, correctly
+    rounded (``kernel_ulp``: a kernel 1 ulp off is caught).
     ``resolution=False`` leaves them out (the sweep runs its own).
 
     Returns a :class:`Report`; ``report.passed`` is False if any check failed or errored,

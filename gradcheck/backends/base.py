@@ -253,6 +253,14 @@ class Backend(ABC):
         utilities checks and the model audit call a user's helper through this."""
         return fn
 
+    def trace_kernels(self, run: Callable[[], Any]) -> Any:
+        """Call ``run()`` (which calls this adapter's :meth:`evaluate`, :meth:`vjp` or
+        :meth:`jvp`) and return a :class:`gradcheck.backends.kernels.KernelTrace` of the
+        elementwise kernels it ran with floating outputs below float64, or ``None`` where this
+        adapter cannot trace its engine's kernels (the default: then ``check`` does not judge
+        kernels one by one, docs/error-model.md section 4c, class d)."""
+        return None
+
     # -- stateful training hooks (semantic checks) -----------------------------------------
     def training(self, device: str, dtype: str) -> Any:
         """Return a :class:`gradcheck.backends.training.TrainingHooks` for this engine, or raise

@@ -14,6 +14,11 @@ comparisons, where one of these can happen (:func:`reasons`):
   function elementwise in fact (each element of the derivative in the dtype, orders 1 and 2,
   against the same function's float64 derivative correctly rounded, in ulp units; a
   non-finite element where the rounded float64 one is finite fails);
+* the dtype under test is float32, float16 or bfloat16 (:data:`kernel_ulps.KERNEL_DTYPES`)
+  and the adapter traces its engine's kernels: the ``kernel_ulp`` checks (each elementwise
+  kernel the function runs, forward, reverse and forward mode, orders 1 and 2, judged on its
+  own inputs against the same op in float64 correctly rounded, within a float32
+  computation's error: :mod:`gradcheck.numeric.kernel_ulps`), run first;
 * the nonzero magnitudes of the inputs, the outputs (and at order 2 the first derivative)
   span more than :data:`SPREAD` or reach below :data:`SMALL` or above :data:`LARGE`: the
   ``scaled`` checks (every output component against its own resolution, with steps relative
@@ -39,7 +44,7 @@ from functools import partial
 import numpy as np
 
 from gradcheck.core.results import CheckResult, Status
-from gradcheck.numeric import resolution
+from gradcheck.numeric import kernel_ulps, resolution
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.resolution import ComponentVerdict, Subject
 from gradcheck.oracle import fd
@@ -123,6 +128,8 @@ def run(prep: Prepared) -> None:
         return
     orders = [1] + ([2] if prep.cfg.order >= 2 and prep.backend.supports_order2 else [])
     for order in orders:
+        if prep.dtype in kernel_ulps.KERNEL_DTYPES:
+            _record(prep, _kernels(prep, subject, order), modes, "")
         if prep.dtype in ULP_DTYPES:
             _record(prep, _ulp(prep, subject, order), modes, "")
         why = _guarded(partial(reasons, prep, subject, order))
@@ -132,6 +139,14 @@ def run(prep: Prepared) -> None:
 
 
 Job = Callable[[tuple[str, ...]], list[ComponentVerdict]]  # modes -> verdicts
+
+
+def _kernels(prep: Prepared, subject: Subject, order: int) -> Job:
+    def job(modes: tuple[str, ...]) -> list[ComponentVerdict]:
+        return kernel_ulps.kernel_checks(subject, prep.args64, prep.dtype, order,
+                                         prep.cfg.seed, modes)
+
+    return job
 
 
 def _ulp(prep: Prepared, subject: Subject, order: int) -> Job:

@@ -129,6 +129,7 @@ class JaxBackend(Backend):
         self.jit = jit
         self._compiled = FunctionCache()  # (fn, transform) -> jax.jit wrapper
         self._eager = FunctionCache()  # (fn, transform) -> True where jit failed / vmap failed
+        self._kernels: Any = None  # a kernel recorder while trace_kernels runs
 
     def version(self) -> str:
         return str(jax.__version__)
@@ -149,6 +150,8 @@ class JaxBackend(Backend):
         ``build`` must return a function of ``xs`` only (no point-dependent closure), so the
         cached wrapper serves every later call with the same key.
         """
+        if self._kernels is not None:  # trace_kernels: the jaxpr interpreted, not jitted
+            return self._kernels.run(build(), *xs)
         if not self.jit or not missing(self._eager.peek(fn, key)):
             return build()(*xs)
         compiled = self._compiled.get(fn, key, lambda: jax.jit(build()))
@@ -183,6 +186,22 @@ class JaxBackend(Backend):
         from gradcheck.engines.jax.ops import get_op
 
         return get_op(name)
+
+    @_x64
+    def trace_kernels(self, run: Callable[[], Any]) -> Any:
+        """Every elementwise primitive ``run()`` binds below float64, judged against float64
+        (:mod:`gradcheck.engines.jax.kernels`): the calls run uncompiled, their jaxprs
+        interpreted equation by equation."""
+        from gradcheck.backends.kernels import KernelTrace
+        from gradcheck.engines.jax.kernels import Recorder
+
+        rec = Recorder()
+        self._kernels = rec
+        try:
+            run()
+        finally:
+            self._kernels = None
+        return KernelTrace(tuple(rec.calls), tuple(sorted(rec.untraced.items())))
 
     def user_function(self, fn: Callable) -> Callable:
         """``fn`` run with 64-bit mode on (as every hook and transform here runs), the caller's

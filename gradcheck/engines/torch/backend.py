@@ -410,6 +410,13 @@ class TorchBackend(Backend):
 
         return g
 
+    def trace_kernels(self, run: Callable[[], Any]) -> Any:
+        """Every pointwise aten kernel ``run()`` calls below float64, judged against float64
+        (:mod:`gradcheck.engines.torch.kernels`)."""
+        from gradcheck.engines.torch.kernels import trace
+
+        return trace(run)
+
     def training(self, device: str, dtype: str) -> Any:
         from gradcheck.engines.torch.training import TorchTraining
 

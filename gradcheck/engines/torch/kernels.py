@@ -1,0 +1,200 @@
+"""Tracing torch's elementwise kernels (the adapter's ``trace_kernels``,
+:mod:`gradcheck.backends.kernels`).
+
+A ``TorchDispatchMode`` sees every aten op the traced call runs, the backward pass's included
+(and forward mode's, ``torch.func.jvp``).  Each op tagged ``torch.Tag.pointwise`` (a custom op
+declared with that tag included) with a floating output below float64 is run again in float64 on
+its inputs upcast (exactly: float32 holds every float16 and bfloat16 value), after the op's own
+call; its partial derivatives come from two more float64 runs per floating input at
+``x (1 +- 2^-20)``.  Ops whose meaning depends on the dtype (``nextafter``, ``nan_to_num``'s
+dtype-wide defaults), random ops and ``out=`` variants are not traced as kernels, nor are ops
+without the tag (reductions, matrix products, copies): they are counted by name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from gradcheck.backends.kernels import ELEMENT_BUDGET, OVER_BUDGET, KernelCall, KernelTrace
+
+#: the dtypes whose kernels are traced
+LOW = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+#: pointwise ops whose result depends on the dtype by definition: the float64 run is another
+#: function (the next float64 number, float64's largest value)
+DTYPE_DEPENDENT = ("nextafter", "nan_to_num", "frexp", "_to_copy", "copy", "clone", "lift_fresh")
+#: ops that move or make values without computing them (not counted as untraced kernels)
+MOVES = ("detach", "alias", "clone", "_to_copy", "copy", "lift_fresh", "empty_like", "ones_like",
+         "zeros_like", "full_like", "fill", "new_empty", "new_zeros", "new_ones", "new_full",
+         "empty", "zeros", "ones", "full", "scalar_tensor", "_local_scalar_dense", "cat",
+         "stack", "index", "select_scatter", "slice_scatter", "index_put", "flip", "roll")
+#: torch's CPU kernels measured off the correctly rounded value in float16/bfloat16 beyond one
+#: rounding of a float32 computation (every finite float16 and bfloat16 value of magnitude
+#: 1e-6..1e4 through each unary op and its backward, and the catalog's points:
+#: ``benchmarks/kernel_ulps.py``, torch 2.13.0; docs/error-model.md section 4c).  They compute
+#: with low-precision intermediates (``logit`` 1024 ulps off near 0.5 in float16, ``erf`` 32
+#: ulps near 1e-6 in bfloat16, ``sigmoid_backward`` 1-2 ulps in float16): real, and candidate
+#: upstream findings, but a user's composite of them is correct code, so they are named in the
+#: verdict, not judged.  In float32 only ``special_i1e`` is measured off (10 ulps at -7.8).
+OFF = {
+    "bfloat16": ("erf", "gelu", "gelu_backward", "logit", "logit_backward", "pow", "rsqrt",
+                 "special_entr", "special_i0e", "xlogy", "special_xlog1py", "polygamma",
+                 "mvlgamma"),
+    "float16": ("erf", "gelu", "gelu_backward", "logit", "logit_backward", "rsqrt",
+                "sigmoid_backward", "special_entr", "special_i0e", "xlogy", "special_xlog1py",
+                "polygamma", "mvlgamma"),
+    # float32: a special function accurate to about 1e-6 (10 ulps at -7.8)
+    "float32": ("special_i1e",),
+}
+#: the relative step of the float64 partial derivatives
+ETA = 2.0 ** -20
+
+
+def _traced(func: Any) -> bool:
+    if torch.Tag.pointwise not in func.tags or torch.Tag.nondeterministic_seeded in func.tags:
+        return False
+    name = func._schema.name.split("::")[-1]
+    return func._overloadname != "out" and name.rstrip("_") not in DTYPE_DEPENDENT
+
+
+def _low_outputs(out: Any) -> list[tuple[int, torch.Tensor]]:
+    leaves, _ = tree_flatten(out)
+    return [(k, t) for k, t in enumerate(leaves)
+            if isinstance(t, torch.Tensor) and t.dtype in LOW and not t.is_complex()]
+
+
+def _wide(tree: Any) -> Any:
+    def up(a: Any) -> Any:
+        if isinstance(a, torch.Tensor) and a.dtype in LOW:
+            return a.detach().to(torch.float64).clone()
+        if isinstance(a, torch.dtype) and a in LOW:
+            return torch.float64
+        return a
+
+    return tree_map(up, tree)
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[KernelCall] = []
+        self.untraced: Counter[str] = Counter()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        traced = _traced(func)
+        if traced and self.elements > ELEMENT_BUDGET:
+            self.untraced[OVER_BUDGET] += 1
+            traced = False
+        # the inputs before the call (an in-place op overwrites its first)
+        wide = _wide((args, kwargs)) if traced else None
+        dtypes = [str(a.dtype).replace("torch.", "") if isinstance(a, torch.Tensor) else None
+                  for a in tree_flatten((args, kwargs))[0]]
+        out = func(*args, **kwargs)
+        lows = _low_outputs(out)
+        if traced and lows and any(
+                func._schema.name.split("::")[-1].rstrip("_")
+                in OFF.get(LOW[t.dtype], ()) for _, t in lows):
+            self.untraced[f"{func} (measured off in {LOW[lows[0][1].dtype]})"] += 1
+            return out
+        name = func._schema.name.split("::")[-1].rstrip("_")
+        if lows and not traced and not func.is_view and name not in MOVES:
+            self.untraced[str(func)] += 1
+        elif lows and wide is not None:
+            try:
+                self._record(func, wide, dtypes, lows)
+            except Exception:  # the op has no float64 kernel here: not judged
+                self.untraced[str(func)] += 1
+        return out
+
+    def _record(self, func: Any, wide: Any, dtypes: list[str | None],
+                lows: list[tuple[int, torch.Tensor]]) -> None:
+        node = torch._C._current_autograd_node()
+        where = "forward" if node is None else type(node).__name__
+
+        def run64(scale: int | None = None, factor: float = 1.0,
+                  cast: torch.dtype | None = None) -> list[torch.Tensor]:
+            fresh = tree_map(lambda a: a.clone() if isinstance(a, torch.Tensor) else a, wide)
+            leaves, spec = tree_flatten(fresh)
+            if scale is not None:
+                leaves[scale] = leaves[scale] * factor
+            if cast is not None:  # the inputs wider than ``cast`` rounded to it first
+                leaves = [x.to(cast).to(torch.float64) if _wider(d, cast)
+                          else float(torch.tensor(x, dtype=cast)) if isinstance(x, float)
+                          else x for x, d in zip(leaves, dtypes, strict=True)]
+            a, k = spec.unflatten(leaves)
+            leaves_out, _ = tree_flatten(func(*a, **k))
+            return leaves_out
+
+        exact = run64()
+        inputs = [(i, t) for i, t in enumerate(tree_flatten(wide)[0])
+                  if isinstance(t, torch.Tensor) and t.dtype == torch.float64]
+        moved = [(run64(i, 1 + ETA), run64(i, 1 - ETA)) for i, _ in inputs]
+        for k, t in lows:
+            e = _np(exact[k])
+            shape = e.shape
+            first, second = np.zeros(shape), np.zeros(shape)
+            with np.errstate(all="ignore"):
+                for up, down in moved:
+                    u, d = np.broadcast_to(_np(up[k]), shape), np.broadcast_to(_np(down[k]), shape)
+                    first = first + np.abs(u - d) / 2
+                    second = second + np.abs(u + d - 2 * e) / 2
+                terms = np.abs(e) + first / ETA
+            operands = tuple(np.broadcast_to(_np(x), shape) for _, x in inputs)
+            scalars = any(isinstance(x, float) for x in tree_flatten(wide)[0])
+            cast = (_np(run64(cast=t.dtype)[k])
+                    if scalars or any(_wider(d, t.dtype) for d in dtypes) else None)
+            self.elements += e.size
+            self.calls.append(KernelCall(str(func), where, LOW[t.dtype], _np(t), e, terms, first,
+                                         second, cast, operands,
+                                         _reproducer(func, wide, dtypes, shape)))
+
+
+def _wider(dtype: str | None, than: torch.dtype) -> bool:
+    d = getattr(torch, dtype) if dtype is not None else None
+    return (isinstance(d, torch.dtype) and d.is_floating_point
+            and d.itemsize > than.itemsize)
+
+
+def _np(t: Any) -> np.ndarray:
+    return np.asarray(t.detach().to(torch.float64).cpu().numpy(), dtype=np.float64)
+
+
+def _reproducer(func: Any, wide: Any, dtypes: list[str | None], shape: tuple[int, ...]
+                ) -> Callable[[int], str]:
+    """The op on element ``k`` of each tensor input (broadcast to the output), in its dtype."""
+    leaves, spec = tree_flatten(wide)
+
+    def line(k: int) -> str:
+        def one(a: Any, dtype: str | None) -> Any:
+            if not isinstance(a, torch.Tensor):
+                return a
+            v = np.broadcast_to(_np(a), shape).ravel()[k] if a.numel() > 1 else _np(a).ravel()[0]
+            return _Literal(f"torch.tensor({float(v)!r}, dtype=torch.{dtype})")
+
+        a, kw = spec.unflatten([one(x, d) for x, d in zip(leaves, dtypes, strict=True)])
+        parts = [repr(x) for x in a] + [f"{n}={v!r}" for n, v in kw.items()]
+        return f"torch.ops.{func}({', '.join(parts)})"
+
+    return line
+
+
+class _Literal(str):
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def trace(run: Callable[[], Any]) -> KernelTrace:
+    """``run()`` under the recorder (module docstring)."""
+    rec = _Recorder()
+    with rec:
+        run()
+    return KernelTrace(tuple(rec.calls), tuple(sorted(rec.untraced.items())))
