@@ -427,7 +427,9 @@ def measured_rounding(tgt: Target, xs: Sequence[np.ndarray], ks: np.ndarray,
     difference carries, which makes a component at the rounding noise of its forward
     abstain; the third marks the components not measured (non-finite in the dtype, or of an
     output computed normwise).  ``None`` where nothing can be measured: a nonzero input
-    outside the dtype's normal range, or the function or its rule fails in the dtype."""
+    outside the dtype's normal range, or the function or its rule fails in the dtype or
+    answers another dtype.  (A function that computes in float64 and rounds its result to
+    the dtype measures as accurate per component: its rounding is not measured so.)"""
     t = np.finfo(numpy_dtype(LADDER_DTYPE))
     mags = np.concatenate([np.abs(np.asarray(a, dtype=np.float64)).ravel() for a in xs])
     mags = mags[mags > 0]
@@ -440,11 +442,13 @@ def measured_rounding(tgt: Target, xs: Sequence[np.ndarray], ks: np.ndarray,
             r64 = np.asarray(rev, dtype=np.float64)
             r32 = sum(row @ u for row, u in zip(tgt.rows(low, ks, LADDER_DTYPE), us,
                                                 strict=True))
-            outs64 = tgt.evaluate(xs, "float64")
-            y64, y32 = flat(outs64), flat(tgt.evaluate(low, LADDER_DTYPE))
+            outs64, outs32 = tgt.evaluate(xs, "float64"), tgt.evaluate(low, LADDER_DTYPE)
+            y64, y32 = flat(outs64), flat(outs32)
     except Exception:  # the function or its rule in the dtype: nothing measured
         return None
-    if y32.shape != y64.shape:
+    # a function that answers another dtype (computes in float64 whatever it is given) has
+    # no rounding of the dtype to measure
+    if y32.shape != y64.shape or any(np.asarray(o).dtype != t.dtype for o in outs32):
         return None
     ratio = fd.EPS64 / float(t.eps)
     sizes = np.cumsum([0, *[np.size(o) for o in outs64]])

@@ -293,3 +293,17 @@ def test_c_the_measured_rounding_tells_a_decomposition_from_a_computation_per_co
             if not normwise:
                 assert not noise.any()
                 assert spread[1] < 1e-30  # eps64 times the component's own terms, 5e-17
+
+
+def test_c_nothing_is_measured_where_the_function_answers_another_dtype():
+    """A function that computes in float64 whatever it is given has no float32 rounding to
+    measure: the normwise rounding stays (measured_rounding answers None)."""
+    from gradcheck.backends.registry import get_backend
+
+    subject = resolution.Subject(get_backend("torch"), lambda v: v.double() * v.double().sum(),
+                                 measured=True)
+    x = np.array([1.0, 5e-17, -0.7])
+    tgt = resolution.target(subject, [x], 1, 0)
+    ks = np.arange(x.size)
+    rev = tgt.rows([x], ks, "float64")[0] @ np.abs(x)
+    assert resolution.measured_rounding(tgt, [x], ks, [np.abs(x)], rev) is None
