@@ -2,14 +2,17 @@
 catalog's ops, whose derivatives the suites establish; docs/error-model.md section 4c):
 
     python benchmarks/per_component_false_alarms.py --backend torch [--dtype float16 ...]
-        [--order 2] [--op GLOB ...]
+        [--order 2] [--op GLOB ...] [--tiny 1e-17]
 
 Every catalog op the backend implements, in each dtype asked for that the op declares (float16
 and bfloat16 where the op declares float32), at its seeded sample point and its special points,
 is checked by the numeric pipeline with the stage (the default ``CheckConfig``).  A result of
 the stage (``details["per_component"]``) that failed where the op has no known discrepancy for
 that check is printed, and the counts of runs, of runs where the stage recorded a result, and
-of failures it added are printed at the end.
+of failures it added are printed at the end.  ``--tiny S`` moves the points (the sample and
+the special points) to inputs with a component tiny against the others: the first element of
+every input of two or more elements times ``S`` (class c of docs/error-model.md section 4c:
+the stage's scaled check then runs on every op whose magnitudes so span ``2^26``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def main() -> None:
     p.add_argument("--dtype", action="append")
     p.add_argument("--order", type=int, default=1)
     p.add_argument("--op", action="append")
+    p.add_argument("--tiny", type=float)
     a = p.parse_args()
     dtypes = a.dtype or ["float64", "float32", "float16", "bfloat16"]
     backend = get_backend(a.backend)
@@ -60,7 +64,8 @@ def main() -> None:
                 cfg = CheckConfig(order=a.order, seed=case.seed, probes=3, name=spec.name,
                                   test_id=case.id, only_inputs=spec.diff_args)
                 try:
-                    results = run_numeric_checks(backend, fn, case_inputs(case), device="cpu",
+                    results = run_numeric_checks(backend, fn, tiny(case_inputs(case), a.tiny),
+                                                 device="cpu",
                                                  dtype=dtype, config=cfg)
                 except Exception as exc:
                     print(f"{case.id}: {type(exc).__name__}: {exc}")
@@ -77,6 +82,22 @@ def main() -> None:
                     print(f"{case.id} order {r.order}: {r.message[:400]}")
     print(f"{runs} runs, {ran} with a recorded per-component result, {added} failures added "
           f"({time.perf_counter() - began:.0f} s)")
+
+
+def tiny(inputs, scale):
+    """``inputs`` with the first element of each one of two or more elements times ``scale``
+    (unchanged without one)."""
+    import numpy as np
+
+    if scale is None:
+        return inputs
+    out = []
+    for a in inputs:
+        a = np.array(a, copy=True)
+        if a.size >= 2 and np.issubdtype(a.dtype, np.floating):
+            a.reshape(-1)[0] *= scale
+        out.append(a)
+    return tuple(out)
 
 
 if __name__ == "__main__":

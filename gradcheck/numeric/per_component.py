@@ -24,7 +24,9 @@ comparisons, where one of these can happen (:func:`reasons`):
   ``scaled`` checks (every output component against its own resolution, with steps relative
   to each element's magnitude, subnormal inputs at :data:`SUBNORMAL_SCALE`), in float64,
   reverse mode (a tangent scaled by ``|x|`` overflows the products of a correct forward-mode
-  formula), a component whose differences are all exactly zero abstaining.
+  formula), a component whose differences are all exactly zero abstaining; where the function
+  is not elementwise in fact, each component's rounding measured
+  (:attr:`gradcheck.numeric.resolution.Subject.measured`).
 
 A failed verdict is a result of the compared kind (``vjp``, ``vjp_of_vjp``, ``rounding``)
 with ``details["per_component"]`` naming the oracle and ``details["per_component_reason"]``
@@ -120,7 +122,7 @@ def run(prep: Prepared) -> None:
     a check that cannot run records nothing (the projected comparisons stand)."""
     if not applies(prep):
         return
-    subject = Subject(prep.backend.backend, prep.fn, elementwise=True, normwise=True,
+    subject = Subject(prep.backend.backend, prep.fn, elementwise=True, measured=True,
                       order2=prep.cfg.order >= 2 and prep.backend.supports_order2,
                       device=prep.device, ones_in_fact=True)
     modes = tuple(m for m in prep.cfg.modes if m == "rev" or prep.backend.supports_jvp)

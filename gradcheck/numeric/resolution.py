@@ -18,7 +18,10 @@ in magnitude.  These checks judge each output component against its *own* resolu
   (``fwd_rev``).  A component whose FD error is above ``RESOLUTION`` of its size abstains.
   Where the target is not elementwise in fact and :attr:`Subject.normwise` is set, each
   component carries the rounding of the largest one of its output (decompositions are
-  accurate normwise, not per component).
+  accurate normwise, not per component); with :attr:`Subject.measured` (``check``), each
+  component's rounding is measured instead (:func:`measured_rounding`: the components
+  computed in float32 too), the normwise rounding staying where the values show the output
+  is computed normwise, or nothing can be measured.
 * ``ulp`` (dtypes below float64, targets elementwise in fact, orders 1 and 2, reverse and
   forward): each derivative element in the dtype against the same function's float64
   derivative correctly rounded to the dtype, in units of :func:`ulp_units`; failed above
@@ -52,6 +55,10 @@ from gradcheck.oracle.scaled import element_scales, scaled_central
 ROW_LIMIT = 32
 #: inputs of at most this many elements have each element moved alone by :func:`diagonal`
 ALONE_LIMIT = 32
+#: the dtype in which :func:`measured_rounding` computes the compared components again: its
+#: difference from float64, times ``eps64 / eps`` of it, is each component's float64 rounding,
+#: measured (a rounding error is proportional to the unit roundoff of the arithmetic)
+LADDER_DTYPE = "float32"
 #: the absolute rounding of one term in float64's subnormal range: an engine that flushes
 #: subnormal results to zero (XLA on CPU) loses up to the smallest normal number per rounding,
 #: whatever the relative model says; counted like ROUNDING_GAMMA counts relative roundings
@@ -90,6 +97,11 @@ class Subject:
     order2: bool = False
     device: str = "cpu"
     ones_in_fact: bool = False
+    #: where the target is not elementwise in fact, each component's rounding measured
+    #: (:func:`measured_rounding`: the same components computed in float32) in place of
+    #: :attr:`normwise`'s largest component of the output, which stays where nothing could
+    #: be measured
+    measured: bool = False
 
 
 @dataclass(frozen=True)
@@ -326,9 +338,21 @@ def scaled_checks(subject: Subject, arrays: Sequence[np.ndarray], order: int, se
     # range (TINY64): a component of ~1e-308 is 0 in a flush-to-zero engine; and of each
     # derivative entry there, times its u
     underflow = ROUNDING_GAMMA * TINY64 * (np.maximum(count, 1) + tiny_d)
-    scale = (_normwise(tgt, xs, ks, terms) if subject.normwise and not tgt.elementwise
-             else terms)
-    rounding = ROUNDING_GAMMA * fd.EPS64 * scale + underflow
+    measured = None
+    if subject.measured and not tgt.elementwise:
+        measured = measured_rounding(tgt, xs, ks, uflat, rev)
+    if measured is not None:
+        # each component's own rounding, measured: a decomposition's rounding of the largest
+        # component shows in the small ones, a dropped component (0 in both dtypes) adds
+        # nothing; where a component could not be measured, the normwise rounding stays
+        spread, noise, unmeasured = measured
+        scale = np.where(unmeasured, _normwise(tgt, xs, ks, terms), terms)
+        rounding = ROUNDING_GAMMA * (fd.EPS64 * scale + spread) + underflow
+        err = err + noise
+    else:
+        scale = (_normwise(tgt, xs, ks, terms)
+                 if (subject.normwise or subject.measured) and not tgt.elementwise else terms)
+        rounding = ROUNDING_GAMMA * fd.EPS64 * scale + underflow
     with np.errstate(all="ignore"):
         # resolved in its own terms: a step family that straddles a period, a kink or a pole
         # has no small error estimate; an exactly zero component resolves with err = 0
@@ -351,7 +375,13 @@ def scaled_checks(subject: Subject, arrays: Sequence[np.ndarray], order: int, se
     if off_mpmath.any():
         what += (f" ({int(off_mpmath.sum())} components not judged: the differenced "
                  "function's own value there is off mpmath's)")
-    out = [verdict(rev_kind, order, "scaled", rev, want, allowed, judged, what)]
+    if measured is not None:
+        what += (f"; each component's rounding measured (the components computed in "
+                 f"{LADDER_DTYPE} too)")
+    # how many compared components had their rounding measured (:func:`measured_rounding`)
+    extra = ({"rounding_measured": int((~measured[2]).sum())} if measured is not None
+             else {})
+    out = [verdict(rev_kind, order, "scaled", rev, want, allowed, judged, what, extra)]
     if "fwd" in modes:
         fwd = tgt.jvp(xs, us, "float64")[ks]
         out.append(verdict(fwd_kind, order, "scaled", fwd, want, allowed, judged,
@@ -364,6 +394,78 @@ def scaled_checks(subject: Subject, arrays: Sequence[np.ndarray], order: int, se
                            "forward vs reverse mode per output component (J u)_k, rounding "
                            "bound of its own terms and of underflow"))
     return out
+
+
+def measured_rounding(tgt: Target, xs: Sequence[np.ndarray], ks: np.ndarray,
+                      us: Sequence[np.ndarray], rev: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per compared component ``k``, the float64 rounding of reverse mode's ``(J u)_k``
+    (``rev``, at ``x``) and of the value ``f_k``, measured: both computed again in
+    :data:`LADDER_DTYPE` at ``x`` rounded to it, their difference from float64 at ``x`` times
+    ``eps64 / eps`` of the dtype (the move of ``x`` by one rounding of the dtype adds the
+    component's true change over it, the same factor smaller: about eps64 times its own
+    second-order terms); float64 at ``x`` itself, the values and components judged (no
+    VJP batch more).  A computation accurate per component differs by about ``eps`` times
+    the component's own terms, one accurate normwise (eigh, svd, qr, solve) by ``eps`` times
+    the largest component of its output, whatever the component's own size; a rule that
+    drops a component drops it in both dtypes (0 measured: it is still caught).
+
+    The values say which model holds: where a value ``f_j`` of an output moves by more than
+    ``ROUNDING_GAMMA eps64 |f_j|`` (its own rounding), measured so, that output is computed
+    accurately only normwise, and a systematic error of its small components (one that does
+    not scale with eps: torch's ``qr`` Q at a row of 1e-18, whose derivative components there
+    are 0.4-6% apart by FD of the forward and by reverse mode, in float32 as in float64) is
+    not measured: its components are marked unmeasured (they keep the normwise rounding).
+    So is a component whose value is exactly 0: nothing rounded there to measure, while a
+    decomposition can hold it at 0 by deflation where exact arithmetic moves it (eigh of two
+    uncoupled blocks with entries of 1e-17: the derivative across the blocks is about 1e-18,
+    FD and reverse mode both give 1e-273 or less, in float32 as in float64).
+
+    Returns ``(spread, noise, unmeasured)``: the first is the measured rounding of
+    ``(J u)_k``; the second, that excess of the value ``f_k`` divided by the smallest step of
+    the scaled families times ``(r + 1) / (r - 1)`` (the extrapolation): noise each
+    difference carries, which makes a component at the rounding noise of its forward
+    abstain; the third marks the components not measured (non-finite in the dtype, or of an
+    output computed normwise).  ``None`` where nothing can be measured: a nonzero input
+    outside the dtype's normal range, or the function or its rule fails in the dtype or
+    answers another dtype.  (A function that computes in float64 and rounds its result to
+    the dtype measures as accurate per component: its rounding is not measured so.)"""
+    t = np.finfo(numpy_dtype(LADDER_DTYPE))
+    mags = np.concatenate([np.abs(np.asarray(a, dtype=np.float64)).ravel() for a in xs])
+    mags = mags[mags > 0]
+    if mags.size and not (mags.min() >= float(t.tiny) and mags.max() <= float(t.max)):
+        return None
+    low = [np.asarray(a, dtype=np.float64).astype(t.dtype).astype(np.float64) for a in xs]
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            r64 = np.asarray(rev, dtype=np.float64)
+            r32 = sum(row @ u for row, u in zip(tgt.rows(low, ks, LADDER_DTYPE), us,
+                                                strict=True))
+            outs64, outs32 = tgt.evaluate(xs, "float64"), tgt.evaluate(low, LADDER_DTYPE)
+            y64, y32 = flat(outs64), flat(outs32)
+    except Exception:  # the function or its rule in the dtype: nothing measured
+        return None
+    # a function that answers another dtype (computes in float64 whatever it is given) has
+    # no rounding of the dtype to measure
+    if y32.shape != y64.shape or any(np.asarray(o).dtype != t.dtype for o in outs32):
+        return None
+    ratio = fd.EPS64 / float(t.eps)
+    sizes = np.cumsum([0, *[np.size(o) for o in outs64]])
+    with np.errstate(all="ignore"):
+        moved_all = np.abs(y32 - y64) * ratio
+        beyond = (~np.isfinite(moved_all)
+                  | (moved_all > ROUNDING_GAMMA * fd.EPS64 * np.abs(y64)))
+        normwise = np.array([bool(beyond[a:b].any()) for a, b in zip(sizes[:-1], sizes[1:],
+                                                                  strict=True)])
+        which = np.searchsorted(sizes, ks, side="right") - 1
+        spread, moved = np.abs(r32 - r64) * ratio, moved_all[ks]
+        unmeasured = (~(np.isfinite(spread) & np.isfinite(moved)) | normwise[which]
+                      | (y64[ks] == 0))
+        excess = np.where(beyond[ks] & np.isfinite(moved), moved, 0.0)
+    per_step = max((base ** 2 + 1) / (base ** 2 - 1) * base ** max(exps)
+                   for base, exps in fd.SCALED_FAMILIES)
+    return np.where(unmeasured, 0.0, spread), excess * per_step, unmeasured
 
 
 def _normwise(tgt: Target, xs: Sequence[np.ndarray], ks: np.ndarray, terms: np.ndarray
