@@ -211,7 +211,7 @@ def _verdict_message(v: Verdict, label: str, level: float | None, oracle: bool,
     def message(r: CheckResult) -> str:
         if v.status is Status.INCONCLUSIVE:
             return unresolved_message(r, label, v.model_allowed, v.terms, oracle,
-                                      model.resolution)
+                                      model.resolution, v.fd_error)
         text = agreement_message(r, label)
         if level is None:
             return text

@@ -90,6 +90,7 @@ class Verdict:
     resolution: float  # the largest model allowance / terms over the probes
     model_allowed: float  # the error model's allowance at the reported probe
     terms: float  # the compared terms at the reported probe
+    fd_error: float = 0.0  # the oracle's error estimate at the reported probe (0: AD vs AD)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +114,24 @@ def probe_ratios(c: Comparison, model: AllowanceModel
     return ratios, allows
 
 
+def _vouched(c: Comparison, q: int, ratio: float, resolution: float) -> bool:
+    """Whether probe ``q`` fails whatever the oracle's error: a finite value beyond its
+    allowance (``ratio`` above 1); a non-finite value against a different non-finite one
+    (``inf`` vs ``-inf``, a value vs NaN); or a non-finite value against a finite expected value
+    whose finite-difference error is at most ``resolution`` of it (two AD values: error 0), so
+    that the true derivative is known to be finite there; or a NaN whose terms are not
+    infinite (a NaN in the AD values, which no true derivative rounds to; infinite terms make
+    NaN of ``inf - inf`` in the projection).  Two equal non-finite values decide nothing."""
+    a, e, err = float(c.actual[q]), float(c.expected[q]), float(c.fd_error[q])
+    if np.isfinite(a):
+        return ratio > 1.0
+    if not np.isfinite(e):
+        return not (a == e or (np.isnan(a) and np.isnan(e)))
+    if np.isnan(a) and not np.isinf(c.terms[q]):
+        return True  # a NaN in the AD values themselves (not inf - inf in the projection)
+    return bool(np.isfinite(err)) and err <= resolution * abs(e)
+
+
 def judge(c: Comparison, model: AllowanceModel) -> Verdict:
     """The verdict of ``c`` (module docstring): pure, no adapter call, no record."""
     ratios, allows = probe_ratios(c, model)
@@ -132,13 +151,26 @@ def judge(c: Comparison, model: AllowanceModel) -> Verdict:
                                         rounding_floor=_at(c.floors, q))]
     if ok and unresolved:
         p = max(unresolved, key=lambda q: resolution[q])
+    undecided = False
+    if not ok and not np.isfinite(c.actual[p]):
+        # a non-finite value fails only against a value known to be finite (or another
+        # non-finite one): FD estimates that bound themselves, or an AD value (fd_error 0);
+        # else the derivative may be beyond float64 (1/x at 1e-300: -1e600), or the steps too
+        # coarse to see it (a pole at 3e-300): nothing is decided (docs/error-model.md, e)
+        vouched = [q for q in range(c.probes)
+                   if _vouched(c, q, ratios[q], model.model.resolution)]
+        if vouched:
+            p = max(vouched, key=lambda q: (not np.isfinite(c.actual[q]), ratios[q]))
+        else:
+            undecided = True
     disc = abs(float(c.actual[p]) - float(c.expected[p]))
     rel = (disc / abs(float(c.expected[p])) if c.expected[p] != 0
            else (0.0 if disc == 0 else float(np.inf)))
-    status = Status.FAILED if not ok else Status.INCONCLUSIVE if unresolved else Status.PASSED
+    status = (Status.INCONCLUSIVE if undecided else Status.FAILED if not ok
+              else Status.INCONCLUSIVE if unresolved else Status.PASSED)
     return Verdict(status, p, float(c.expected[p]), float(c.actual[p]), disc, float(rel),
                    allows[p].allowed, allows[p].source, float(ratios[p]),
-                   float(max(resolution)), models[p], float(c.terms[p]))
+                   float(max(resolution)), models[p], float(c.terms[p]), float(c.fd_error[p]))
 
 
 def agreement_message(r: CheckResult, label: str) -> str:
@@ -153,11 +185,21 @@ def agreement_message(r: CheckResult, label: str) -> str:
 
 
 def unresolved_message(r: CheckResult, label: str, model: float, terms: float,
-                       oracle: bool, resolution: float = error_model.RESOLUTION) -> str:
+                       oracle: bool, resolution: float = error_model.RESOLUTION,
+                       fd_error: float = 0.0) -> str:
     """Why a comparison within its allowance is not passed: the allowance is not resolved."""
     what = r.subject + (f" ({label})" if label else "")
     v = shown(r)
     assert v is not None
+    if r.actual is not None and not np.isfinite(r.actual):
+        return (f"{what} not decided: actual {v.actual} vs expected {v.expected}: "
+                + ("two equal non-finite values decide nothing" if r.expected is not None
+                   and not np.isfinite(r.expected) else
+                   f"the finite-difference estimate does not bound the derivative (its error "
+                   f"{number(fd_error)} against the value {v.expected}, more than "
+                   f"{resolution:g}x it), so the true derivative may be beyond float64's range "
+                   "(1/x at 1e-300 is -1e600) or vary on a scale the steps do not see")
+                + f"; not passed [{r.allowed_source}]")
     times = f"{model / terms:.3g}x" if terms > 0 else "infinitely many times"
     cause = ("the finite-difference estimate cannot resolve this derivative (f is noisy, "
              "nondeterministic or not smooth on the scale of the steps)" if oracle else

@@ -332,7 +332,15 @@ def scaled_checks(subject: Subject, arrays: Sequence[np.ndarray], order: int, se
         # the same for the nonzero subnormal entries of a row (an exact zero may be structural)
         tiny_d = sum(((r != 0) & (np.abs(r) < TINY64)) @ np.abs(u)
                      for r, u in zip(rows, uflat, strict=True))
+        # and a non-finite entry where the entry that alone gives the component, (J u)_k / u_i,
+        # is beyond float64 (d/db a/b at b = 3e-300 is -3e598: -inf is its rounding)
         huge_d = np.zeros(len(ks), dtype=bool)
+        with np.errstate(all="ignore"):
+            for r, u in zip(rows, uflat, strict=True):
+                bad = ~np.isfinite(r)
+                if bad.any():
+                    need = np.abs(est.value[ks])[:, None] / np.abs(u)[None, :]
+                    huge_d |= np.any(bad & ~(need <= np.finfo(np.float64).max), axis=1)
     want, err = est.value[ks], est.error[ks]
     # relative rounding of the terms, plus the absolute rounding of each term in the subnormal
     # range (TINY64): a component of ~1e-308 is 0 in a flush-to-zero engine; and of each
