@@ -120,15 +120,16 @@ def _vouched(c: Comparison, q: int, ratio: float, resolution: float) -> bool:
     (``inf`` vs ``-inf``, a value vs NaN); or a non-finite value against a finite expected value
     whose finite-difference error is at most ``resolution`` of it (two AD values: error 0), so
     that the true derivative is known to be finite there; or a NaN whose terms are not
-    infinite (a NaN in the AD values, which no true derivative rounds to; infinite terms make
-    NaN of ``inf - inf`` in the projection).  Two equal non-finite values decide nothing."""
+    infinite (a NaN in the AD values, which no true derivative rounds to, whatever it is
+    compared with; infinite terms make NaN of ``inf - inf`` in the projection).  Two equal
+    infinite values, or NaNs of infinite terms, decide nothing."""
     a, e, err = float(c.actual[q]), float(c.expected[q]), float(c.fd_error[q])
     if np.isfinite(a):
         return ratio > 1.0
-    if not np.isfinite(e):
-        return not (a == e or (np.isnan(a) and np.isnan(e)))
     if np.isnan(a) and not np.isinf(c.terms[q]):
         return True  # a NaN in the AD values themselves (not inf - inf in the projection)
+    if not np.isfinite(e):
+        return not (a == e or (np.isnan(a) and np.isnan(e)))
     return bool(np.isfinite(err)) and err <= resolution * abs(e)
 
 
