@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -210,6 +210,35 @@ def gradcheck_passes(f: Callable, x: np.ndarray, backend: str, **kw: object) -> 
     # no false alarm: nothing failed (an abstention is not one; Report.passed also needs a
     # decided comparison)
     return not gradcheck.check(f, x, backend=backend, **kw).failures
+
+
+def catalog_cases(backend_name: str, backend: object, ops: list[str] | None,
+                  dtypes: list[str], order: int) -> Iterator[tuple[object, Callable, str, object]]:
+    """``(spec, fn, dtype, case)`` for every catalog op the backend implements (``ops``: name
+    globs), in each of ``dtypes`` it declares (float16 and bfloat16 where it declares float32)
+    and the backend has, at its seeded sample point and its special points; order 2 only for
+    ops that declare it."""
+    import fnmatch
+
+    from gradcheck.harness.runner import Case, op_function
+    from gradcheck.ops import catalog
+
+    for spec in catalog.all_specs():
+        if ops and not any(fnmatch.fnmatch(spec.name, g) for g in ops):
+            continue
+        try:
+            fn = op_function(backend_name, spec.name)
+        except Exception:
+            continue
+        declared = set(spec.dtypes) | ({"float16", "bfloat16"} if "float32" in spec.dtypes
+                                       else set())
+        if order == 2 and not spec.order2:
+            continue
+        for dtype in dtypes:
+            if dtype not in declared or dtype not in getattr(backend, "dtypes", ()):
+                continue
+            for point in ["random", *[sp.name for sp in spec.special]]:
+                yield spec, fn, dtype, Case(backend_name, "cpu", dtype, spec.name, point)
 
 
 def fmt_ms(seconds: float) -> str:

@@ -28,13 +28,12 @@ value, float64).  This is the measurement behind ``gradcheck.engines.torch.kerne
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import time
 import warnings
 from collections import defaultdict
 
 import numpy as np
-from _common import setup
+from _common import catalog_cases, setup
 
 
 def _unary():
@@ -178,10 +177,9 @@ def main() -> None:
     from gradcheck.backends.kernels import KernelTrace
     from gradcheck.backends.registry import get_backend
     from gradcheck.core.results import Status
-    from gradcheck.harness.runner import Case, case_inputs, op_function
+    from gradcheck.harness.runner import case_inputs
     from gradcheck.numeric import kernel_ulps
     from gradcheck.numeric.resolution import Subject
-    from gradcheck.ops import catalog
 
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="torch")
@@ -224,52 +222,37 @@ def main() -> None:
         return tr
 
     backend.trace_kernels = recording  # type: ignore[method-assign]
-    for spec in catalog.all_specs():
-        if a.op and not any(fnmatch.fnmatch(spec.name, g) for g in a.op):
+    for spec, fn, dtype, case in catalog_cases(a.backend, backend, a.op, dtypes, a.order):
+        args = [np.asarray(x) for x in case_inputs(case)]
+        diff = list(spec.diff_args if spec.diff_args is not None
+                    else range(len(args)))
+        if not all(np.issubdtype(args[k].dtype, np.floating) for k in diff):
+            continue
+
+        native = getattr(backend, "to_native", None)
+
+        def f(*xs, fn=fn, args=args, diff=diff, native=native):
+            full = [native(x, "cpu") if native is not None else x for x in args]
+            for k, x in zip(diff, xs, strict=True):
+                full[k] = x
+            return fn(*full)
+
+        fixed_args = [x for k, x in enumerate(args) if k not in diff]
+        if any(np.issubdtype(x.dtype, np.floating) for x in fixed_args):
+            # fixed float arguments would stay float64 in a low-precision call
             continue
         try:
-            fn = op_function(a.backend, spec.name)
-        except Exception:
+            vs = kernel_ulps.kernel_checks(Subject(backend, f), [args[k] for k in diff],
+                                           dtype, a.order, case.seed, a.mode)
+        except Exception as exc:
+            errors += 1
+            print(f"{case.id}: {type(exc).__name__}: {str(exc)[:200]}")
             continue
-        declared = set(spec.dtypes) | ({"float16", "bfloat16"} if "float32" in spec.dtypes
-                                       else set())
-        if a.order == 2 and not spec.order2:
-            continue
-        for dtype in dtypes:
-            if dtype not in declared or dtype not in backend.dtypes:
-                continue
-            for point in ["random", *[sp.name for sp in spec.special]]:
-                case = Case(a.backend, "cpu", dtype, spec.name, point)
-                args = [np.asarray(x) for x in case_inputs(case)]
-                diff = list(spec.diff_args if spec.diff_args is not None
-                            else range(len(args)))
-                if not all(np.issubdtype(args[k].dtype, np.floating) for k in diff):
-                    continue
-
-                native = getattr(backend, "to_native", None)
-
-                def f(*xs, fn=fn, args=args, diff=diff, native=native):
-                    full = [native(x, "cpu") if native is not None else x for x in args]
-                    for k, x in zip(diff, xs, strict=True):
-                        full[k] = x
-                    return fn(*full)
-
-                fixed_args = [x for k, x in enumerate(args) if k not in diff]
-                if any(np.issubdtype(x.dtype, np.floating) for x in fixed_args):
-                    # fixed float arguments would stay float64 in a low-precision call
-                    continue
-                try:
-                    vs = kernel_ulps.kernel_checks(Subject(backend, f), [args[k] for k in diff],
-                                                   dtype, a.order, case.seed, a.mode)
-                except Exception as exc:
-                    errors += 1
-                    print(f"{case.id}: {type(exc).__name__}: {str(exc)[:200]}")
-                    continue
-                runs[dtype] += 1
-                for v in vs:
-                    if v.status is Status.FAILED:
-                        failed[dtype] += 1
-                        print(f"{case.id} order {a.order}: {v.message('kernel_ulp')[-700:]}")
+        runs[dtype] += 1
+        for v in vs:
+            if v.status is Status.FAILED:
+                failed[dtype] += 1
+                print(f"{case.id} order {a.order}: {v.message('kernel_ulp')[-700:]}")
     for dtype in dtypes:
         allneed = np.concatenate(needs[dtype]) if needs[dtype] else np.zeros(0)
         if not allneed.size:

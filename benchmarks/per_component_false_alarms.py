@@ -18,20 +18,18 @@ the stage's scaled check then runs on every op whose magnitudes so span ``2^26``
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import time
 import warnings
 
-from _common import setup
+from _common import catalog_cases, setup
 
 
 def main() -> None:
     setup()
     from gradcheck.backends.registry import get_backend
     from gradcheck.core.results import Status
-    from gradcheck.harness.runner import Case, case_inputs, op_function
+    from gradcheck.harness.runner import case_inputs
     from gradcheck.numeric import CheckConfig, run_numeric_checks
-    from gradcheck.ops import catalog
 
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="torch")
@@ -45,41 +43,26 @@ def main() -> None:
     runs = ran = added = 0
     began = time.perf_counter()
     warnings.simplefilter("ignore")
-    for spec in catalog.all_specs():
-        if a.op and not any(fnmatch.fnmatch(spec.name, g) for g in a.op):
-            continue
+    for spec, fn, dtype, case in catalog_cases(a.backend, backend, a.op, dtypes, a.order):
+        cfg = CheckConfig(order=a.order, seed=case.seed, probes=3, name=spec.name,
+                          test_id=case.id, only_inputs=spec.diff_args)
         try:
-            fn = op_function(a.backend, spec.name)
-        except Exception:
+            results = run_numeric_checks(backend, fn, tiny(case_inputs(case), a.tiny),
+                                         device="cpu",
+                                         dtype=dtype, config=cfg)
+        except Exception as exc:
+            print(f"{case.id}: {type(exc).__name__}: {exc}")
             continue
-        declared = set(spec.dtypes) | ({"float16", "bfloat16"} if "float32" in spec.dtypes
-                                       else set())
-        if a.order == 2 and not spec.order2:
-            continue
-        for dtype in dtypes:
-            if dtype not in declared or dtype not in backend.dtypes:
+        runs += 1
+        mine = [r for r in results if r.details.get("per_component")]
+        ran += bool(mine)
+        for r in mine:
+            if r.status is not Status.FAILED:
                 continue
-            for point in ["random", *[sp.name for sp in spec.special]]:
-                case = Case(a.backend, "cpu", dtype, spec.name, point)
-                cfg = CheckConfig(order=a.order, seed=case.seed, probes=3, name=spec.name,
-                                  test_id=case.id, only_inputs=spec.diff_args)
-                try:
-                    results = run_numeric_checks(backend, fn, tiny(case_inputs(case), a.tiny),
-                                                 device="cpu",
-                                                 dtype=dtype, config=cfg)
-                except Exception as exc:
-                    print(f"{case.id}: {type(exc).__name__}: {exc}")
-                    continue
-                runs += 1
-                mine = [r for r in results if r.details.get("per_component")]
-                ran += bool(mine) or any(r.details.get("per_component") for r in results)
-                for r in mine:
-                    if r.status is not Status.FAILED:
-                        continue
-                    if spec.known_for(a.backend, dtype, r.kind.value, point):
-                        continue
-                    added += 1
-                    print(f"{case.id} order {r.order}: {r.message[:400]}")
+            if spec.known_for(a.backend, dtype, r.kind.value, case.point):
+                continue
+            added += 1
+            print(f"{case.id} order {r.order}: {r.message[:400]}")
     print(f"{runs} runs, {ran} with a recorded per-component result, {added} failures added "
           f"({time.perf_counter() - began:.0f} s)")
 

@@ -21,7 +21,7 @@ import pytest
 
 import gradcheck
 from gradcheck.numeric import resolution
-from tests.numeric.test_detection_classes import assert_pair, check
+from tests.numeric.test_detection_classes import assert_pair, check, custom_vjp
 
 torch = pytest.importorskip("torch")
 
@@ -45,23 +45,6 @@ def missed_before(fn, x, **kw):
     """The mutant passes the projected comparisons and the former normwise stage."""
     assert check(fn, x, resolution=False, **kw).passed
     assert not normwise_only(fn, x, **kw)
-
-
-def custom_vjp(forward, vjp):
-    """A torch op ``forward(x)`` with the hand-written ``vjp(x, g)``."""
-
-    class Op(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return forward(x)
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return vjp(x, g)
-
-    return Op.apply
 
 
 def kept(t, below):

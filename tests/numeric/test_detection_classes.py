@@ -41,6 +41,13 @@ def elementwise(forward, first, second=None):
             x, g = ctx.saved_tensors
             return gg * g * second(x), gg * first(x)
 
+    return custom_vjp(forward, lambda x, g: Second.apply(x, g) if second is not None
+                      else g * first(x))
+
+
+def custom_vjp(forward, vjp):
+    """A torch op ``forward(x)`` with the hand-written ``vjp(x, g)``."""
+
     class Op(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -50,7 +57,7 @@ def elementwise(forward, first, second=None):
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
-            return Second.apply(x, g) if second is not None else g * first(x)
+            return vjp(x, g)
 
     return Op.apply
 
