@@ -15,7 +15,7 @@ computation's intermediates can do).  The judgement itself is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,3 +70,23 @@ class KernelTrace:
 
     calls: tuple[KernelCall, ...]
     untraced: tuple[tuple[str, int], ...] = ()
+
+
+#: the relative step of the float64 partial derivatives of a kernel (:attr:`KernelCall.terms`)
+ETA = 2.0 ** -20
+
+
+def differences(exact: np.ndarray, moved: Sequence[tuple[np.ndarray, np.ndarray]]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(terms, first, second)`` of :class:`KernelCall` for one output of ``exact`` (its
+    float64 value), from the same output with each floating input moved by ``1 + ETA`` and
+    ``1 - ETA`` (``moved``: one pair per input, each broadcast to ``exact``'s shape)."""
+    shape = exact.shape
+    first, second = np.zeros(shape), np.zeros(shape)
+    with np.errstate(all="ignore"):
+        for up, down in moved:
+            u, d = np.broadcast_to(up, shape), np.broadcast_to(down, shape)
+            first = first + np.abs(u - d) / 2
+            second = second + np.abs(u + d - 2 * exact) / 2
+        terms = np.abs(exact) + first / ETA
+    return terms, first, second

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradcheck.backends.kernels import ELEMENT_BUDGET, OVER_BUDGET, KernelCall
+from gradcheck.backends.kernels import ELEMENT_BUDGET, ETA, OVER_BUDGET, KernelCall, differences
 
 #: lax primitives computed element by element whose result is a function of their inputs'
 #: values alone (not of the dtype: ``nextafter`` and ``reduce_precision`` are left out)
@@ -57,7 +57,6 @@ _CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "custom_jvp_call"
                     "custom_vjp_call", "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint",
                     "custom_lin"})
 LOW = ("float32", "float16", "bfloat16")
-ETA = 2.0 ** -20
 
 
 class Recorder:
@@ -141,13 +140,7 @@ class Recorder:
         for k, o in lows:
             e = exact[k]
             shape = e.shape
-            first, second = np.zeros(shape), np.zeros(shape)
-            with np.errstate(all="ignore"):
-                for up, down in moved:
-                    u, d = np.broadcast_to(up[k], shape), np.broadcast_to(down[k], shape)
-                    first = first + np.abs(u - d) / 2
-                    second = second + np.abs(u + d - 2 * e) / 2
-                terms = np.abs(e) + first / ETA
+            terms, first, second = differences(e, [(up[k], down[k]) for up, down in moved])
             operands = tuple(np.broadcast_to(np.asarray(wide[i], dtype=np.float64), shape)
                              for i in floats)
             dtypes = [_dtype(x) for x in invals]

@@ -22,7 +22,14 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from gradcheck.backends.kernels import ELEMENT_BUDGET, OVER_BUDGET, KernelCall, KernelTrace
+from gradcheck.backends.kernels import (
+    ELEMENT_BUDGET,
+    ETA,
+    OVER_BUDGET,
+    KernelCall,
+    KernelTrace,
+    differences,
+)
 
 #: the dtypes whose kernels are traced
 LOW = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -55,8 +62,6 @@ OFF = {
     # pytorch#187806, reported upstream already
     "float32": ("special_i1e", "gelu", "gelu_backward"),
 }
-#: the relative step of the float64 partial derivatives
-ETA = 2.0 ** -20
 
 
 def _traced(func: Any) -> bool:
@@ -144,13 +149,8 @@ class _Recorder(TorchDispatchMode):
         for k, t in lows:
             e = _np(exact[k])
             shape = e.shape
-            first, second = np.zeros(shape), np.zeros(shape)
-            with np.errstate(all="ignore"):
-                for up, down in moved:
-                    u, d = np.broadcast_to(_np(up[k]), shape), np.broadcast_to(_np(down[k]), shape)
-                    first = first + np.abs(u - d) / 2
-                    second = second + np.abs(u + d - 2 * e) / 2
-                terms = np.abs(e) + first / ETA
+            terms, first, second = differences(
+                e, [(_np(up[k]), _np(down[k])) for up, down in moved])
             operands = tuple(np.broadcast_to(_np(x), shape) for _, x in inputs)
             scalars = any(isinstance(x, float) for x in tree_flatten(wide)[0])
             cast = (_np(run64(cast=t.dtype)[k])
