@@ -19,10 +19,10 @@ element).
 With ``--backend jax`` the same through jax's ops (:func:`_unary_jax`).  Every finite
 float16/bfloat16 value of magnitude 1e-6..1e4 (float32: 200000
 log-uniform samples) through each unary op of :data:`UNARY` and its backward (seeded normal
-cotangents), with the kernels of ``OFF`` judged too: per kernel (and the op it
+cotangents): per kernel (and the op it
 ran in), how many elements are off and the worst one (its inputs, got, the correctly rounded
-value, float64).  This is the measurement behind ``gradcheck.engines.torch.kernels.OFF`` and
-``gradcheck.engines.jax.kernels.OFF``.
+value, float64).  This is the measurement behind ``gradcheck.engines.torch.kernels.KNOWN`` and
+``gradcheck.engines.jax.kernels.KNOWN`` (the kernels measured off, each citing its finding).
 """
 
 from __future__ import annotations
@@ -104,7 +104,6 @@ def _traces_torch(dtype: str, rng: np.random.Generator):
 
     from gradcheck.engines.torch import kernels
 
-    kernels.OFF = {}  # measure them all
     dt = getattr(torch, dtype)
     vals = _values(dtype, rng)
     allv = torch.from_numpy(vals.astype(np.float32)).to(dt)
@@ -128,7 +127,6 @@ def _traces_jax(dtype: str, rng: np.random.Generator):
 
     from gradcheck.engines.jax import kernels
 
-    kernels.OFF = {}  # measure them all
     jax.config.update("jax_enable_x64", True)
     vals = _values(dtype, rng)
     x = jnp.asarray(vals)

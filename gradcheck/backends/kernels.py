@@ -46,7 +46,9 @@ class KernelCall:
     output's dtype (type promotion's cast to the common dtype, which some kernels do and
     others, torch's eager CPU scalar path, do not): either is the kernel's reference;
     ``operands``: the floating tensor inputs, upcast, broadcast to the output's shape;
-    ``reproduce(k)``: a line of engine code that recomputes element ``k``."""
+    ``reproduce(k)``: a line of engine code that recomputes element ``k``; ``known``: where
+    the engine's kernel is measured off the correctly rounded value in this dtype, the finding
+    that records it (:class:`KnownKernel`)."""
 
     op: str
     node: str
@@ -59,6 +61,29 @@ class KernelCall:
     cast: np.ndarray | None = None
     operands: tuple[np.ndarray, ...] = ()
     reproduce: Callable[[int], str] | None = field(default=None, compare=False)
+    known: KnownKernel | None = None
+
+
+@dataclass(frozen=True)
+class KnownKernel:
+    """An engine kernel measured off the correctly rounded value in one dtype (an engine's
+    table of them: ``gradcheck.engines.torch.kernels.KNOWN``,
+    ``gradcheck.engines.jax.kernels.KNOWN``).  It is judged like any kernel; a failure on it is
+    the engine's defect, not the user's code, and is reported as that known finding
+    (:meth:`mark`).  ``finding``: the docs/upstream id (``"T22"``) or, for a finding without one,
+    where it is measured; ``what``: the defect in a few words; ``link``: the upstream report
+    where one exists."""
+
+    finding: str
+    what: str
+    link: str | None = None
+
+    def reason(self, op: str, dtype: str) -> str:
+        """The known mark's reason: the kernel, its dtype and the finding."""
+        where = (f"docs/upstream/README.md {self.finding}" if self.finding[:1] in "TJ"
+                 and self.finding[1:].isdigit() else self.finding)
+        return (f"the engine's {dtype} kernel {op} is measured off the correctly rounded value "
+                f"({self.what}; {where})")
 
 
 @dataclass(frozen=True)

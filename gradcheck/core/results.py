@@ -576,9 +576,14 @@ class Report:
 
     def summary(self) -> str:
         """One line: ``12 checks: 11 passed, 1 failed``; with results that decided nothing,
-        their number: ``12 checks: 10 passed, 2 inconclusive (2 not decided)``."""
+        their number: ``12 checks: 10 passed, 2 inconclusive (2 not decided)``; with failures
+        that are recorded known defects of the engine (:attr:`CheckResult.known`), theirs:
+        ``6 checks: 5 passed, 1 failed (1 known)``."""
         c = {k: v for k, v in self.counts().items() if v}
         body = ", ".join(f"{v} {k}" for k, v in c.items())
         undecided = len(self.undecided)
-        note = f" ({undecided} not decided)" if undecided else ""
+        known = sum(r.known for r in self.results)
+        notes = [f"{known} known"] if known else []
+        notes += [f"{undecided} not decided"] if undecided else []
+        note = f" ({', '.join(notes)})" if notes else ""
         return f"{len(self.results)} checks: {body or 'none'}{note}"

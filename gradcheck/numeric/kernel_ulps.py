@@ -30,10 +30,13 @@ value is NaN, or whose terms cannot be estimated (not finite), is not judged, no
 the float64 op is not smooth at the inputs' scale (its second difference at ``x (1 +- 2^-20)``
 above its first difference plus ``A``: a pole or a jump, where float64's own value is no
 reference).  Ops the adapter does not trace as elementwise kernels (reductions, matrix
-products; the kernels each engine's table names as measured off the correctly rounded
-value, :data:`gradcheck.engines.torch.kernels.OFF` and :data:`gradcheck.engines.jax.kernels.OFF`;
-those after :data:`gradcheck.backends.kernels.ELEMENT_BUDGET` elements in one trace) are not
-judged; the verdict names them.
+products; those after :data:`gradcheck.backends.kernels.ELEMENT_BUDGET` elements in one trace)
+are not judged; the verdict names them.  The kernels each engine's table records as measured
+off the correctly rounded value (:data:`gradcheck.engines.torch.kernels.KNOWN`,
+:data:`gradcheck.engines.jax.kernels.KNOWN`: torch's bfloat16 ``rsqrt``, XLA's float16
+``asinh``) are judged too; where one fails and no other kernel does, the verdict fails as
+that known finding of the engine (its ``known`` mark: the report shows it as known, and the
+message says which kernel, how many ulps, and where the finding is recorded).
 """
 
 from __future__ import annotations
@@ -144,7 +147,9 @@ def _judge(call: KernelCall, exact: np.ndarray) -> Judged:
 
 
 def verdict(trace: KernelTrace, path: str, order: int, dtype: str) -> ComponentVerdict:
-    """One verdict over every kernel ``trace`` holds: the worst element of any kernel."""
+    """One verdict over every kernel ``trace`` holds: the worst element of any kernel, a kernel
+    the engine's table knows to be off (:attr:`KernelCall.known`) only where no other fails;
+    failed on such a kernel, the verdict carries its known mark (``extra["known"]``)."""
     items = [judge(c) for c in trace.calls]
     total = sum(int(j.judged.size) for j in items)
     n_judged = sum(int(j.judged.sum()) for j in items)
@@ -161,13 +166,14 @@ def verdict(trace: KernelTrace, path: str, order: int, dtype: str) -> ComponentV
     if n_judged == 0:
         return ComponentVerdict(CheckKind.ROUNDING, order, "kernel_ulp", Status.INCONCLUSIVE,
                                 what, 0, total, extra=extra)
-    worst = max(items, key=lambda j: float(np.max(np.where(j.judged, j.ratio, 0.0),
-                                                   initial=0.0)))
-    ratios = np.where(worst.judged, worst.ratio, 0.0)
-    k = int(np.argmax(ratios))
+    # a kernel the engine's table knows to be off fails only where every other kernel passes:
+    # a new defect is never hidden behind a known one
+    fresh = _worst([j for j in items if j.call.known is None])
+    known = _worst([j for j in items if j.call.known is not None])
+    worst, k, ratio = fresh if fresh is not None and fresh[2] > 1.0 else max(
+        (w for w in (fresh, known) if w is not None), key=lambda w: w[2])
     call = worst.call
     got, exact = float(call.got.ravel()[k]), float(worst.exact[k])
-    ratio = float(ratios[k])
     status = Status.FAILED if ratio > 1.0 else Status.PASSED
     want = float(worst.want[k])
     ulps = (float(ulps_between(np.array([got]), np.array([want]), call.dtype)[0])
@@ -187,10 +193,29 @@ def verdict(trace: KernelTrace, path: str, order: int, dtype: str) -> ComponentV
                  f"ulps), float64 {exact!r}")
         if "reproducer" in extra:
             what += f"; reproduce: {extra['reproducer']}"
+        if call.known is not None:  # the engine's defect: reported as its known finding
+            reason = call.known.reason(call.op, call.dtype)
+            what += f"; known: {reason}"
+            extra.update({"known": reason, "known_nature": "bug"})
+            if call.known.link:
+                extra["upstream"] = call.known.link
     d = abs(got - exact) if np.isfinite(got) else float("inf")
     return ComponentVerdict(CheckKind.ROUNDING, order, "kernel_ulp", status, what, n_judged,
                             total, k, got, exact, d, d / abs(exact) if exact else None,
                             float(worst.allowed[k]), ratio, extra)
+
+
+def _worst(items: Sequence[Judged]) -> tuple[Judged, int, float] | None:
+    """The judged element with the largest ratio over ``items`` (None where none is judged)."""
+    best: tuple[Judged, int, float] | None = None
+    for j in items:
+        if not j.judged.any():
+            continue
+        ratios = np.where(j.judged, j.ratio, 0.0)
+        k = int(np.argmax(ratios))
+        if best is None or float(ratios[k]) > best[2]:
+            best = (j, k, float(ratios[k]))
+    return best
 
 
 def kernel_checks(subject: Subject, arrays: Sequence[np.ndarray], dtype: str, order: int,

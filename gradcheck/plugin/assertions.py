@@ -53,6 +53,11 @@ def assert_check(planned: Planned) -> None:
             pytest.skip(prerequisite[0].message)
     wrong = [r for r in judged if r.status.value != expected] or (
         [] if judged else record(planned, [_missing(planned)]))
+    if wrong and not planned.xfail and all(r.known for r in wrong):
+        # failed as a defect the engine's own table records (a low-precision kernel measured
+        # off the correctly rounded value): the report shows it as known, the test says which
+        pytest.xfail("known engine defect: " + "; ".join(
+            r.known_as.reason for r in wrong if r.known_as is not None))
     if wrong:
         pytest.fail(failure_message(planned, wrong, expected), pytrace=False)
 

@@ -11,6 +11,7 @@ import pytest
 
 import gradcheck
 from gradcheck import CheckResult, Report, Status, WorstElement
+from gradcheck.core.results import KnownMark
 
 
 def _result(**kw) -> CheckResult:
@@ -108,6 +109,9 @@ def test_report_counts_and_summary():
     assert report.counts()["passed"] == 2 and report.counts()["skipped"] == 0
     assert report.summary() == "4 checks: 2 passed, 1 inconclusive, 1 error (1 not decided)"
     assert Report().summary() == "0 checks: none"
+    known = _result(status=Status.FAILED, known_as=KnownMark("the engine's kernel ..."))
+    assert Report([_result(status=Status.PASSED), known]).summary() == (
+        "2 checks: 1 passed, 1 failed (1 known)")
 
 
 def test_subject_names_the_comparison():

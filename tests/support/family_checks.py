@@ -93,6 +93,8 @@ def _asserted(r: gradcheck.CheckResult) -> bool:
 def _classify(spec: OpSpec, backend: str, dtype: str, point: str, expect: str,
               report: gradcheck.Report, out: Outcome) -> None:
     for r in filter(_asserted, report.failures):
+        if r.known:  # a kernel of the engine's own table, off here (as in the suites: xfail)
+            continue
         known = spec.known_for(backend, dtype, r.kind, point)
         if known is not None:
             out.known_hit.add(spec.known.index(known))
