@@ -32,8 +32,7 @@ from gradcheck.backends.kernels import (
     differences,
 )
 
-#: where a table entry is measured, until it has a docs/upstream finding
-_MEASURED = "benchmarks/kernel_ulps.py --exhaustive"
+_PT = "https://github.com/pytorch/pytorch/issues/"
 #: the dtypes whose kernels are traced
 LOW = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 #: pointwise ops whose result depends on the dtype by definition: the float64 run is another
@@ -53,54 +52,54 @@ MOVES = ("detach", "alias", "clone", "_to_copy", "copy", "lift_fresh", "empty_li
 #: judged like every kernel; a failure on one is reported as the engine's known defect
 #: (:class:`~gradcheck.backends.kernels.KnownKernel`), so a user's code that calls them is
 #: told what is off and where it is recorded.
+_GELU = _PT + "187806"
 _TABLE: dict[str, dict[str, tuple[str, str, str | None]]] = {
-        "bfloat16": {
-            "erf": (_MEASURED, "low-precision intermediates: 32 ulps near 1e-6", None),
-            "gelu": (_MEASURED, "through erf's low-precision intermediates", None),
-            "gelu_backward": (_MEASURED, "through erf's low-precision intermediates", None),
-            "logit": (_MEASURED, "low-precision intermediates near 0.5", None),
-            "logit_backward": (_MEASURED, "low-precision intermediates", None),
-            "pow": (_MEASURED, "1-2 ulps", None),
-            "rsqrt": ("T22", "0.4609375 at 4.75 on a one-element tensor", None),
-            "special_entr": (_MEASURED, "1-2 ulps", None),
-            "special_i0e": (_MEASURED, "1-2 ulps", None),
-            "xlogy": (_MEASURED, "1-2 ulps", None),
-            "special_xlog1py": (_MEASURED, "1-2 ulps", None),
-            "polygamma": (_MEASURED, "low-precision intermediates", None),
-            "mvlgamma": (_MEASURED, "low-precision intermediates", None)},
-        "float16": {
-            "erf": (_MEASURED, "low-precision intermediates", None),
-            "gelu": (_MEASURED, "through erf's low-precision intermediates", None),
-            "gelu_backward": (_MEASURED, "through erf's low-precision intermediates", None),
-            "logit": (_MEASURED, "1024 ulps near 0.5", None),
-            "logit_backward": (_MEASURED, "low-precision intermediates", None),
-            "rsqrt": (_MEASURED, "1 ulp", None),
-            "sigmoid_backward": (_MEASURED, "1-2 ulps", None),
-            "special_entr": (_MEASURED, "1-2 ulps", None),
-            "special_i0e": (_MEASURED, "1-2 ulps", None),
-            "xlogy": (_MEASURED, "1-2 ulps", None),
-            "special_xlog1py": (_MEASURED, "1-2 ulps", None),
-            "polygamma": (_MEASURED, "low-precision intermediates", None),
-            "mvlgamma": (_MEASURED, "low-precision intermediates", None)},
-        # float32: a special function accurate to about 1e-6 (10 ulps at -7.8); gelu and its
-        # backward, whose 1 + erf / 1 + tanh cancels left of about -3 (2783 ulps at -3.84 with
-        # approximate='tanh'; -0 at -7.5): the float64 form of it is T13, reported upstream
-        "float32": {
-            "special_i1e": (_MEASURED, "10 ulps at -7.8", None),
-            "gelu": ("T13", "1 + erf (1 + tanh) cancels left of about -3: 2783 ulps at -3.84",
-                     "https://github.com/pytorch/pytorch/issues/187806"),
-            "gelu_backward": ("T13", "1 + erf (1 + tanh) cancels left of about -3",
-                              "https://github.com/pytorch/pytorch/issues/187806")},
+    # the two half precisions: each finding's docs/upstream row gives the worst points
+    **{dtype: {
+        "erf": ("T23", "a float32 approximation with an absolute error: 0 for 0 < x < 1.8e-7 "
+                "in bfloat16", None),
+        "gelu": ("T24", "1 + erf cancels left of about -4", _GELU),
+        "gelu_backward": ("T24", "1 + erf cancels left of about -4", _GELU),
+        "gelu:tanh": ("T25", "1 + tanh cancels left of about -3", None),
+        "gelu_backward:tanh": ("T25", "1 + tanh cancels left of about -3", None),
+        "logit": ("T26", "1 - x rounded to the dtype first: 128 (bfloat16) and 1024 (float16) "
+                  "ulps near 0.5", _PT + "140252"),
+        "logit_backward": ("T26", "every step rounded to the dtype: 2 ulps", _PT + "140252"),
+        "special_entr": ("T30", "the log rounded to the dtype before the product",
+                         _PT + "137968"),
+        "special_i0e": ("T29", "the one-element (tail) path", _PT + "140348"),
+        "xlogy": ("T31", "the log rounded to the dtype before the product", _PT + "140892"),
+        "special_xlog1py": ("T32", "log1p rounded to the dtype before the product",
+                            _PT + "140796"),
+        "polygamma": ("T34", "zeta(n + 1, x) rounded to the dtype before the factorial", None),
+        "mvlgamma": ("T35", "a composite computed in the dtype", None),
+    } for dtype in ("bfloat16", "float16")},
 }
+_TABLE["bfloat16"].update({
+    "pow": ("T27", "x * x rounded before the next step (integer exponents; x ** -0.5 on one "
+            "element is T22's rsqrt path)", None),
+    "rsqrt": ("T22", "the one-element path: 0.4609375 at 4.75", None)})
+_TABLE["float16"].update({
+    "rsqrt": ("T28", "the one-element path: 113.0625 where 113.125", None),
+    "sigmoid_backward": ("T33", "y (1 - y) rounded step by step: 1-2 ulps", None)})
+_TABLE["float32"] = {
+    "special_i1e": ("T36", "up to 10 ulps for |x| <= 8", None),
+    "gelu": ("T24", "1 + erf cancels left of about -4: 57% off at -5.5", _GELU),
+    "gelu_backward": ("T24", "1 + erf cancels left of about -4", _GELU),
+    "gelu:tanh": ("T25", "1 + tanh cancels left of about -3: 2927 ulps at -3.84", None),
+    "gelu_backward:tanh": ("T25", "1 + tanh cancels left of about -3", None)}
 KNOWN: dict[str, dict[str, KnownKernel]] = {
     dtype: {op: KnownKernel(*entry) for op, entry in ops.items()}
     for dtype, ops in _TABLE.items()}
 
 
-def known_kernel(name: str, dtype: str) -> KnownKernel | None:
+def known_kernel(name: str, dtype: str, approximate: str = "none") -> KnownKernel | None:
     """The finding of torch's kernel ``name`` (``"erf"``, ``"gelu_backward"``; an in-place
-    variant's trailing ``_`` dropped) in ``dtype``, or None."""
-    return KNOWN.get(dtype, {}).get(name.rstrip("_"))
+    variant's trailing ``_`` dropped) in ``dtype``, or None; ``approximate``: gelu's argument
+    (its tanh form is another finding than its erf form)."""
+    table = KNOWN.get(dtype, {})
+    name = name.rstrip("_")
+    return table.get(f"{name}:{approximate}") or table.get(name)
 
 
 def _traced(func: Any) -> bool:
@@ -193,7 +192,8 @@ class _Recorder(TorchDispatchMode):
             self.calls.append(KernelCall(
                 str(func), where, LOW[t.dtype], _np(t), e, terms, first, second, cast, operands,
                 _reproducer(func, wide, dtypes, shape),
-                known_kernel(func._schema.name.split("::")[-1], LOW[t.dtype])))
+                known_kernel(func._schema.name.split("::")[-1], LOW[t.dtype],
+                             str(wide[1].get("approximate", "none")))))
 
 
 def _wider(dtype: str | None, than: torch.dtype) -> bool:
