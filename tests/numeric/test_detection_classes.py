@@ -289,6 +289,41 @@ def test_d_the_correct_twin_in_low_precision_is_judged_not_skipped():
     assert all(r.status.value != "failed" for r in rep.results)
 
 
+# real engine kernels 1-32 ulps off the correctly rounded value (docs/upstream), at their points:
+# each is caught as the engine's known defect; the same function with a correct kernel passes
+_TORCH_OFF = [
+    ("erf T23", lambda x: torch.erf(x), lambda x: torch.sin(x), [1.2665987014770508e-06]),
+    ("xlogy T31", lambda x: torch.xlogy(x, torch.full_like(x, 7392.0)),
+     lambda x: x * 8.908, [-23.125]),
+    ("logit T26", lambda x: torch.logit(x), lambda x: torch.log(x), [0.498046875]),
+]
+
+
+@pytest.mark.parametrize("name, off, twin, value", _TORCH_OFF, ids=[c[0] for c in _TORCH_OFF])
+def test_d_a_torch_bfloat16_kernel_off_is_caught_as_the_engines_known_defect(name, off, twin,
+                                                                             value):
+    x = np.full(64, value).astype(ml_dtypes.bfloat16)  # the vectorized path
+    bad = check(off, x)
+    failed = [r for r in bad.results if r.status.value == "failed"]
+    assert not bad.passed and failed and all(r.known for r in failed), bad.summary()
+    assert name.split()[1] in failed[0].known_as.reason
+    good = check(twin, x)
+    assert not [r for r in good.results if r.status.value in ("failed", "error")], \
+        gradcheck.format_failure(good)
+
+
+def test_d_a_jax_bfloat16_kernel_off_is_caught_as_the_engines_known_defect():
+    """XLA's bfloat16 ``asinh`` expanded in the dtype: 0.91796875 at 1.046875 where 0.9140625
+    (J21); ``sinh`` is right there."""
+    jnp = pytest.importorskip("jax").numpy
+    x = np.full(4, 1.046875).astype(ml_dtypes.bfloat16)
+    bad = check(jnp.arcsinh, x, backend="jax")
+    failed = [r for r in bad.results if r.status.value == "failed"]
+    assert failed and all(r.known for r in failed) and "J21" in failed[0].known_as.reason
+    good = check(jnp.sinh, x, backend="jax")
+    assert not [r for r in good.results if r.status.value in ("failed", "error")]
+
+
 # -- e) inf where the true derivative is finite near the float64 limit -------------------------
 
 def test_e_an_inf_derivative_near_the_float64_limit():
