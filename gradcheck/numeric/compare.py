@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailure
+from gradcheck.backends.kernels import KernelTrace
 from gradcheck.core.results import CheckKind, CheckResult, Status, shown
 from gradcheck.numeric import (
     path_noise,
@@ -166,10 +167,58 @@ def _ad_vs_ad(prep: Prepared, s: Samples, i: int, j: int, where: dict[str, int],
 
 def emit_fwd_rev(prep: Prepared, where: dict[str, int], pr: Probes, jvp: np.ndarray,
                  vjp: np.ndarray, terms: np.ndarray, label: str = "") -> None:
-    """Forward vs reverse: two AD values, the rounding bound only."""
+    """Forward vs reverse: two AD values, the rounding bound, and where that is exceeded the
+    reverse path's measured rounding noise (:func:`_fwd_rev_noise_if_needed`)."""
     c = Comparison(CheckKind.FWD_REV, jvp, vjp, np.zeros_like(terms), terms, prep.rule_dtype,
+                   measured=_fwd_rev_noise_if_needed(prep, where, pr, jvp, vjp, terms),
                    floors=np.zeros(len(jvp)), label=label)
     emit(prep, c, where, pr, ())
+
+
+def _fwd_rev_noise_if_needed(prep: Prepared, where: dict[str, int], pr: Probes,
+                             jvp: np.ndarray, vjp: np.ndarray, terms: np.ndarray
+                             ) -> np.ndarray | None:
+    """What rounding explains beyond the final-terms bound, only where that bound is exceeded
+    by finite values and the error model (not an explicit tolerance) judges: the larger of the
+    reverse path's measured rounding noise (:func:`path_noise.reverse_extra`) and, for a
+    function whose reverse path runs kernels below float64 inside
+    (:func:`_working_dtype`: ``f(x.float()).double()``, mixed precision), the rounding bound
+    of the final terms in that dtype (both modes round their tangents and cotangents there)."""
+    if model_of(prep).explicit or prep.rule_dtype != "float64":
+        return None
+    model = prep.cfg.error_model
+    with np.errstate(all="ignore"):
+        if (not (np.all(np.isfinite(jvp)) and np.all(np.isfinite(vjp)))
+                or np.all(np.abs(jvp - vjp) <= model.rounding(terms))):
+            return None
+    i, j = where["output_index"], where["input_index"]
+    P = len(vjp)
+    cts = [cotangents(prep, i, pr.v[i][p], np.float64) for p in range(P)]
+    tangents = [pr.u[j][min(p, len(pr.u[j]) - 1)] for p in range(P)]
+    shares = model.rounding(terms)
+    extra = np.array(path_noise.reverse_extra(
+        prep.backend.backend, prep.fn, prep.args64, prep.diff, prep.diff.index(j), cts, tangents,
+        list(shares), prep.device, prep.cfg.seed, model=model))
+    low = _working_dtype(prep, cts[0])
+    if low is not None:
+        extra = np.maximum(extra, model.rounding(terms, low) - shares)
+    return extra
+
+
+def _working_dtype(prep: Prepared, cts: list[np.ndarray]) -> str | None:
+    """The least precise floating dtype below float64 that a kernel of the function's reverse
+    path computes in (one traced VJP, :meth:`Backend.trace_kernels`), or None (none, or an
+    adapter that does not trace kernels)."""
+    backend = prep.backend.backend
+    try:
+        trace = backend.trace_kernels(
+            lambda: backend.vjp(prep.fn, prep.args64, prep.diff, cts, prep.device))
+    except Exception:  # the function or adapter failed here: no credit
+        return None
+    if not isinstance(trace, KernelTrace):
+        return None
+    dtypes = {c.dtype for c in trace.calls}
+    return next((d for d in ("bfloat16", "float16", "float32") if d in dtypes), None)
 
 
 def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,
