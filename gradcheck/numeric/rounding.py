@@ -32,10 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import WorstElement
 from gradcheck.oracle import error_model
 
 _WORST = 5
+#: the spacing of each dtype's subnormal numbers: what a derivative element there is rounded by
+SUBNORMAL_SPACING = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float32": 2.0 ** -149}
 
 # (args, dtype) -> the VJP of every differentiable input, validated, as float64 arrays
 VjpAt = Callable[[list[np.ndarray], object], list[np.ndarray]]
@@ -89,9 +92,13 @@ def samples(vjp_at: VjpAt, args_d: Sequence[np.ndarray], diff: Sequence[int], lo
     return out
 
 
-def noise_level(all_samples: Sequence[Sample], pos: int) -> float:
-    """Spread (L2 norm of the sample standard deviation) of ``e`` over the points."""
+def noise_level(all_samples: Sequence[Sample], pos: int, keep: np.ndarray | None = None
+                ) -> float:
+    """Spread (L2 norm of the sample standard deviation) of ``e`` over the points (over the
+    elements ``keep`` marks)."""
     E = np.stack([(s.g_low[pos] - s.g64[pos]).ravel() for s in all_samples])
+    if keep is not None:
+        E = E[:, np.ravel(keep)]
     if len(E) < 2:
         return 0.0
     return float(np.sqrt(np.sum((E - E.mean(axis=0)) ** 2) / (len(E) - 1)))
@@ -104,13 +111,24 @@ def compare(all_samples: Sequence[Sample], pos: int, shape: tuple[int, ...], dty
     allowance is ``model``'s :meth:`~gradcheck.oracle.error_model.ErrorModel.norm_allowance` (or the
     explicit ``atol``/``rtol``)."""
     g_low, g64 = all_samples[0].g_low[pos], all_samples[0].g64[pos]
-    e = g_low - g64
-    noise = noise_level(all_samples, pos)
-    norm = float(np.linalg.norm(g64))
+    keep = ~_overflowed(g_low, g64, dtype)
+    e = np.where(keep, g_low - g64, 0.0)
+    noise = noise_level(all_samples, pos, keep)
+    norm = float(np.linalg.norm(g64[keep]))
+    underflow = SUBNORMAL_SPACING.get(dtype, 0.0) * float(np.sqrt(keep.sum()))
     allow = error_model.rounding_allowance(norm, conditioning, noise, dtype, atol=atol, rtol=rtol,
-                                         model=model)
-    return RoundingComparison(norm, float(np.linalg.norm(g_low)), float(np.linalg.norm(e)), noise,
-                              allow, _worst(g_low, g64, shape, allow.allowed))
+                                         model=model, underflow=underflow)
+    return RoundingComparison(norm, float(np.linalg.norm(g_low[keep])), float(np.linalg.norm(e)),
+                              noise, allow, _worst(np.where(keep, g_low, g64), g64, shape,
+                                                   allow.allowed))
+
+
+def _overflowed(g_low: np.ndarray, g64: np.ndarray, dtype: str) -> np.ndarray:
+    """The elements whose low-precision value is an infinity that is the correct rounding of
+    the float64 value (beyond the dtype's range: float16's 65504): right, and left out of the
+    norm-wise comparison."""
+    with np.errstate(all="ignore"):
+        return np.isinf(g_low) & (g64.astype(numpy_dtype(dtype)).astype(np.float64) == g_low)
 
 
 def _worst(g_low: np.ndarray, g64: np.ndarray, shape: tuple[int, ...], allowed: float

@@ -368,19 +368,26 @@ class ErrorModel:
 
     # -- the low-precision rounding check (norm-wise) ------------------------------------------
 
-    def norm_allowed(self, norm: Any, conditioning: Any, noise: Any, dtype: str) -> Any:
+    def norm_allowed(self, norm: Any, conditioning: Any, noise: Any, dtype: str,
+                     underflow: Any = 0.0) -> Any:
         """Allowed ``||g_d - g_64||`` of the rounding check: ``rounding_gamma x eps(dtype) x
-        (||g_64|| + conditioning) + noise_factor x noise`` (vectorised)."""
-        return self.rounding_gamma * eps(dtype) * (norm + conditioning) + self.noise_factor * noise
+        (||g_64|| + conditioning) + noise_factor x noise + underflow`` (vectorised);
+        ``underflow``: the spacing of the dtype's subnormal numbers times ``sqrt(n)`` for ``n``
+        compared elements, what a derivative element in the subnormal range is rounded by
+        (float16's ``2^-24 = 6e-8``; float32's and bfloat16's are negligible)."""
+        return (self.rounding_gamma * eps(dtype) * (norm + conditioning)
+                + self.noise_factor * noise + underflow)
 
-    def norm_allowance(self, norm: float, conditioning: float, noise: float, dtype: str
-                       ) -> Allowance:
+    def norm_allowance(self, norm: float, conditioning: float, noise: float, dtype: str,
+                       underflow: float = 0.0) -> Allowance:
         """:meth:`norm_allowed` of one comparison and its derivation."""
-        allowed = float(self.norm_allowed(norm, conditioning, noise, dtype))
+        allowed = float(self.norm_allowed(norm, conditioning, noise, dtype, underflow))
         cond = f" + conditioning {conditioning:.3g}" if conditioning else ""
         src = f"{self.rounding_gamma:g} x eps({dtype}) x (||VJP|| {norm:.3g}{cond})"
         if noise:
             src += f" + {self.noise_factor:g} x measured rounding noise {noise:.3g}"
+        if underflow:
+            src += f" + subnormal spacing x sqrt(n) {underflow:.3g}"
         return Allowance(allowed, f"{src} = {allowed:.3g}")
 
     # -- what a verdict needs besides the allowance ---------------------------------------------
@@ -541,13 +548,14 @@ def rounding_allowance(
     atol: float | None = None,
     rtol: float | None = None,
     model: ErrorModel = DEFAULT_MODEL,
+    underflow: float = 0.0,
 ) -> Allowance:
     """Allowed ``||g_d - g_64||`` of the low-precision rounding check (norm-wise):
     :meth:`ErrorModel.norm_allowance`; an explicit ``atol``/``rtol`` means ``atol + rtol *
     ||g_64||`` exactly."""
     if atol is not None or rtol is not None:
         return explicit_allowance(norm, atol, rtol)
-    return model.norm_allowance(norm, conditioning, noise, dtype)
+    return model.norm_allowance(norm, conditioning, noise, dtype, underflow)
 
 
 def estimates_agree(v1: np.ndarray, e1: np.ndarray, v2: np.ndarray, e2: np.ndarray,
