@@ -350,8 +350,7 @@ def _argument_sensitivity(side: Side, args, diff, vs, seed: int) -> np.ndarray:
 
 
 def _element_noise(side: Side, args, diff, vs, seed: int,
-                   ulps: int = tolerance.DEFAULT_MODEL.noise_ulps,
-                   unit: float = 1.0) -> np.ndarray:
+                   ulps: int = tolerance.DEFAULT_MODEL.noise_ulps) -> np.ndarray:
     """Rounding noise ``sigma`` of every element of ``J^T v_p``, ``(P, n)`` (``n`` the
     differentiable elements, inputs concatenated in ``diff`` order).
 
@@ -363,9 +362,7 @@ def _element_noise(side: Side, args, diff, vs, seed: int,
     noise ``sigma_k`` of every element of ``J^T v_p``.  Zeros and non-finite elements stay put
     (a special case at 0 is not a rounding regime).  Non-finite differences count as no noise;
     a side that fails there (:class:`AdapterFailed`, caught by the caller) measures none either:
-    no allowance is added.  ``unit``: the moves in units of ``unit`` float64 ulps (``2^29``:
-    float32's, for a function that rounds its inputs to float32 inside, whose derivative does
-    not move at all between float64 neighbours).
+    no allowance is added.
     """
     P = len(vs)
     x = np.concatenate([args[k].ravel() for k in diff])
@@ -373,7 +370,7 @@ def _element_noise(side: Side, args, diff, vs, seed: int,
     moves = [t for t in range(-ulps, ulps + 1) if t]  # (-2, -1, 1, 2) by default
     with np.errstate(all="ignore"):
         d = np.where(np.isfinite(x) & (x != 0),
-                     rng.choice(moves, size=x.size) * np.spacing(np.abs(x)) * unit, 0.0)
+                     rng.choice(moves, size=x.size) * np.spacing(np.abs(x)), 0.0)
     grads = _vjps_along(side, args, diff, vs)
     return fd.noise_level(grads, x, d[None, :], np.ones(1),
                           grads(x[None, :])[0])[0].reshape(P, x.size)

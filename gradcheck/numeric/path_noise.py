@@ -1,5 +1,4 @@
-"""Measured rounding noise of an engine's derivative paths (the eager-vs-functional and the
-forward-vs-reverse checks).
+"""Measured rounding noise of an engine's two reverse paths (the eager-vs-functional check).
 
 The tape and the functional VJP of one engine (torch's ``autograd.grad`` and ``torch.func.vjp``,
 MLX's ``vjp`` and ``compile(vjp)``) compute the same rule in different orders.  Where the result
@@ -11,13 +10,6 @@ docs/error-model.md section 5b); the *steadier* path's noise, element by element
 rounding alone explains, and replaces its modelled share where larger.  A path with no noise (the
 rule is exact there) gives no credit, so a real difference between the paths (a custom rule the
 functional path does not use, a batching bug) is still reported at the final-terms resolution.
-
-Forward vs reverse mode (:func:`reverse_extra`) compute one rule in two orders too; a function
-that computes below float64 inside its float64 signature (``f(x.float()).double()``, mixed
-precision) rounds both at its working precision, about ``2^29`` times ``eps64`` of the final
-terms.  There the reverse path's own noise, measured the same way, bounds what rounding
-explains: a float64 rule has ``eps64``-sized noise and gets no credit beyond its share, so a
-forward-mode rule that is wrong is still reported at the final-terms resolution.
 """
 
 from __future__ import annotations
@@ -61,34 +53,6 @@ def measured_extra(backend: Any, fn: Callable, path: str, args: Sequence[np.ndar
                            args, diff, cotangents, seed, model.noise_ulps))
     except AdapterFailed:
         return [0.0] * len(tangents)
-    return _extra(sigma, args, diff, position, tangents, shares, model)
-
-
-#: float32's ulp in float64 ulps (both normal): the distance :func:`reverse_extra` measures at
-FLOAT32_ULP = 2.0 ** 29
-
-
-def reverse_extra(backend: Any, fn: Callable, args: Sequence[np.ndarray], diff: Sequence[int],
-                  position: int, cotangents: Sequence[Sequence[np.ndarray]],
-                  tangents: Sequence[np.ndarray], shares: Sequence[float], device: str,
-                  seed: int, *, model: error_model.ErrorModel = error_model.DEFAULT_MODEL
-                  ) -> list[float]:
-    """As :func:`measured_extra`, from the primary reverse path's element noise alone (the
-    forward-vs-reverse check: module docstring), measured between inputs 1-2 float32 ulps
-    apart: a function rounding its inputs to float32 inside does not move between float64
-    neighbours, and a float64 one has the same noise at either distance (the smooth part of
-    the differences, of order ``(2^-22)^4``, vanishes)."""
-    try:
-        sigma = _element_noise(Side(backend, fn, device), args, diff, cotangents, seed,
-                               model.noise_ulps, unit=FLOAT32_ULP)
-    except AdapterFailed:
-        return [0.0] * len(tangents)
-    return _extra(sigma, args, diff, position, tangents, shares, model)
-
-
-def _extra(sigma: np.ndarray, args: Sequence[np.ndarray], diff: Sequence[int], position: int,
-           tangents: Sequence[np.ndarray], shares: Sequence[float],
-           model: error_model.ErrorModel) -> list[float]:
     bounds = np.cumsum([0] + [np.size(args[k]) for k in diff])
     block = sigma[:, bounds[position]:bounds[position + 1]]
     return [max(0.0, model.noise_bound(float(np.abs(u).ravel() @ block[p])) - share)

@@ -1,8 +1,9 @@
 """Forward vs reverse mode of a function that computes below float64 inside its float64
 signature (``f(x.float()).double()``: mixed precision): both modes round at the working
-precision, so the comparison allows that rounding (the reverse path's measured noise, and the
-rounding bound in the dtype its kernels run in), and still catches a forward-mode rule that is
-wrong, in float64 code at its own resolution and in mixed-precision code above float32's."""
+precision, so the comparison allows the rounding bound in the dtype its kernels run in (one
+traced VJP), and still catches a forward-mode rule that is wrong, in float64 code at its own
+resolution and in mixed-precision code above float32's.  (A float64 rule that cancels gets no
+credit: jax's sinc' near 0 stays a strict known failure of the suites' fwd_rev.)"""
 
 from __future__ import annotations
 
