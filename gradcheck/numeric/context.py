@@ -12,7 +12,7 @@ import numpy as np
 
 from gradcheck.backends.guarded import GuardedBackend
 from gradcheck.core.dtypes import is_floating
-from gradcheck.core.results import CheckKind, CheckResult, Status
+from gradcheck.core.results import CheckKind, CheckResult, Status, replaced
 from gradcheck.oracle import error_model as tolerance
 
 
@@ -135,7 +135,7 @@ class Recorder:
             message=message if isinstance(message, str) else "", **kw,
         )
         if not isinstance(message, str):
-            r = replace(r, message=message(r))
+            r = replaced(r, message=message(r))
         if keep:
             self._results.append(r)
         return r

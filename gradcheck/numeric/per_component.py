@@ -82,18 +82,31 @@ def applies(prep: Prepared) -> bool:
             and tuple(prep.float_outs) == tuple(range(len(prep.outs64))))
 
 
-def _magnitudes(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    parts = [np.abs(np.asarray(a, dtype=np.float64)).ravel() for a in arrays]
-    flat = np.concatenate(parts) if parts else np.zeros(0)
-    return flat[np.isfinite(flat) & (flat > 0)]
+def _range(arrays: Sequence[np.ndarray]) -> tuple[float, float] | None:
+    """The smallest and the largest finite nonzero ``|a|`` over ``arrays`` (None where there
+    is none): ``|a|``, its min and max, per array (an array with an infinite, NaN or zero
+    element indexes out the others first), no concatenated copy of them all."""
+    lo, hi = np.inf, 0.0
+    for a in arrays:
+        m = np.abs(np.asarray(a, dtype=np.float64)).ravel()
+        if not m.size:
+            continue
+        bottom, top = float(m.min()), float(m.max())
+        if not (bottom > 0 and np.isfinite(top)):
+            m = m[np.isfinite(m) & (m > 0)]
+            if not m.size:
+                continue
+            bottom, top = float(m.min()), float(m.max())
+        lo, hi = min(lo, bottom), max(hi, top)
+    return None if hi == 0.0 else (lo, hi)
 
 
 def extreme(arrays: Sequence[np.ndarray]) -> str | None:
     """Why the magnitudes of ``arrays`` call for the scaled checks, or ``None``."""
-    m = _magnitudes(arrays)
-    if not m.size:
+    got = _range(arrays)
+    if got is None:
         return None
-    lo, hi = float(m.min()), float(m.max())
+    lo, hi = got
     if lo < SMALL:
         return f"a magnitude of {lo:.3g} (below 2^-64)"
     if hi > LARGE:

@@ -13,7 +13,7 @@ import numpy as np
 from gradcheck.backends import limits
 from gradcheck.backends.base import Backend
 from gradcheck.backends.guarded import GuardedBackend, describe
-from gradcheck.core.results import CheckKind, CheckResult, Status
+from gradcheck.core.results import CheckKind, CheckResult, Status, replaced
 from gradcheck.numeric.context import CheckConfig, Finished, Identity, Recorder
 from gradcheck.numeric.first_order import first_order_or_screen
 from gradcheck.numeric.kinks import around_kinks
@@ -42,7 +42,7 @@ def run_numeric_checks(
         note = {"complex_convention": backend.complex_convention}
         results = tuple(replace(r, details={**r.details, **note}) for r in results)
     elapsed = time.perf_counter() - start
-    return [replace(r, duration_s=elapsed / max(len(results), 1)) for r in results]
+    return [replaced(r, duration_s=elapsed / max(len(results), 1)) for r in results]
 
 
 def identity(backend: str, device: str, dtype: str, config: CheckConfig,

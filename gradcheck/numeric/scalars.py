@@ -97,9 +97,11 @@ def reverse_scalars(rows: Sequence[Sequence[np.ndarray]], pr: Probes, j: int, po
 
 
 def ad_scalars(kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples, pr: Probes, i: int,
-               j: int, position: int) -> tuple[np.ndarray, np.ndarray] | AdapterFailure:
+               j: int, position: int, abs_v: Sequence[np.ndarray] | None = None
+               ) -> tuple[np.ndarray, np.ndarray] | AdapterFailure:
     """The backend's scalars of output ``i`` / input ``j`` per probe and their absolute terms,
-    or the failure of the call they come from."""
+    or the failure of the call they come from; ``abs_v``: ``|v_p|`` flattened per probe where
+    the caller has it (the screen's projections), for the forward terms ``sum |v_p| |J u|``."""
     if kind is CheckKind.VJP:
         got = rev[i]
         if isinstance(got, AdapterFailure):
@@ -115,7 +117,7 @@ def ad_scalars(kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples, pr: Pr
     for p, row in enumerate(rows):
         v = pr.v[i][p].ravel()
         s.append(v @ row[i].ravel())
-        mag.append(abs_dot(v, at[p], work))
+        mag.append(abs_dot(v, at[p], work) if abs_v is None else float(abs_v[p] @ at[p]))
     return np.array(s), np.array(mag)
 
 

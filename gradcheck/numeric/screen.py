@@ -127,12 +127,14 @@ def screen(prep: Prepared) -> str | Finished | None:
         for r, i in enumerate(prep.float_outs):
             for p in range(P):
                 W[0, p * R + r, slices[i]] = pr.v[i][p].ravel()
+    # |v|, once: the table's terms and the forward terms (dropped before the reverse path)
+    aW = np.abs(W)
     est: dict[int, fd.ProjectedEstimate] = {}
     for j in prep.diff:
         try:
             one = fd.projected_derivatives(
                 batch_fn(prep, j), prep.args64[j].ravel(),
-                stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0)
+                stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0, abs_projections=aW)
         except AdapterFailed as exc:
             if not deterministic(prep, None):  # decided before the full check runs
                 return Finished("nondeterministic")
@@ -147,8 +149,11 @@ def screen(prep: Prepared) -> str | Finished | None:
         # one JVP per input (J u), projected on every cotangent
         fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else t * P)
                                for j, t in forward(prep, pr).items()}
-        scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr)
-        del fwd
+        abs_v = {i: [aW[0, p * R + r, slices[i]] for p in range(P)]
+                 for r, i in enumerate(prep.float_outs)}
+        scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr, abs_v)
+        del fwd, abs_v
+    del aW
     # probe p is (v_p, u): the same array P times
     pr = Probes(pr.v, {j: pr.u[j] * P for j in prep.diff})
     if "rev" in prep.cfg.modes:
@@ -240,9 +245,11 @@ _Reduced = dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | AdapterFailure]
 
 
 def _reduced(prep: Prepared, kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples,
-             pr: Probes) -> _Reduced:
-    """Every pair's compared scalars of ``kind``'s AD results (or the adapter's failure)."""
-    return {(i, j): ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j))
+             pr: Probes, abs_v: dict[int, list[np.ndarray]] | None = None) -> _Reduced:
+    """Every pair's compared scalars of ``kind``'s AD results (or the adapter's failure);
+    ``abs_v``: output -> ``|v_p|`` per probe, where the caller has it."""
+    return {(i, j): ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j),
+                               None if abs_v is None else abs_v[i])
             for i in prep.float_outs for j in prep.diff}
 
 

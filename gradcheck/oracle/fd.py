@@ -792,6 +792,7 @@ def projected_derivatives(
     chunk: int = 4096,
     h0: np.ndarray | None = None,
     elements: bool = False,
+    abs_projections: np.ndarray | None = None,
 ) -> ProjectedEstimate:
     """A cheap estimate of ``w . (J u)`` with an error estimate, for the fast screen.
 
@@ -810,7 +811,9 @@ def projected_derivatives(
     ``h0``: the largest step per direction instead of the screen's (the failing path's
     estimates, :mod:`gradcheck.numeric.projected_failure`); ``elements``: also keep the
     central differences per output element (``P K m`` values) and extrapolate them per element
-    (:attr:`ProjectedEstimate.element_value`), for localization without another evaluation.
+    (:attr:`ProjectedEstimate.element_value`), for localization without another evaluation;
+    ``abs_projections``: ``|projections|`` where the caller has it (the screen, which reads it
+    again for the JVP's terms), else computed here.
     """
     if levels < 3:
         raise ValueError(f"levels={levels} must be at least 3 (a column needs two entries)")
@@ -832,7 +835,7 @@ def projected_derivatives(
     magnitude = np.empty((P, R))
     per_element = np.empty((P, K, f0.size)) if elements else None
     pairs = [(p, k) for p in range(P) for k in range(K)]
-    aWs = np.abs(W)
+    aWs = np.abs(W) if abs_projections is None else abs_projections
     f0x2 = 2 * f0  # exact
     rows = BATCH_ELEMENTS // max(x.size, f0.size, 1)
     per_call = max(1, min(chunk // 2, rows // 2))  # pairs per call; one point per call if 0

@@ -165,3 +165,21 @@ def test_typed_fields_are_read_from_details_of_older_streams_and_written_to_both
     assert json.loads(_result(details={}).to_json())["details"] == {}  # defaults: not mirrored
     assert _result(details={}, output_index=1, path="logits").subject == (
         "VJP of output logits w.r.t. input 1")
+
+
+@pytest.mark.parametrize("changes", [
+    {"message": "again"}, {"duration_s": 0.25}, {"status": Status.FAILED, "allowed": 2.0},
+    # not plain: rebuilt by dataclasses.replace (the typed field mirrored in details)
+    {"rounding_level": 3.0}, {"details": {"screen": "passed"}}, {"kind": "jvp"},
+])
+def test_replaced_is_dataclasses_replace(changes):
+    from gradcheck.core.results import replaced
+
+    r = CheckResult(kind="vjp", status=Status.PASSED, backend="numpy", message="first",
+                    probe=1, probes=3, details={"resolution": 1e-12})
+    got, want = replaced(r, **changes), dataclasses.replace(r, **changes)
+    assert type(got) is CheckResult and got is not r
+    assert got == want and got.to_json() == want.to_json()
+    assert r.message == "first" and r.status is Status.PASSED  # the original unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.message = "x"  # type: ignore[misc]

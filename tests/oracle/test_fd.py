@@ -202,3 +202,18 @@ def test_jacobian_is_batched_and_accurate():
 def test_levels_below_three_are_rejected():
     with pytest.raises(ValueError, match="levels"):
         fd.directional_derivatives(np.sin, np.zeros(2), np.ones((1, 2)), levels=2)
+
+
+def test_projected_derivatives_with_the_callers_abs_projections_are_the_same_bits():
+    rng = np.random.default_rng(5)
+    x, u = rng.standard_normal(300), rng.standard_normal((1, 300))
+    W = rng.standard_normal((1, 3, 300))
+
+    def f(X):
+        return np.sin(X) * 2.0 + X ** 3
+
+    f0 = f(x[None])[0]
+    own = fd.projected_derivatives(f, x, u, W, f0=f0)
+    given = fd.projected_derivatives(f, x, u, W, f0=f0, abs_projections=np.abs(W))
+    for name in ("value", "error", "magnitude", "jump", "jump_bound", "table", "directions"):
+        assert np.array_equal(getattr(own, name), getattr(given, name)), name
