@@ -18,6 +18,7 @@ import warnings
 from types import ModuleType
 
 MOVED: dict[str, str] = {
+    "gradcheck.sweep.extended": "gradcheck.oracle.extended",
     "gradcheck._child": "gradcheck.plugin.child",
     "gradcheck._environment": "gradcheck.stream.environment",
     "gradcheck._op_listing": "gradcheck.ops.listing",

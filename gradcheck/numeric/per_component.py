@@ -26,7 +26,14 @@ comparisons, where one of these can happen (:func:`reasons`):
   reverse mode (a tangent scaled by ``|x|`` overflows the products of a correct forward-mode
   formula), a component whose differences are all exactly zero abstaining; where the function
   is not elementwise in fact, each component's rounding measured
-  (:attr:`gradcheck.numeric.resolution.Subject.measured`).
+  (:attr:`gradcheck.numeric.resolution.Subject.measured`);
+* the function is, by its name, a scalar special function of
+  :data:`gradcheck.oracle.extended.RULES` (an engine's own ``torch.expm1``,
+  ``jax.numpy.expm1``, ``jax.nn.elu``, ``torch.special.expm1``: :func:`leaf_name`) of one
+  input, in float64, and mpmath is installed: the ``mpmath`` check (each element of the
+  derivative, orders 1 and 2, against mpmath's at the precision it needs, where the
+  function's own value is mpmath's: a derivative far below the value, ``expm1'(-100) =
+  3.7e-44``, which no finite difference of the function resolves).
 
 A failed verdict is a result of the compared kind (``vjp``, ``vjp_of_vjp``, ``rounding``)
 with ``details["per_component"]`` naming the oracle and ``details["per_component_reason"]``
@@ -49,7 +56,7 @@ from gradcheck.core.results import CheckResult, Status
 from gradcheck.numeric import kernel_ulps, resolution
 from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.resolution import ComponentVerdict, Subject
-from gradcheck.oracle import fd
+from gradcheck.oracle import extended, fd
 
 #: nonzero magnitudes (inputs, outputs, first derivatives) spanning more than this ratio run
 #: the scaled checks: the projected comparison resolves about ``sqrt(eps64)`` of its largest
@@ -142,7 +149,10 @@ def run(prep: Prepared) -> None:
     if "rev" not in modes:
         return
     orders = [1] + ([2] if prep.cfg.order >= 2 and prep.backend.supports_order2 else [])
+    leaf = leaf_name(prep.fn)
     for order in orders:
+        if leaf is not None and prep.dtype == "float64" and len(prep.args64) == 1:
+            _record(prep, _mpmath(prep, subject, order, leaf), ("rev",), "")
         if prep.dtype in kernel_ulps.KERNEL_DTYPES:
             _record(prep, _kernels(prep, subject, order), modes, "")
         if prep.dtype in ULP_DTYPES:
@@ -160,6 +170,25 @@ def _kernels(prep: Prepared, subject: Subject, order: int) -> Job:
     def job(modes: tuple[str, ...]) -> list[ComponentVerdict]:
         return kernel_ulps.kernel_checks(subject, prep.args64, prep.dtype, order,
                                          prep.cfg.seed, modes)
+
+    return job
+
+
+def leaf_name(fn: Callable[..., object]) -> str | None:
+    """The scalar special function ``fn`` is by its name (``special_`` dropped:
+    ``torch.special.expm1``), where :data:`gradcheck.oracle.extended.RULES` has it; None for a
+    lambda or any other name.  (A function of that name that is another function is not
+    judged: the mpmath check compares the function's own value with mpmath's first.)"""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    name = name.removeprefix("special_")
+    return name if name in extended.RULES else None
+
+
+def _mpmath(prep: Prepared, subject: Subject, order: int, leaf: str) -> Job:
+    def job(modes: tuple[str, ...]) -> list[ComponentVerdict]:
+        return resolution.mpmath_checks(subject, prep.args64, order, prep.cfg.seed, leaf)
 
     return job
 

@@ -28,6 +28,14 @@ in magnitude.  These checks judge each output component against its *own* resolu
   :data:`ULP_BOUND` (measured on correct ops: ``benchmarks/resolution_bounds.py``,
   docs/error-model.md 4b).  A non-finite derivative in the dtype where the float64 one,
   rounded, is finite is off by an infinite number of units.
+* ``mpmath`` (float64, one input, targets elementwise in fact whose function is a scalar
+  special function of :data:`gradcheck.oracle.extended.RULES`, orders 1 and 2): each element of
+  ``f'`` (order 2: ``f''``) against mpmath's derivative at the precision it needs
+  (:func:`gradcheck.oracle.extended.derivative`), allowed ``ROUNDING_GAMMA * (eps64 * (|d| +
+  |x d'|) + tiny64)``; only elements where the function's own value is mpmath's
+  (:func:`forward_matches`): a derivative far below the function's value, which no finite
+  difference of it resolves (``expm1'(-100) = 3.7e-44`` beside ``expm1(-100) = -1``), is
+  judged.
 
 What is judged is a :class:`Subject` (a backend instance and a function of its differentiable
 arguments); each check returns typed :class:`ComponentVerdict` records, which the sweep
@@ -37,6 +45,7 @@ turn into their results.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +56,7 @@ import numpy as np
 from gradcheck.core.dtypes import numpy_dtype
 from gradcheck.core.results import Status
 from gradcheck.core.taxonomy import CheckKind
-from gradcheck.oracle import fd
+from gradcheck.oracle import extended, fd
 from gradcheck.oracle.error_model import FD_SAFETY, RESOLUTION, ROUNDING_GAMMA
 from gradcheck.oracle.scaled import element_scales, scaled_central
 
@@ -619,3 +628,84 @@ def ulp_checks(subject: Subject, arrays: Sequence[np.ndarray], dtype: str, order
                            what, {"max_ulps": float(np.max(np.where(judged, errs, 0.0)))
                                   if judged.any() else None, "path": path}))
     return out
+
+
+#: elements the mpmath check evaluates per point (most need one attempt at 100 bits, a few
+#: milliseconds; spence' at 2e-308 needs 1600 bits, about 5 s; all of them together get
+#: extended.CALL_BUDGET_S)
+MPMATH_LIMIT = 16
+
+
+def forward_matches(forward: float, x: float, mp_value: float | None, slope: float) -> bool:
+    """Whether the backend's forward at ``x`` equals mpmath's value within the rounding of a
+    backward-stable float64 formula, ``ROUNDING_GAMMA (eps64 (|f| + |x f'|) + tiny64)``:
+    then the mapping is the function itself, not one of the same name with other fixed
+    arguments (OpInfo's ``softplus`` sample has ``beta``) or an approximation (gelu's tanh)."""
+    if mp_value is None or not np.isfinite(forward):
+        return False
+    bound = ROUNDING_GAMMA * (fd.EPS64 * (abs(mp_value) + abs(x * slope)) + TINY64)
+    return abs(forward - mp_value) <= bound
+
+
+def elementwise_derivatives(subject: Subject, x: np.ndarray, order: int, seed: int
+                            ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The subject's forward and its ``order``-th derivative per element (float64, reverse
+    mode: the VJP of ones, at order 2 of the VJP of ones) where it has one input and is
+    elementwise in fact; ``None`` where it is not."""
+    x = np.asarray(x, dtype=np.float64)
+    tgt = target(subject, [x], order, seed)
+    if not tgt.elementwise:
+        return None
+    forward = np.asarray(subject.backend.evaluate(subject.fn, [x], subject.device)[0],
+                         dtype=np.float64)
+    return forward.ravel(), unit_derivatives(tgt, [x], "float64")[0].ravel()
+
+
+def mpmath_checks(subject: Subject, arrays: Sequence[np.ndarray], order: int, seed: int,
+                  leaf: str) -> list[ComponentVerdict]:
+    """The ``mpmath`` verdict (module docstring) of a one-input subject elementwise in fact
+    that is the scalar function ``leaf`` names in :data:`gradcheck.oracle.extended.RULES`;
+    none where it has no rule, mpmath is not installed, or no element is that function."""
+    rule = extended.RULES.get(leaf)
+    if rule is None or len(arrays) != 1:
+        return []
+    try:
+        import mpmath  # noqa: F401  (the extra that provides it may be absent)
+    except ImportError:
+        return []
+    x = np.asarray(arrays[0], dtype=np.float64)
+    values = elementwise_derivatives(subject, x, order, seed)
+    if values is None:
+        return []
+    forward, g = values
+    idx = np.arange(x.size)[:MPMATH_LIMIT]
+    want, allowed, judged = (np.full(idx.size, np.nan), np.zeros(idx.size),
+                             np.zeros(idx.size, bool))
+    deadline = time.monotonic() + extended.CALL_BUDGET_S
+    other = 0
+    for b, i in enumerate(idx):
+        xi = float(x.ravel()[i])
+        # each at the precision it needs (extended.derivative); an element mpmath cannot
+        # evaluate, or that the budget does not reach, is not judged
+        d = extended.derivative(rule, xi, order, deadline=deadline)
+        d2 = extended.derivative(rule, xi, order + 1, deadline=deadline) if d is not None \
+            else None
+        if d is None or (d2 is None and d.value != 0):
+            continue
+        slope = abs(xi * d2.value) if d2 is not None else 0.0
+        d1 = d if order == 1 else extended.derivative(rule, xi, 1, deadline=deadline)
+        if d1 is None or not forward_matches(float(forward[i]), xi, extended.value(rule, xi),
+                                             d1.value):
+            other += 1  # not the function mpmath computes: not judged
+            continue
+        want[b] = d.value
+        # the absolute rounding below the smallest normal number (TINY64): expm1' at -1e4 is
+        # exp(-1e4), 0 in float64, and no float64 rule can do better
+        allowed[b] = ROUNDING_GAMMA * (fd.EPS64 * (abs(d.value) + slope) + TINY64)
+        judged[b] = abs(d.value) > ROUNDING_GAMMA * TINY64 or g[i] != 0
+    if other and not judged.any():
+        return []  # not mpmath's function at this point (its fixed arguments)
+    what = (f"{'first' if order == 1 else 'second'} derivative per element vs mpmath's "
+            f"{leaf} (its precision raised until its rounding is below 2^-60 of it), allowed "
+            "ROUNDING_GAMMA (eps64 (|d| + |x d'|) + tiny64)")
+    return [verdict(kinds(order)[0], order, "mpmath", g[idx], want, allowed, judged, what)]

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from gradcheck.oracle import extended
 from gradcheck.oracle.error_model import ROUNDING_GAMMA
-from gradcheck.sweep import extended
 from gradcheck.sweep.inventory.records import ELEMENTWISE, Op
 from gradcheck.sweep.resolution import TINY64, elementwise_derivatives, forward_matches
 
@@ -218,7 +218,7 @@ def fd_evidence(op: Op, arrays: Sequence[np.ndarray], seed: int, order: int = 1
 def mpmath_evidence(op: Op, arrays: Sequence[np.ndarray], order: int = 1, limit: int = 64,
                     budget_s: float = extended.CALL_BUDGET_S, seed: int = 0) -> dict[str, Any]:
     """Per-element ``order``-th derivative by mpmath, at the precision each element needs
-    (:func:`gradcheck.sweep.extended.derivative`), vs the backend's float64 reverse mode
+    (:func:`gradcheck.oracle.extended.derivative`), vs the backend's float64 reverse mode
     (:func:`gradcheck.sweep.resolution.elementwise_derivatives`), for a one-input op that is
     elementwise in fact and has a counterpart; ``{}`` where none applies.  Elements mpmath
     cannot evaluate, or that the budget does not reach, are not counted.

@@ -31,7 +31,7 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
   (measured on correct ops: ``benchmarks/resolution_bounds.py``, docs/error-model.md 4b).
 * ``mpmath`` (float64, one-input elementwise ops with a mapping, orders 1 and 2): each element
   of ``f'`` (order 2: ``f''``) against mpmath's derivative at the precision it needs
-  (:func:`gradcheck.sweep.extended.derivative`), allowed
+  (:func:`gradcheck.oracle.extended.derivative`), allowed
   ``ROUNDING_GAMMA * (eps64 * (|d| + |x d'|) + tiny64)`` (the rounding of a backward-stable
   formula: its result and its argument each off by a few ulps; and below the smallest normal
   number, its absolute rounding: an element whose true derivative lies within it and whose
@@ -40,7 +40,6 @@ checks judge what it cannot, each result tagged ``details["sweep"]["oracle"]``:
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -53,26 +52,22 @@ from gradcheck.core.taxonomy import CheckKind
 from gradcheck.numeric import resolution as shared
 from gradcheck.numeric.resolution import (
     ALONE_LIMIT,
+    MPMATH_LIMIT,
     ROW_LIMIT,
     TINY64,
     ULP_BOUND,
     ComponentVerdict,
     Subject,
     Target,
+    forward_matches,
 )
-from gradcheck.oracle import fd
-from gradcheck.oracle.error_model import ROUNDING_GAMMA
-from gradcheck.sweep import extended
+from gradcheck.oracle import extended
 from gradcheck.sweep.inventory.records import ELEMENTWISE, LINALG, Op
 
 __all__ = ["ALONE_LIMIT", "MPMATH_LIMIT", "ROW_LIMIT", "TINY64", "ULP_BOUND", "diagonal",
            "elementwise_derivatives", "forward_matches", "mpmath_checks", "resolution_checks",
            "scaled_checks", "ulp_checks", "ulp_units"]
 
-#: elements the mpmath check evaluates per point (most need one attempt at 100 bits, a few
-#: milliseconds; spence' at 2e-308 needs 1600 bits, about 5 s; all of them together get
-#: extended.CALL_BUDGET_S)
-MPMATH_LIMIT = 16
 
 
 def subject(op: Op) -> Subject:
@@ -175,76 +170,18 @@ def ulp_checks(op: Op, arrays: Sequence[np.ndarray], dtype: str, order: int, see
 
 def elementwise_derivatives(op: Op, x: np.ndarray, order: int, seed: int
                             ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The backend's forward and its ``order``-th derivative per element (float64, reverse
-    mode: the VJP of ones, at order 2 of the VJP of ones) of a one-input op that is
-    elementwise in fact; ``None`` where it is not."""
-    x = np.asarray(x, dtype=np.float64)
-    tgt = _target(op, [x], order, seed)
-    if not tgt.elementwise:
-        return None
-    forward = np.asarray(tgt.backend.evaluate(op.fn, [x], "cpu")[0], dtype=np.float64)
-    return forward.ravel(), shared.unit_derivatives(tgt, [x], "float64")[0].ravel()
-
-
-def forward_matches(forward: float, x: float, mp_value: float | None, slope: float) -> bool:
-    """Whether the backend's forward at ``x`` equals mpmath's value within the rounding of a
-    backward-stable float64 formula, ``ROUNDING_GAMMA (eps64 (|f| + |x f'|) + tiny64)``:
-    then the mapping is the op itself, not a function of the same name with other fixed
-    arguments (OpInfo's ``softplus`` sample has ``beta``) or an approximation (gelu's tanh)."""
-    if mp_value is None or not math.isfinite(forward):
-        return False
-    bound = ROUNDING_GAMMA * (fd.EPS64 * (abs(mp_value) + abs(x * slope)) + TINY64)
-    return abs(forward - mp_value) <= bound
+    """:func:`gradcheck.numeric.resolution.elementwise_derivatives` of the op."""
+    return shared.elementwise_derivatives(subject(op), x, order, seed)
 
 
 def mpmath_checks(op: Op, arrays: Sequence[np.ndarray], order: int, seed: int
                   ) -> list[CheckResult]:
-    """The ``mpmath`` check of a one-input elementwise op with a mapping (float64)."""
-    rule = extended.RULES.get(op.leaf)
-    if rule is None or op.family != ELEMENTWISE or len(arrays) != 1:
+    """The ``mpmath`` check of a one-input elementwise op with a mapping (float64):
+    :func:`gradcheck.numeric.resolution.mpmath_checks`."""
+    if op.family != ELEMENTWISE:
         return []
-    try:
-        import mpmath  # noqa: F401  (the extra that provides it may be absent)
-    except ImportError:
-        return []
-    x = np.asarray(arrays[0], dtype=np.float64)
-    values = elementwise_derivatives(op, x, order, seed)
-    if values is None:
-        return []
-    forward, g = values
-    idx = np.arange(x.size)[:MPMATH_LIMIT]
-    want, allowed, judged = (np.full(idx.size, np.nan), np.zeros(idx.size),
-                             np.zeros(idx.size, bool))
-    deadline = time.monotonic() + extended.CALL_BUDGET_S
-    other = 0
-    for b, i in enumerate(idx):
-        xi = float(x.ravel()[i])
-        # each at the precision it needs (extended.derivative); an element mpmath cannot
-        # evaluate, or that the budget does not reach, is not judged
-        d = extended.derivative(rule, xi, order, deadline=deadline)
-        d2 = extended.derivative(rule, xi, order + 1, deadline=deadline) if d is not None \
-            else None
-        if d is None or (d2 is None and d.value != 0):
-            continue
-        slope = abs(xi * d2.value) if d2 is not None else 0.0
-        d1 = d if order == 1 else extended.derivative(rule, xi, 1, deadline=deadline)
-        if d1 is None or not forward_matches(float(forward[i]), xi, extended.value(rule, xi),
-                                             d1.value):
-            other += 1  # not the function mpmath computes: not judged
-            continue
-        want[b] = d.value
-        # the absolute rounding below the smallest normal number (TINY64): expm1' at -1e4 is
-        # exp(-1e4), 0 in float64, and no float64 rule can do better
-        allowed[b] = ROUNDING_GAMMA * (fd.EPS64 * (abs(d.value) + slope) + TINY64)
-        judged[b] = abs(d.value) > ROUNDING_GAMMA * TINY64 or g[i] != 0
-    if other and not judged.any():
-        return []  # the op is not mpmath's function at this point (its fixed arguments)
-    what = (f"{'first' if order == 1 else 'second'} derivative per element vs mpmath (its "
-            "precision raised until its rounding is below 2^-60 of it), allowed "
-            "ROUNDING_GAMMA (eps64 (|d| + |x d'|) + tiny64)")
-    rev_kind = shared.kinds(order)[0]
-    return [_result(shared.verdict(rev_kind, order, "mpmath", g[idx], want, allowed, judged,
-                                   what), op, "float64", seed)]
+    return [_result(v, op, "float64", seed)
+            for v in shared.mpmath_checks(subject(op), arrays, order, seed, op.leaf)]
 
 
 def resolution_checks(op: Op, arrays: Sequence[np.ndarray], dtype: str, order: int,

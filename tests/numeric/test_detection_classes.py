@@ -202,6 +202,56 @@ def test_b_a_scalar_at_1e300_with_a_rule_that_is_right_only_above_1e200():
     assert_pair(mutant, twin, np.array(1e-300))
 
 
+def _named(name, forward, first):
+    """A one-input function named ``name`` (as an engine's own function is) with the rule
+    ``first``."""
+    fn = elementwise(forward, first)
+
+    def named(x):
+        return fn(x)
+
+    named.__name__ = name
+    return named
+
+
+@pytest.mark.parametrize("x", [-100.0, -700.0])
+def test_b_a_derivative_far_below_the_value_is_judged_by_mpmath(x):
+    """expm1'(x) = exp(x) (3.7e-44 at -100, 9.9e-305 at -700, normal numbers) beside
+    expm1(x) = -1: no finite difference of the function resolves it, so a rule computing it
+    as expm1(x) + 1 (0 there: torch's and jax's, T20/J17) passes every projection; a function
+    that is expm1 by its name is judged element by element against mpmath."""
+    pytest.importorskip("mpmath")
+    xs = np.array([x, 0.5, -2.0])
+    mutant = _named("expm1", torch.expm1, lambda t: torch.expm1(t) + 1)
+    twin = _named("expm1", torch.expm1, torch.exp)
+    assert _flagged(mutant, xs) is False  # the miss this closes
+    bad, _ = assert_pair(mutant, twin, xs, caught_by="mpmath")
+    r = next(r for r in bad.results if r.details.get("per_component") == "mpmath")
+    assert r.actual == 0.0 and r.expected == pytest.approx(np.exp(x), rel=1e-12)
+
+
+def test_b_the_engines_own_expm1_is_caught_at_minus_100():
+    pytest.importorskip("mpmath")
+    jnp = pytest.importorskip("jax").numpy
+    for fn, backend in ((torch.expm1, "torch"), (torch.special.expm1, "torch"),
+                        (jnp.expm1, "jax")):
+        report = check(fn, np.array([-100.0]), backend=backend)
+        assert any(r.details.get("per_component") == "mpmath" for r in report.failures), \
+            report.summary()
+    # torch's elu is right there (exp(x) for x < 0 times alpha): no false alarm
+    assert check(torch.nn.functional.elu, np.array([-100.0, 0.5])).passed
+
+
+def test_b_a_function_named_as_mpmath_rule_that_is_another_function_is_not_judged():
+    """Named expm1 but computing 2 expm1(x): its value is not mpmath's, so mpmath says
+    nothing (and its correct rule passes)."""
+    pytest.importorskip("mpmath")
+    other = _named("expm1", lambda t: 2 * torch.expm1(t), lambda t: 2 * torch.exp(t))
+    report = check(other, np.array([-100.0, 0.5]))
+    assert report.passed
+    assert not any(r.details.get("per_component") == "mpmath" for r in report.results)
+
+
 # -- c) components below the FD resolution of the projections -------------------------------------
 
 def test_c_a_vjp_that_loses_a_5e_17_relative_component():

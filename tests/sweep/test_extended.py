@@ -1,4 +1,4 @@
-"""Extended-precision derivatives (gradcheck/sweep/extended.py) and the element-level mpmath
+"""Extended-precision derivatives (gradcheck/oracle/extended.py) and the element-level mpmath
 evidence of the triage: a derivative far below the function's value (expm1'(-100) = 3.7e-44
 next to expm1(-100) = -1) needs the precision raised, not 30 fixed digits; with it, the
 triage confirms a rule that returns 0 there, and passes the correct one."""
@@ -13,7 +13,7 @@ import pytest
 from gradcheck.core.results import CheckResult, Status
 from gradcheck.sweep import Op
 from gradcheck.sweep.evidence import mpmath_evidence
-from gradcheck.sweep.extended import RULES, derivative, value
+from gradcheck.oracle.extended import RULES, derivative, value
 from gradcheck.sweep.inventory import ELEMENTWISE
 from gradcheck.sweep.triage import classify
 
