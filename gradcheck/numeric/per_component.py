@@ -33,7 +33,8 @@ comparisons, where one of these can happen (:func:`reasons`):
   input, in float64, and mpmath is installed: the ``mpmath`` check (each element of the
   derivative, orders 1 and 2, against mpmath's at the precision it needs, where the
   function's own value is mpmath's: a derivative far below the value, ``expm1'(-100) =
-  3.7e-44``, which no finite difference of the function resolves), allowed its rounding
+  3.7e-44``, which no finite difference of the function resolves), on the elements where the
+  derivative is so hidden (:func:`gradcheck.numeric.resolution.hidden`), allowed its rounding
   plus :data:`~gradcheck.numeric.resolution.MPMATH_RELATIVE` of it.
 
 A failed verdict is a result of the compared kind (``vjp``, ``vjp_of_vjp``, ``rounding``)
@@ -190,7 +191,7 @@ def leaf_name(fn: Callable[..., object]) -> str | None:
 def _mpmath(prep: Prepared, subject: Subject, order: int, leaf: str) -> Job:
     def job(modes: tuple[str, ...]) -> list[ComponentVerdict]:
         return resolution.mpmath_checks(subject, prep.args64, order, prep.cfg.seed, leaf,
-                                        resolution.MPMATH_RELATIVE)
+                                        resolution.MPMATH_RELATIVE, hidden_only=True)
 
     return job
 
