@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.backends.guarded import AdapterFailure
+from gradcheck.backends.guarded import AdapterFailure, attempt
 from gradcheck.backends.kernels import KernelTrace
 from gradcheck.core.results import CheckKind, CheckResult, Status, shown
 from gradcheck.numeric import (
@@ -204,12 +204,9 @@ def _working_dtype(prep: Prepared, cts: list[np.ndarray]) -> str | None:
     path computes in (one traced VJP, :meth:`Backend.trace_kernels`), or None (none, or an
     adapter that does not trace kernels)."""
     backend = prep.backend.backend
-    try:
-        trace = backend.trace_kernels(
-            lambda: backend.vjp(prep.fn, prep.args64, prep.diff, cts, prep.device))
-    except Exception:  # the function or adapter failed here: no credit
-        return None
-    if not isinstance(trace, KernelTrace):
+    trace = attempt("trace_kernels", backend.trace_kernels,
+                    lambda: backend.vjp(prep.fn, prep.args64, prep.diff, cts, prep.device))
+    if not isinstance(trace, KernelTrace):  # none, or a failure here: no credit
         return None
     dtypes = {c.dtype for c in trace.calls}
     return next((d for d in ("bfloat16", "float16", "float32") if d in dtypes), None)

@@ -328,7 +328,7 @@ GORGONIA: tuple[KnownDiscrepancy, ...] = (
         "gg_logsumexp"),
     _gg("softmax", "large_logits", F64, (K.REFERENCE,), "gg_softmax_row_max"),
     _gg("log_softmax", "large_logits", F64, (K.REFERENCE,), "gg_softmax_row_max"),
-    _gg("tanh", "saturated", F64, (K.REFERENCE,), "gg_from_output"),
+    _gg("tanh", "saturated", F64, (K.REFERENCE, K.VJP), "gg_from_output"),
     _gg("softplus", "large", F32, (K.VJP_OF_VJP,), "gg_sigmoid_cutoff"),
     _gg("softplus", "large", F64, (K.REFERENCE, K.VJP_OF_VJP), "gg_sigmoid_cutoff"),
     _gg("norm", "huge", F64, (K.REFERENCE, K.VJP, K.VJP_OF_VJP), "gg_norm_unscaled"),
@@ -352,9 +352,9 @@ CANDLE: tuple[KnownDiscrepancy, ...] = (
     _candle("conv2d_stride2_pad1", "random", F64, (K.VJP, K.REFERENCE, K.SEARCH),
         "candle_conv2d_out_padding"),
     _candle("conv2d_stride2_pad1", "random", F32, (K.VJP,), "candle_conv2d_out_padding"),
-    _candle("tanh", "saturated", F64, (K.REFERENCE,), "candle_from_output"),
-    _candle("sigmoid", "saturated", F64, (K.REFERENCE,), "candle_from_output"),
-    _candle("elu", "very_negative", F64, (K.REFERENCE,), "candle_from_output"),
+    _candle("tanh", "saturated", F64, (K.REFERENCE, K.VJP), "candle_from_output"),
+    _candle("sigmoid", "saturated", F64, (K.REFERENCE, K.VJP), "candle_from_output"),
+    _candle("elu", "very_negative", F64, (K.REFERENCE, K.VJP), "candle_from_output"),
     _candle("layer_norm", "random", F64, (K.REFERENCE,), "candle_layer_norm_eps_f32"),
 )
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from gradcheck.core.results import CheckResult, Status
+from gradcheck.oracle.extended import RULES, derivative, value
 from gradcheck.sweep import Op
 from gradcheck.sweep.evidence import mpmath_evidence
-from gradcheck.oracle.extended import RULES, derivative, value
 from gradcheck.sweep.inventory import ELEMENTWISE
 from gradcheck.sweep.triage import classify
 
