@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gradcheck.core.results import KnownMark
+
 #: the kernel output elements one trace records at most (each costs a few float64 arrays and
 #: float64 runs of its op): the kernels after it are named, not judged
 ELEMENT_BUDGET = 2 ** 20
@@ -70,20 +72,19 @@ class KnownKernel:
     table of them: ``gradcheck.engines.torch.kernels.KNOWN``,
     ``gradcheck.engines.jax.kernels.KNOWN``).  It is judged like any kernel; a failure on it is
     the engine's defect, not the user's code, and is reported as that known finding
-    (:meth:`mark`).  ``finding``: the docs/upstream id (``"T22"``) or, for a finding without one,
-    where it is measured; ``what``: the defect in a few words; ``link``: the upstream report
-    where one exists."""
+    (:meth:`mark`).  ``finding``: the docs/upstream id (``"T22"``); ``what``: the defect in a
+    few words; ``link``: the upstream report where one exists."""
 
     finding: str
     what: str
     link: str | None = None
 
-    def reason(self, op: str, dtype: str) -> str:
-        """The known mark's reason: the kernel, its dtype and the finding."""
-        where = (f"docs/upstream/README.md {self.finding}" if self.finding[:1] in "TJ"
-                 and self.finding[1:].isdigit() else self.finding)
-        return (f"the engine's {dtype} kernel {op} is measured off the correctly rounded value "
-                f"({self.what}; {where})")
+    def mark(self, op: str, dtype: str) -> KnownMark:
+        """The known mark a failure on this kernel carries: the kernel, its dtype, the defect,
+        the finding (and the upstream report where one exists)."""
+        return KnownMark(f"the engine's {dtype} kernel {op} is measured off the correctly "
+                         f"rounded value ({self.what}; docs/upstream/README.md {self.finding})",
+                         "bug", self.link)
 
 
 @dataclass(frozen=True)

@@ -167,15 +167,15 @@ def _ad_vs_ad(prep: Prepared, s: Samples, i: int, j: int, where: dict[str, int],
 
 def emit_fwd_rev(prep: Prepared, where: dict[str, int], pr: Probes, jvp: np.ndarray,
                  vjp: np.ndarray, terms: np.ndarray, label: str = "") -> None:
-    """Forward vs reverse: two AD values, the rounding bound, and where that is exceeded the
-    reverse path's measured rounding noise (:func:`_fwd_rev_noise_if_needed`)."""
+    """Forward vs reverse: two AD values, the rounding bound (in the function's working
+    dtype where it computes below float64 inside: :func:`_working_precision_extra`)."""
     c = Comparison(CheckKind.FWD_REV, jvp, vjp, np.zeros_like(terms), terms, prep.rule_dtype,
-                   measured=_fwd_rev_noise_if_needed(prep, where, pr, jvp, vjp, terms),
+                   measured=_working_precision_extra(prep, where, pr, jvp, vjp, terms),
                    floors=np.zeros(len(jvp)), label=label)
     emit(prep, c, where, pr, ())
 
 
-def _fwd_rev_noise_if_needed(prep: Prepared, where: dict[str, int], pr: Probes,
+def _working_precision_extra(prep: Prepared, where: dict[str, int], pr: Probes,
                              jvp: np.ndarray, vjp: np.ndarray, terms: np.ndarray
                              ) -> np.ndarray | None:
     """What rounding explains beyond the final-terms bound for a function whose reverse path
@@ -208,8 +208,7 @@ def _working_dtype(prep: Prepared, cts: list[np.ndarray]) -> str | None:
                     lambda: backend.vjp(prep.fn, prep.args64, prep.diff, cts, prep.device))
     if not isinstance(trace, KernelTrace):  # none, or a failure here: no credit
         return None
-    dtypes = {c.dtype for c in trace.calls}
-    return next((d for d in ("bfloat16", "float16", "float32") if d in dtypes), None)
+    return max({c.dtype for c in trace.calls}, key=error_model.eps, default=None)
 
 
 def emit(prep: Prepared, c: Comparison, where: dict[str, int], pr: Probes,

@@ -194,11 +194,9 @@ def verdict(trace: KernelTrace, path: str, order: int, dtype: str) -> ComponentV
         if "reproducer" in extra:
             what += f"; reproduce: {extra['reproducer']}"
         if call.known is not None:  # the engine's defect: reported as its known finding
-            reason = call.known.reason(call.op, call.dtype)
-            what += f"; known: {reason}"
-            extra.update({"known": reason, "known_nature": "bug"})
-            if call.known.link:
-                extra["upstream"] = call.known.link
+            mark = call.known.mark(call.op, call.dtype)
+            what += f"; known: {mark.reason}"
+            extra.update(mark.to_dict())
     d = abs(got - exact) if np.isfinite(got) else float("inf")
     return ComponentVerdict(CheckKind.ROUNDING, order, "kernel_ulp", status, what, n_judged,
                             total, k, got, exact, d, d / abs(exact) if exact else None,

@@ -32,13 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gradcheck.core.dtypes import numpy_dtype
+from gradcheck.core.dtypes import float_info, numpy_dtype
 from gradcheck.core.results import WorstElement
 from gradcheck.oracle import error_model
 
 _WORST = 5
-#: the spacing of each dtype's subnormal numbers: what a derivative element there is rounded by
-SUBNORMAL_SPACING = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float32": 2.0 ** -149}
 
 # (args, dtype) -> the VJP of every differentiable input, validated, as float64 arrays
 VjpAt = Callable[[list[np.ndarray], object], list[np.ndarray]]
@@ -115,7 +113,8 @@ def compare(all_samples: Sequence[Sample], pos: int, shape: tuple[int, ...], dty
     e = np.where(keep, g_low - g64, 0.0)
     noise = noise_level(all_samples, pos, keep)
     norm = float(np.linalg.norm(g64[keep]))
-    underflow = SUBNORMAL_SPACING.get(dtype, 0.0) * float(np.sqrt(keep.sum()))
+    # the spacing of the dtype's subnormals: what a derivative element there is rounded by
+    underflow = float(float_info(dtype).smallest_subnormal) * float(np.sqrt(keep.sum()))
     allow = error_model.rounding_allowance(norm, conditioning, noise, dtype, atol=atol, rtol=rtol,
                                          model=model, underflow=underflow)
     return RoundingComparison(norm, float(np.linalg.norm(g_low[keep])), float(np.linalg.norm(e)),
