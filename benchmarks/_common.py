@@ -9,6 +9,7 @@ in the same interleaved comparison.  torch runs on one thread for every contende
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -210,6 +211,17 @@ def gradcheck_passes(f: Callable, x: np.ndarray, backend: str, **kw: object) -> 
     # no false alarm: nothing failed (an abstention is not one; Report.passed also needs a
     # decided comparison)
     return not gradcheck.check(f, x, backend=backend, **kw).failures
+
+
+def catalog_parser() -> argparse.ArgumentParser:
+    """The options of the benchmarks that walk the catalog (:func:`catalog_cases`):
+    ``--backend`` (default torch), ``--dtype`` and ``--op`` (repeatable), ``--order``."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--backend", default="torch")
+    p.add_argument("--dtype", action="append")
+    p.add_argument("--order", type=int, default=1)
+    p.add_argument("--op", action="append")
+    return p
 
 
 def catalog_cases(backend_name: str, backend: object, ops: list[str] | None,

@@ -27,13 +27,12 @@ value, float64).  This is the measurement behind ``gradcheck.engines.torch.kerne
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 from collections import defaultdict
 
 import numpy as np
-from _common import catalog_cases, setup
+from _common import catalog_cases, catalog_parser, setup
 
 
 def _unary():
@@ -179,11 +178,7 @@ def main() -> None:
     from gradcheck.numeric import kernel_ulps
     from gradcheck.numeric.resolution import Subject
 
-    p = argparse.ArgumentParser()
-    p.add_argument("--backend", default="torch")
-    p.add_argument("--dtype", action="append")
-    p.add_argument("--order", type=int, default=1)
-    p.add_argument("--op", action="append")
+    p = catalog_parser()
     p.add_argument("--mode", action="append", default=["rev"])
     p.add_argument("--exhaustive", choices=["float32", "float16", "bfloat16"])
     a = p.parse_args()

@@ -19,11 +19,10 @@ whose magnitudes so span ``2^26``).
 
 from __future__ import annotations
 
-import argparse
 import time
 import warnings
 
-from _common import catalog_cases, setup
+from _common import catalog_cases, catalog_parser, setup
 
 
 def main() -> None:
@@ -33,11 +32,7 @@ def main() -> None:
     from gradcheck.harness.runner import case_inputs
     from gradcheck.numeric import CheckConfig, run_numeric_checks
 
-    p = argparse.ArgumentParser()
-    p.add_argument("--backend", default="torch")
-    p.add_argument("--dtype", action="append")
-    p.add_argument("--order", type=int, default=1)
-    p.add_argument("--op", action="append")
+    p = catalog_parser()
     p.add_argument("--tiny", type=float)
     a = p.parse_args()
     dtypes = a.dtype or ["float64", "float32", "float16", "bfloat16"]

@@ -13,38 +13,17 @@ import numpy as np
 import pytest
 
 import gradcheck
+from tests.support.torch_rules import sin_with_jvp
 
 torch = pytest.importorskip("torch")
 
 
 def _sin(jvp_off: float = 0.0, working=None):
     """``sin`` with a forward-mode rule scaled by ``1 + jvp_off``, computed in ``working``."""
-
-    class Sin(torch.autograd.Function):
-        generate_vmap_rule = True
-
-        @staticmethod
-        def forward(x):
-            return torch.sin(x)
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            ctx.save_for_backward(inputs[0])
-            ctx.save_for_forward(inputs[0])
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return g * torch.cos(x)
-
-        @staticmethod
-        def jvp(ctx, t):
-            (x,) = ctx.saved_tensors
-            return t * torch.cos(x) * (1 + jvp_off)
-
+    sin = sin_with_jvp(1 + jvp_off)
     if working is None:
-        return Sin.apply
-    return lambda x: Sin.apply(x.to(working)).to(x.dtype)
+        return sin
+    return lambda x: sin(x.to(working)).to(x.dtype)
 
 
 def _check(fn, x):

@@ -16,6 +16,7 @@ from gradcheck.sweep import Op
 from gradcheck.sweep.evidence import mpmath_evidence
 from gradcheck.sweep.inventory import ELEMENTWISE
 from gradcheck.sweep.triage import classify
+from tests.support.torch_rules import sin_with_jvp
 
 mpmath = pytest.importorskip("mpmath")
 torch = pytest.importorskip("torch")
@@ -216,31 +217,6 @@ def test_a_nan_past_the_elements_mpmath_judges_is_counted_as_unjudged():
     assert mpmath_evidence(op, [x[:3]])["unjudged_nonfinite"] == 0
 
 
-def _sin_with_jvp(scale: float):
-    """sin with its own backward (right) and forward-mode rule (times ``scale``)."""
-
-    class F(torch.autograd.Function):
-        @staticmethod
-        def forward(x):
-            return torch.sin(x)
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            (ctx.x,) = inputs
-            ctx.save_for_backward(inputs[0])
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return g * torch.cos(x)
-
-        @staticmethod
-        def jvp(ctx, t):
-            return t * torch.cos(ctx.x) * scale
-
-    return F.apply
-
-
 def test_the_fd_evidence_judges_the_forward_path_too():
     """A forward-mode finding is judged on forward mode along the evidence's direction: a
     rule off by 1e-4 there is seen, its twin agrees with the FD as reverse mode does."""
@@ -248,7 +224,7 @@ def test_the_fd_evidence_judges_the_forward_path_too():
 
     x = np.array([0.3, -0.7, 1.2, 2.0])
     for scale, off in ((1.0, False), (1 + 1e-4, True)):
-        op = Op("twin.sin", "torch", _sin_with_jvp(scale), (x,), family=ELEMENTWISE,
+        op = Op("twin.sin", "torch", sin_with_jvp(scale), (x,), family=ELEMENTWISE,
                 fwd=True, order2=False)
         ev = fd_evidence(op, [x], seed=3)
         assert ev["fd_families_agree"] and ev["ad_vs_fd"] <= 1e-9
