@@ -3,7 +3,7 @@ the full comparisons where it cannot pass."""
 
 from __future__ import annotations
 
-from gradcheck.numeric import screen
+from gradcheck.numeric import screen, screen_split
 from gradcheck.numeric.compare import Samples, compare_pair
 from gradcheck.numeric.context import Finished, Prepared
 from gradcheck.numeric.prepare import deterministic
@@ -27,6 +27,11 @@ def first_order_or_screen(prep: Prepared) -> None:
     ``details["fast_screen"]`` under ``fast``)."""
     if screen.applies(prep):
         reason = screen.screen(prep)
+        if isinstance(reason, screen.Troubled):  # a few elements may spoil the one table
+            reason = _split(prep, reason)
+            # the screen may have stopped before its reverse path decided determinism
+            if isinstance(reason, str) and not deterministic(prep, None):
+                return
         if reason is None or isinstance(reason, Finished):  # passed, or f is nondeterministic
             return
     elif not deterministic(prep, None):  # (deferred only where the screen runs: a safeguard)
@@ -38,6 +43,18 @@ def first_order_or_screen(prep: Prepared) -> None:
         reason = f"the screen covers float64 rule checks only (dtype {prep.dtype})"
     key = screen.label(prep)[0]
     first_order(prep.with_recorder(prep.recorder.with_details({key: f"escalated: {reason}"})))
+
+
+def _split(prep: Prepared, why: str) -> str | Finished | None:
+    """The screen again with its troubled output elements estimated apart
+    (:mod:`.screen_split`): ``None`` where it passed, else why the full check runs."""
+    split = screen_split.diagnose(prep, why)
+    if isinstance(split, str):
+        return f"{why}; not split: {split}"
+    again = screen.screen(prep, split)
+    if again is None or isinstance(again, Finished):
+        return again
+    return f"{why}; split ({split.count} element(s) at smaller steps): {again}"
 
 
 def first_order(prep: Prepared) -> None:

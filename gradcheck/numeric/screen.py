@@ -42,12 +42,12 @@ import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed, AdapterFailure
 from gradcheck.core.results import CheckKind, CheckResult, Status
-from gradcheck.numeric import projected_failure
+from gradcheck.numeric import projected_failure, screen_split
 from gradcheck.numeric.compare import compare_alternatives, emit_fwd_rev, model_of
 from gradcheck.numeric.context import Finished, Prepared
 from gradcheck.numeric.judge import Comparison, agreement_message, probe_ratios
 from gradcheck.numeric.prepare import deterministic
-from gradcheck.numeric.probes import Probes, batch_fn, draw, f0, out_slices, rows, stacked
+from gradcheck.numeric.probes import Probes, batch_fn, draw, f0, out_slices, stacked
 from gradcheck.numeric.scalars import AdScalars, ad_scalars, terms
 from gradcheck.numeric.stages import (
     AlternativeSamples,
@@ -103,7 +103,14 @@ class _Pair:
     judged: list[_Staged]
 
 
-def screen(prep: Prepared) -> str | Finished | None:
+class Troubled(str):
+    """A reason to decline that lies in the screen's estimate alone (not finite, a suspected
+    kink, an FD error above the floor, an allowance not resolved): the split
+    (:mod:`.screen_split`) may resolve it."""
+
+
+def screen(prep: Prepared, split: screen_split.Split | None = None
+           ) -> str | Finished | None:
     """Run the screen; if every comparison passes, record the results and return ``None``,
     else record nothing and return why the full check must run; :class:`Finished` where the
     determinism check it completes (:attr:`Prepared.determinism_deferred`) found ``f``
@@ -112,12 +119,24 @@ def screen(prep: Prepared) -> str | Finished | None:
     In the default check (not ``fast``) the comparisons of two AD values run as well, with
     no finite differences: forward vs reverse and eager vs functional (their verdict, a pass
     or a failure, is recorded as in the full check; only the comparisons with the oracle
-    decide whether the screen hands over)."""
+    decide whether the screen hands over).
+
+    ``split``: the screen again on its probes split in groups of output elements, each group
+    with its own estimate (:mod:`.screen_split`); it then only passes or declines."""
     pr = draw(prep, tangents=1)  # P cotangents, one tangent per input (module docstring)
     slices = out_slices(prep)
+    if split is not None:  # P cotangents per group of output elements
+        pr = split.cotangents(pr, slices)
     f_0 = f0(prep)
-    P = prep.cfg.probes
+    P = len(pr.v[prep.float_outs[0]])
     R = len(prep.float_outs)
+    model = prep.cfg.error_model
+    floors = (np.full(P, model.screen_floor) if split is None
+              else np.repeat(split.floors, prep.cfg.probes))
+
+    def per_group(each: list[Any]) -> list[Any]:  # one row per group -> one per probe
+        return [each[q // prep.cfg.probes] for q in range(P)]
+
     # the projections: probe p's cotangent on output i's slice, zeros elsewhere (every input),
     # all P R of them on the one direction
     if R == 1:  # the cotangents themselves (one array, no copy)
@@ -132,30 +151,44 @@ def screen(prep: Prepared) -> str | Finished | None:
     est: dict[int, fd.ProjectedEstimate] = {}
     for j in prep.diff:
         try:
-            one = fd.projected_derivatives(
-                batch_fn(prep, j), prep.args64[j].ravel(),
-                stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0, abs_projections=aW)
+            # the split's evaluations, after the screen's own (2 K)
+            one = (replace(_joined([_per_probe(e, prep.cfg.probes, R)
+                                    for e in split.estimates[j]]),
+                           evaluations=sum(e.evaluations for e in split.estimates[j])
+                           + 2 * model.screen_levels)
+                   if split is not None else _per_probe(fd.projected_derivatives(
+                       batch_fn(prep, j), prep.args64[j].ravel(),
+                       stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0, abs_projections=aW),
+                       P, R))
         except AdapterFailed as exc:
             if not deterministic(prep, None):  # decided before the full check runs
                 return Finished("nondeterministic")
             shown = exc.failure.exception or exc.failure.text
             return f"evaluating the function for finite differences raised: {shown!r:.200}"
-        est[j] = _per_probe(one, P, R)
-        pr = pr.with_tangents(j, rows(one.directions.reshape((1,) + prep.args64[j].shape)))
+        est[j] = one
+        # one tangent per group (the split's groups each have their own)
+        pr = pr.with_tangents(j, [one.directions[q].reshape(prep.args64[j].shape)
+                                  for q in range(0, P, prep.cfg.probes)])
+    if split is None:  # an estimate the split may mend: before any AD path is paid for
+        for r, i in enumerate(prep.float_outs):
+            for j in prep.diff:
+                trouble = _troubled(prep, est[j], i, j, r)
+                if trouble is not None:
+                    return trouble
     # each AD result is reduced to its compared scalars as soon as it arrives, and dropped: the
     # check never holds more than one reverse path's P gradients
     scalars: dict[CheckKind, _Reduced] = {}
     if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
         # one JVP per input (J u), projected on every cotangent
-        fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else t * P)
+        fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else per_group(t))
                                for j, t in forward(prep, pr).items()}
         abs_v = {i: [aW[0, p * R + r, slices[i]] for p in range(P)]
                  for r, i in enumerate(prep.float_outs)}
         scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr, abs_v)
         del fwd, abs_v
     del aW
-    # probe p is (v_p, u): the same array P times
-    pr = Probes(pr.v, {j: pr.u[j] * P for j in prep.diff})
+    # probe p is (v_p, u): the same array P times (per group)
+    pr = Probes(pr.v, {j: per_group(pr.u[j]) for j in prep.diff})
     if "rev" in prep.cfg.modes:
         rev, again = reverse_primal(prep, pr)
         # the determinism check, deferred by preparation: the first evaluation at the point
@@ -180,11 +213,9 @@ def screen(prep: Prepared) -> str | Finished | None:
     for r, i in enumerate(prep.float_outs):
         for j in prep.diff:
             e = est[j]
-            if not np.all(e.finite[:, r]):
-                return f"{prep.output(i)} / {prep.input(j)}: the FD estimate is not finite"
-            if np.any(e.kink[:, r]):
-                return (f"{prep.output(i)} / {prep.input(j)}: one-sided derivatives differ "
-                        "(possible kink)")
+            trouble = _troubled(prep, e, i, j, r)
+            if trouble is not None:
+                return trouble
             ad: AdScalars = {}
             skipped: list[_Staged] = []
             for kind, table in scalars.items():
@@ -201,7 +232,7 @@ def screen(prep: Prepared) -> str | Finished | None:
             t = terms(e.magnitude[:, r], ad)  # as the full check counts them
             judged = []
             for kind, (s_ad, _) in ad.items():
-                verdict = _judge(prep, kind, i, j, r, e, s_ad, t)
+                verdict = _judge(prep, kind, i, j, r, e, s_ad, t, floors)
                 if isinstance(verdict, str):
                     return verdict
                 if isinstance(verdict, _Fails):
@@ -213,12 +244,17 @@ def screen(prep: Prepared) -> str | Finished | None:
     if fails:  # a clear failure is confirmed by projected estimates, anything else escalates
         if not projected_failure.applies(prep):
             return fails[0].reason
-        got = projected_failure.confirm(prep, pr, W, est, [f.failing for f in fails],
-                                        _per_probe)
+        got = (projected_failure.confirm(prep, pr, W, est, [f.failing for f in fails],
+                                         _per_probe) if split is None
+               else _confirm_settled(prep, pr, W, est, fails, split.settled_first))
         if isinstance(got, str):
             return f"{fails[0].reason}; not confirmed by projected estimates: {got}"
         confirmed = got
     text = label(prep)[1]
+    if split is not None:
+        text = f"{text}, split"
+        prep = prep.with_recorder(prep.recorder.with_details(
+            {"screen_split": screen_split.note(split)}))
     if "fwd" in prep.cfg.modes and not prep.backend.supports_jvp:
         no_forward_mode(prep)
     for pair in staged:
@@ -278,25 +314,90 @@ def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimat
                    directions=np.broadcast_to(one.directions, (P,) + one.directions.shape[1:]))
 
 
+def _confirm_settled(prep: Prepared, pr: Probes, W: np.ndarray,
+                     est: dict[int, fd.ProjectedEstimate], fails: list[_Fails],
+                     settled_first: bool) -> list[projected_failure.Confirmed] | str:
+    """The split's failures confirmed as the screen's are (:mod:`.projected_failure`), on
+    its first group alone: the elements settled at the screen's steps, along the screen's
+    direction, its probes the first ``P``.  A disagreement in the other group (the elements
+    below the screen's steps) is left to the full check."""
+    P = prep.cfg.probes
+    if not settled_first:
+        return "every element is below the screen's steps (the full check judges it)"
+    model = model_of(prep)
+    failing = []
+    for f in fails:
+        g = f.failing
+        e = est[g.j]
+        c = Comparison(g.kind, g.ad[:P], e.value[:P, g.r], e.error[:P, g.r], g.terms[:P],
+                       "float64")
+        if not max(probe_ratios(c, model)[0]) > 1.0:
+            return ("a disagreement among the elements below the screen's steps (the full "
+                    "check judges it)")
+        failing.append(replace(g, ad=g.ad[:P], terms=g.terms[:P]))
+    first = Probes({i: v[:P] for i, v in pr.v.items()}, {j: u[:P] for j, u in pr.u.items()})
+    R = len(prep.float_outs)
+    return projected_failure.confirm(prep, first, W[:, :P * R],
+                                     {j: _first_probes(e, P) for j, e in est.items()},
+                                     failing, _per_probe)
+
+
+def _first_probes(e: fd.ProjectedEstimate, P: int) -> fd.ProjectedEstimate:
+    return replace(e, value=e.value[:P], error=e.error[:P], magnitude=e.magnitude[:P],
+                   jump=e.jump[:P], jump_bound=e.jump_bound[:P], steps=e.steps[:P],
+                   table=e.table[:P], directions=e.directions[:P])
+
+
+def _troubled(prep: Prepared, e: fd.ProjectedEstimate, i: int, j: int, r: int
+              ) -> Troubled | None:
+    """Why output ``i`` / input ``j``'s estimate cannot be judged (not finite, a suspected
+    kink), or None."""
+    if not np.all(e.finite[:, r]):
+        return Troubled(f"{prep.output(i)} / {prep.input(j)}: the FD estimate is not finite")
+    if np.any(e.kink[:, r]):
+        return Troubled(f"{prep.output(i)} / {prep.input(j)}: one-sided derivatives differ "
+                        "(possible kink)")
+    return None
+
+
+def _joined(parts: list[fd.ProjectedEstimate]) -> fd.ProjectedEstimate:
+    """The per-probe estimates of the split's groups as one, group after group."""
+    if len(parts) == 1:
+        return parts[0]
+
+    K = max(e.steps.shape[1] for e in parts)
+
+    def cat(name: str) -> np.ndarray:
+        arrays = [getattr(e, name) for e in parts]
+        if name in ("steps", "table"):  # a group without a table: no steps shown (NaN)
+            arrays = [np.concatenate([a, np.full((a.shape[0], K - a.shape[1]) + a.shape[2:],
+                                                 np.nan)], axis=1) for a in arrays]
+        return np.concatenate(arrays)
+
+    return fd.ProjectedEstimate(cat("value"), cat("error"), cat("magnitude"), cat("jump"),
+                                cat("jump_bound"), cat("steps"), cat("table"),
+                                cat("directions"), sum(e.evaluations for e in parts))
+
+
 def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,
-           s_ad: np.ndarray, t: np.ndarray) -> _Staged | _Fails | str:
+           s_ad: np.ndarray, t: np.ndarray, floors: np.ndarray) -> _Staged | _Fails | str:
     """The result of one (kind, output, input) comparison, or why the screen cannot pass it
-    (:class:`_Fails` where only its ratio does: :mod:`.projected_failure` may confirm it)."""
+    (:class:`_Fails` where only its ratio does: :mod:`.projected_failure` may confirm it);
+    ``floors``: per probe, the floor of its FD error against its terms."""
     s_fd, e_fd = e.value[:, r], e.error[:, r]
     what = f"{kind.value.upper()} of {prep.output(i)} w.r.t. {prep.input(j)}"
-    floor = prep.cfg.error_model.screen_floor
     for p in range(len(s_ad)):
-        if not e_fd[p] <= floor * t[p]:
-            return (f"{what}, probe {p}: the screen's FD error estimate {e_fd[p]:.3g} is above "
-                    f"{floor:g} x terms {t[p]:.3g}")
+        if not e_fd[p] <= floors[p] * t[p]:
+            return Troubled(f"{what}, probe {p}: the screen's FD error estimate {e_fd[p]:.3g} "
+                            f"is above {floors[p]:g} x terms {t[p]:.3g}")
     model = model_of(prep)
     ratios, allows = probe_ratios(Comparison(kind, s_ad, s_fd, e_fd, t, "float64"), model)
     # resolution before verdict, as the full check judges it (the floor above implies it)
     models = [model.modelled(float(e_fd[p]), float(t[p]), "float64") for p in range(len(s_ad))]
     for p in range(len(s_ad)):
         if not model.resolved(models[p], float(t[p])):
-            return (f"{what}, probe {p}: allowed error {models[p]:.3g} not resolved against "
-                    f"terms {t[p]:.3g}")
+            return Troubled(f"{what}, probe {p}: allowed error {models[p]:.3g} not resolved "
+                            f"against terms {t[p]:.3g}")
     resolution = max(m / float(x) if x > 0 else 0.0 for m, x in zip(models, t, strict=True))
     for p, ratio in enumerate(ratios):
         if not (ratio <= 1.0 and np.isfinite(s_ad[p])):
@@ -315,7 +416,8 @@ def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.Projec
         "allowed_source": f"{allows[p].source} ({text})",
         "discrepancy_ratio": float(ratios[p]),
         "convergence": tuple((float(h), float(c))
-                             for h, c in zip(e.steps[p], e.table[p, :, r], strict=True)),
+                             for h, c in zip(e.steps[p], e.table[p, :, r], strict=True)
+                             if np.isfinite(h)),
         "probe": p, "probes": len(s_ad),
         "details": {key: "passed", "resolution": resolution, "fd_evaluations": e.evaluations},
     })

@@ -200,6 +200,11 @@ class ErrorModel:
     # the fast screen (:mod:`gradcheck.numeric.screen`)
     #: the screen's FD error must be below this fraction of sum |v||J||u| to pass
     screen_floor: float = 1e-11
+    #: the screen's split (:mod:`gradcheck.numeric.screen_split`): the floor of the group of
+    #: output elements estimated below the screen's steps (near a pole or a domain edge,
+    #: where the steps that converge to ``screen_floor`` leave a window too narrow to find);
+    #: the full oracle's elements converge to ``fd_converged_rtol`` (1e-8)
+    split_floor: float = 1e-9
     #: probes of the screen's eager-vs-functional comparison (docs/error-model.md 2b)
     alternative_probes: int = 1
     #: the failing path (:mod:`gradcheck.numeric.projected_failure`): a screen failure is

@@ -129,6 +129,13 @@ def _step_from(scale: float, u: np.ndarray) -> float:
     return _pow2_floor(_H0_FACTOR * scale / max(rms_u, 1e-300))
 
 
+def screen_step(x: np.ndarray, u: np.ndarray) -> float:
+    """The largest step of the screen's table along ``u`` (:func:`projected_derivatives`):
+    :func:`initial_step` times ``screen_h0_shrink``."""
+    return _step_from(_scale_of(np.asarray(x, dtype=np.float64).ravel()),
+                      np.asarray(u, dtype=np.float64).ravel()) * _SCREEN_H0_SHRINK
+
+
 def _rms(a: np.ndarray) -> float:
     """Root mean square scaled by ``max |a|``."""
     if a.size == 0:
@@ -695,14 +702,14 @@ def _richardson(d: np.ndarray, rounding: np.ndarray, base: float, *, ahead: bool
             np.maximum(trunc[:, :-1], _ahead(cur, amp * rounding[:, j:]), out=trunc[:, :-1])
         err = trunc
         err += amp * rounding[:, j:]
-        # the column's rows at once: its first smallest error per element (NaN never wins),
-        # then against the running minimum; the same choice as visiting row by row
-        np.copyto(err, np.inf, where=np.isnan(err))
-        row = np.argmin(err, axis=1)[:, None, :]
-        col_err = np.take_along_axis(err, row, axis=1)[:, 0]
-        better = col_err < best_err  # finite value => finite error
-        np.copyto(best_err, col_err, where=better)
-        np.copyto(best_val, np.take_along_axis(cur, row, axis=1)[:, 0], where=better)
+        # row by row against the running minimum (strict: the first minimum stays; NaN
+        # never wins): a column has at most K - 1 rows, and two masked copies per row cost
+        # less than an argmin and two gathers along a short axis
+        better = np.empty(best_err.shape, dtype=bool)
+        for r in range(err.shape[1]):
+            np.less(err[:, r], best_err, out=better)  # finite value => finite error
+            np.copyto(best_err, err[:, r], where=better)
+            np.copyto(best_val, cur[:, r], where=better)
     return best_val, best_err
 
 
@@ -768,6 +775,14 @@ class ProjectedEstimate:
     #: localization, :mod:`gradcheck.numeric.projected_failure`); ``None`` otherwise
     element_value: np.ndarray | None = None
     element_error: np.ndarray | None = None
+    #: with ``tables=True`` only: the per-element central differences ``(P, K, m)`` and the
+    #: per-element second differences ``(f(x + h u) + f(x - h u) - 2 f(x)) / h`` at the last
+    #: two steps ``(P, 2, m)``, from which :func:`reprojected` projects the same evaluations
+    #: on other cotangents and :func:`element_kinks` tests each element for a kink
+    element_table: np.ndarray | None = None
+    element_second: np.ndarray | None = None
+    #: the output elements the per-element arrays hold (``keep``), None: every one
+    element_index: np.ndarray | None = None
 
     @property
     def kink(self) -> np.ndarray:
@@ -793,6 +808,8 @@ def projected_derivatives(
     h0: np.ndarray | None = None,
     elements: bool = False,
     abs_projections: np.ndarray | None = None,
+    tables: bool = False,
+    keep: np.ndarray | None = None,
 ) -> ProjectedEstimate:
     """A cheap estimate of ``w . (J u)`` with an error estimate, for the fast screen.
 
@@ -813,7 +830,12 @@ def projected_derivatives(
     central differences per output element (``P K m`` values) and extrapolate them per element
     (:attr:`ProjectedEstimate.element_value`), for localization without another evaluation;
     ``abs_projections``: ``|projections|`` where the caller has it (the screen, which reads it
-    again for the JVP's terms), else computed here.
+    again for the JVP's terms), else computed here.  ``tables``: also keep the per-element
+    central and second differences (``(K + 2) m`` values per direction,
+    :attr:`ProjectedEstimate.element_table`), for :func:`reprojected` and
+    :func:`element_kinks` (the screen's split, :mod:`gradcheck.numeric.screen_split`).
+    ``keep``: the output elements (flat indices) the per-element arrays hold, instead of all
+    of them (:attr:`ProjectedEstimate.element_index`).
     """
     if levels < 3:
         raise ValueError(f"levels={levels} must be at least 3 (a column needs two entries)")
@@ -833,7 +855,9 @@ def projected_derivatives(
     central = np.empty((P, K, R))  # w . (f(x + h u) - f(x - h u)) / (2 h)
     second = np.empty((P, 2, R))  # w . (f(x + h u) + f(x - h u) - 2 f(x)) / h, last 2 levels
     magnitude = np.empty((P, R))
-    per_element = np.empty((P, K, f0.size)) if elements else None
+    kept = f0.size if keep is None else len(keep)
+    per_element = np.empty((P, K, kept)) if elements or tables else None
+    per_second = np.empty((P, 2, kept)) if tables else None
     pairs = [(p, k) for p in range(P) for k in range(K)]
     aWs = np.abs(W) if abs_projections is None else abs_projections
     f0x2 = 2 * f0  # exact
@@ -862,7 +886,7 @@ def projected_derivatives(
                 np.subtract(fp, fm, out=d)
                 central[p, k] = W[p] @ d / (2 * hk)
                 if per_element is not None:
-                    np.divide(d, 2 * hk, out=per_element[p, k])
+                    np.divide(d if keep is None else d[keep], 2 * hk, out=per_element[p, k])
                 if k == K - 1:
                     np.abs(d, out=d)
                     magnitude[p] = aW @ d / (2 * hk)
@@ -870,23 +894,95 @@ def projected_derivatives(
                     np.add(fp, fm, out=d)
                     d -= f0x2
                     second[p, k - (K - 2)] = W[p] @ d / hk
+                    if per_second is not None:
+                        np.divide(d if keep is None else d[keep], hk,
+                                  out=per_second[p, k - (K - 2)])
             del values
         del buf, d
+    f0_kept = f0 if keep is None else f0[keep]
+    ev, ee = (_per_element(per_element, steps, f0_kept) if elements and per_element is not None
+              else (None, None))
+    out = _projected(central, second, magnitude, aWs @ np.abs(f0), steps, dirs,
+                     2 * len(pairs), ev, ee, per_element if tables else None, per_second)
+    return out if keep is None else replace(out, element_index=keep)
+
+
+def _projected(central: np.ndarray, second: np.ndarray, magnitude: np.ndarray,
+               a0: np.ndarray, steps: np.ndarray, dirs: np.ndarray, evaluations: int,
+               ev: np.ndarray | None, ee: np.ndarray | None, table: np.ndarray | None,
+               per_second: np.ndarray | None) -> ProjectedEstimate:
+    """The estimate from the projected central differences ``central`` ``(P, K, R)``, second
+    differences at the last two steps ``second`` ``(P, 2, R)``, ``magnitude`` and
+    ``a0 = sum |w| |f(x)|`` ``(P, R)`` (:func:`projected_derivatives`, :func:`reprojected`)."""
+    with np.errstate(all="ignore"):
         hk = steps[:, :, None]
         # the rounding of the evaluations, eps sum |w| (|f(x + h u)| + |f(x - h u)|), from its
         # triangle-inequality bound to first order in h, 2 sum |w| |f(x)| + 2 h sum |w| |J u|:
         # no pass over the points per level (the term matters at the small steps, where the
         # bound is tight; at the large ones it is the smallest term of the table's error)
-        a0 = aWs @ np.abs(f0)  # (P, R)
         sums = 2 * a0[:, None, :] + 2 * hk * magnitude[:, None, :]
         value, error = _richardson(central, EPS64 * sums / (2 * hk), 4.0)
         round2 = EPS64 * (sums[:, -2:] + 2 * a0[:, None]) / hk[:, -2:]
         jump = 2 * second[:, 1] - second[:, 0]
         bound = (_KINK_FACTOR * (2 * round2[:, 1] + round2[:, 0])
                  + _KINK_RELATIVE * 2 * magnitude)
-    ev, ee = (None, None) if per_element is None else _per_element(per_element, steps, f0)
     return ProjectedEstimate(value, error, magnitude, jump, bound, steps, central, dirs,
-                             2 * len(pairs), ev, ee)
+                             evaluations, ev, ee, table, per_second)
+
+
+def reprojected(est: ProjectedEstimate, projections: np.ndarray, f0: np.ndarray
+                ) -> ProjectedEstimate:
+    """``est``'s evaluations projected on other cotangents ``projections`` (``(P, R', m)``),
+    no evaluation of ``f``: the same estimate as :func:`projected_derivatives` at ``est``'s
+    steps and directions would give on them (up to the rounding of the order of the sums).
+    ``est`` must keep its tables (``tables=True``); where it kept some elements only
+    (``keep``), ``projections`` must vanish outside them."""
+    table, sec = est.element_table, est.element_second
+    if table is None or sec is None:
+        raise ValueError("the estimate kept no per-element tables (tables=True)")
+    W = np.asarray(projections, dtype=np.float64)
+    f0 = np.asarray(f0, dtype=np.float64).ravel()
+    if est.element_index is not None:  # the cotangents vanish outside the kept elements
+        W, f0 = W[..., est.element_index], f0[est.element_index]
+    aW = np.abs(W)
+    with np.errstate(all="ignore"):
+        central = np.einsum("prm,pkm->pkr", W, table)
+        second = np.einsum("prm,pkm->pkr", W, sec)
+        magnitude = np.einsum("prm,pm->pr", aW, np.abs(table[:, -1]))
+    return _projected(central, second, magnitude, aW @ np.abs(f0), est.steps, est.directions,
+                      0, None, None, None, None)
+
+
+def element_kinks(est: ProjectedEstimate, f0: np.ndarray) -> np.ndarray:
+    """``(P, m)``: the output elements whose own one-sided jump (the projected kink test of
+    :func:`projected_derivatives`, element by element) exceeds a smooth function's reach.
+    ``est`` must keep its tables (``tables=True``); the elements are its kept ones
+    (:attr:`ProjectedEstimate.element_index`)."""
+    table, sec = est.element_table, est.element_second
+    if table is None or sec is None:
+        raise ValueError("the estimate kept no per-element tables (tables=True)")
+    f0 = np.asarray(f0, dtype=np.float64).ravel()
+    if est.element_index is not None:
+        f0 = f0[est.element_index]
+    # the projected test's bound per element: the rounding of the two second differences,
+    # eps (4 |f(x)| / h_k + 2 |D|) at the last two steps (2 x the smaller's plus the
+    # larger's), and the 1e-6 relative share; linear in |f(x)| and |D|: two coefficients
+    # per direction, few passes over the elements
+    out = np.empty(table[:, -1].shape, dtype=bool)
+    with np.errstate(all="ignore"):
+        for p in range(len(table)):
+            h_big, h_small = (float(v) for v in est.steps[p, -2:])
+            a = _KINK_FACTOR * EPS64 * 4 * (2 / h_small + 1 / h_big)
+            b = _KINK_FACTOR * EPS64 * 6 + _KINK_RELATIVE * 2
+            jump = sec[p, 1] * 2
+            jump -= sec[p, 0]
+            np.abs(jump, out=jump)
+            bound = np.abs(table[p, -1])
+            bound *= b
+            bound += a * np.abs(f0)
+            np.greater(jump, bound, out=out[p])
+            out[p] |= np.isnan(jump) | np.isnan(bound)
+    return out
 
 
 def _per_element(central: np.ndarray, steps: np.ndarray, f0: np.ndarray

@@ -91,21 +91,45 @@ def test_an_unreachable_margin_keeps_the_full_path() -> None:
     assert "not clear" in r.details["screen"]
 
 
-def test_a_kinked_function_falls_back_to_the_full_path() -> None:
-    """``|x|`` with an element at 1e-6 (the screen's steps see the kink) and a wrong VJP
-    elsewhere: the projected path does not judge it."""
-    x = X[:2000].copy()
-    x[7] = 1e-6
+def _abs_wrong_at_100() -> NumpyFunction:
+    """``|x|`` with its VJP ``1 + 1e-3`` off at element 100."""
 
     def vjp(a, c):
         g = c[0] * np.sign(a[0])
         g[..., 100] *= 1 + 1e-3
         return [g]
 
-    f = NumpyFunction(np.abs, vjp, lambda a, t: [np.sign(a[0]) * t[0]], name="abs")
-    r = _vjp(gradcheck.check(f, x, backend="numpy", modes="rev"))
-    assert "failure_path" not in r.details
-    assert "kink" in r.details["screen"]
+    return NumpyFunction(np.abs, vjp, lambda a, t: [np.sign(a[0]) * t[0]], name="abs")
+
+
+def _near_zero_at_7(value: float) -> np.ndarray:
+    x = X[:2000].copy()
+    x[7] = value
+    return x
+
+
+def test_a_function_near_its_kink_is_split_and_its_failure_confirmed_on_the_rest() -> None:
+    """``|x|`` with an element at 1e-6 (the screen's steps see the kink) and a wrong VJP
+    elsewhere: the screen's split estimates that element apart at steps below 1e-6
+    (:mod:`gradcheck.numeric.screen_split`), and the failure among the other elements is
+    confirmed by projected estimates on them alone, its element named."""
+    r = _vjp(gradcheck.check(_abs_wrong_at_100(), _near_zero_at_7(1e-6), backend="numpy",
+                             modes="rev"))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["failure_path"] == projected_failure.PATH
+    assert "kink" in r.details["screen_split"]
+    assert r.worst[0].index == (100,)
+
+
+def test_a_kink_at_every_step_is_left_out_and_the_rest_decided() -> None:
+    """``|x|`` with an element at 1e-30, below every step of the split: its kink shows at
+    every level, so the split has no estimate for it; the check leaves the kink out
+    (:mod:`gradcheck.numeric.kinks`) and fails the wrong VJP among the rest."""
+    r = _vjp(gradcheck.check(_abs_wrong_at_100(), _near_zero_at_7(1e-30), backend="numpy",
+                             modes="rev"))
+    assert r.status is gradcheck.Status.FAILED
+    assert "input 0[7]" in r.details["kinks"]
+    assert r.worst[0].index == (100,)
 
 
 def test_explicit_tolerances_keep_the_full_path() -> None:

@@ -21,6 +21,7 @@ import pytest
 
 import gradcheck
 from gradcheck import NumpyFunction
+from gradcheck.oracle.error_model import ErrorModel
 
 A = -26.0
 # a / b half-way between two integers: the nearest jump of fmod(a, b) in b is ~3e-3 away,
@@ -39,19 +40,42 @@ def _only(report: gradcheck.Report, kind: str = "vjp") -> gradcheck.CheckResult:
     return r
 
 
+# the screen's split (docs/error-model.md 2d) judges a staircase's elements at steps that
+# cross no jump before the full check runs; with a floor no estimate meets, its elements below
+# the screen's steps never pass, and the full check (and its second estimate) judges
+NO_SPLIT = ErrorModel(split_floor=1e-300)
+
+
 def test_a_staircase_is_judged_with_the_small_steps() -> None:
-    r = _only(gradcheck.check(_fmod(), B, backend="numpy", modes="rev"))
+    r = _only(gradcheck.check(_fmod(), B, backend="numpy", modes="rev", error_model=NO_SPLIT))
     assert r.status is gradcheck.Status.PASSED, r.message
     assert "judged with those" in r.details["oracle"]
+
+
+def test_a_staircase_passes_by_the_screens_split() -> None:
+    r = _only(gradcheck.check(_fmod(), B, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.PASSED, r.message
+    assert "level 1" in r.details["screen_split"]
 
 
 @pytest.mark.parametrize("delta", [1e-3, 1e-6])
 def test_a_wrong_rule_on_a_staircase_is_not_vindicated(delta: float) -> None:
     """The wrong rule disagrees with the small steps too: the first verdict (the large steps
     saw jumps as a kink) stands, an abstention, never a pass."""
-    r = _only(gradcheck.check(_fmod(delta), B, backend="numpy", modes="rev"))
+    r = _only(gradcheck.check(_fmod(delta), B, backend="numpy", modes="rev",
+                              error_model=NO_SPLIT))
     assert r.status is gradcheck.Status.INCONCLUSIVE
     assert "oracle" not in r.details
+
+
+@pytest.mark.parametrize("delta", [1e-3, 1e-6])
+def test_a_wrong_rule_on_a_staircase_is_failed_by_the_split(delta: float) -> None:
+    """With the split, the elements whose screen steps cross no jump are judged on their own:
+    the wrong rule is failed there, confirmed at smaller steps, and every element named."""
+    r = _only(gradcheck.check(_fmod(delta), B, backend="numpy", modes="rev"))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["failure_path"] == "projected"
+    assert r.elements_over == len(B)
 
 
 def test_a_wrong_rule_on_a_smooth_function_is_confirmed_and_failed() -> None:
