@@ -63,6 +63,12 @@ LEVEL_SHRINK = 2.0**-8
 #: every deeper level, rounded so that all their steps are exact: deeper levels would make
 #: it coarse (a grain of ``2^-16`` of ``|x_i|`` relative to the steps at 3 levels)
 LEVELS = 3
+#: the bands of deeper levels, each along its own direction rounded for its own steps only
+#: (a direction rounded for every level at once would be coarse: steps ``2^-40`` below
+#: ``|x_i|`` leave it about 8000 representable values): ``LEVELS`` levels, then one more
+#: (one input only; the elements it reaches are few: at n = 1e7, 1 element ``8e-9`` from a
+#: pole of ``tan``)
+BANDS = (LEVELS, 1)
 #: an element whose error estimate is within this factor of the rounding of its differences
 #: at the smallest step is limited by rounding: smaller steps would not help it
 ROUNDING_LIMITED = 4.0
@@ -157,13 +163,19 @@ def _sums(best: _Best, W: np.ndarray, group: np.ndarray
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``W`` (``(1, P R, m)``) on the ``group``'s elements times each element's own value,
     and the same sums of ``|W|`` times their errors and magnitudes (the triangle
-    inequality: each element at its own best step), each ``(1, P R)``."""
-    idx = np.flatnonzero(group)
-    Wg = W[0][:, idx]
-    aW = np.abs(Wg)
+    inequality: each element at its own best step), each ``(1, P R)``; one projection at a
+    time (no copy of ``W``)."""
+    rows = W.shape[1]
+    out = np.zeros((3, 1, rows))
     with np.errstate(all="ignore"):
-        return ((Wg @ best.value[idx])[None], (aW @ best.error[idx])[None],
-                (aW @ best.size[idx])[None])
+        own = [np.where(group, a, 0.0) for a in (best.value, best.error, best.size)]
+        for q in range(rows):
+            w = W[0, q]
+            out[0, 0, q] = w @ own[0]
+            a = np.abs(w)
+            out[1, 0, q] = a @ own[1]
+            out[2, 0, q] = a @ own[2]
+    return out[0], out[1], out[2]
 
 
 def _estimate(first: fd.ProjectedEstimate, value: np.ndarray, error: np.ndarray,
@@ -192,25 +204,30 @@ def _level0(prep: Prepared, j: int, u: np.ndarray, v0: np.ndarray
 
 
 def _deeper(prep: Prepared, j: int, u: np.ndarray, v0: np.ndarray, h: float,
-            troubled: np.ndarray) -> tuple[_Best, fd.ProjectedEstimate, int, int] | str:
-    """Input ``j``'s ``troubled`` elements at the deeper levels along ``u`` (one direction,
-    rounded for all of them), each keeping its best level: their estimates, level 1's
-    estimate (its direction), the evaluations and the deepest level run; or why not."""
+            troubled: np.ndarray, band: int) -> tuple[_Best, fd.ProjectedEstimate, int, int]:
+    """Input ``j``'s ``troubled`` elements at band ``band``'s levels along ``u`` (one
+    direction, rounded for all of them), each keeping its best level: their estimates (an
+    element without a finite, kink-free level keeps level -1), the band's first level's
+    estimate (its direction), the evaluations and the deepest level run.  ``h``: the
+    screen's largest step; the bands' levels follow each other (``BANDS``)."""
     x = prep.args64[j].ravel()
     f_0 = f0(prep)
     model = prep.cfg.error_model
     K = model.screen_levels
-    h1 = h * LEVEL_SHRINK
+    low = sum(BANDS[:band]) + 1
+    count = BANDS[band]
+    h1 = h * LEVEL_SHRINK**low
+    # one direction for the band: finer than the screen's only by the band's own depth
     direction = fd.representable_directions(x, u[None], np.array([h1]),
-                                            (K - 1) + 8 * (LEVELS - 1))
+                                            (K - 1) + 8 * (count - 1))
     best = _Best.empty(f_0.size)
     best.settled[:] = ~troubled
-    evaluations, level = 0, 1
+    evaluations, level = 0, low
     first: fd.ProjectedEstimate | None = None
-    for level in range(1, LEVELS + 1):
+    for level in range(low, low + count):
         left = int(np.count_nonzero(~best.settled))
         d = fd.projected_derivatives(batch_fn(prep, j), x, direction, v0, f0=f_0,
-                                     h0=np.array([h1 * LEVEL_SHRINK**(level - 1)]),
+                                     h0=np.array([h1 * LEVEL_SHRINK**(level - low)]),
                                      elements=True, tables=True,
                                      keep=np.flatnonzero(~best.settled))
         evaluations += d.evaluations
@@ -222,10 +239,6 @@ def _deeper(prep: Prepared, j: int, u: np.ndarray, v0: np.ndarray, h: float,
         if np.all(best.settled) or 2 * settled < left:
             break
     assert first is not None
-    missing = troubled & (best.level < 0)
-    if np.any(missing):
-        return (f"{int(np.count_nonzero(missing))} output element(s) have no finite, "
-                "kink-free estimate at any level of steps")
     return best, first, evaluations, level
 
 
@@ -238,53 +251,72 @@ def diagnose(prep: Prepared, why: str) -> Split | str:
     pr = draw(prep, tangents=1)
     P = prep.cfg.probes
     R = len(prep.float_outs)
-    W = np.zeros((1, P * R, f_0.size))
-    for r, (i, sl) in enumerate(out_slices(prep).items()):
-        for p in range(P):
-            W[0, p * R + r, sl] = np.asarray(pr.v[i][p]).ravel()
+    if R == 1:  # the cotangents themselves
+        W = np.stack([np.asarray(v, dtype=np.float64).ravel()
+                      for v in pr.v[prep.float_outs[0]]])[None]
+    else:
+        W = np.zeros((1, P * R, f_0.size))
+        for r, (i, sl) in enumerate(out_slices(prep).items()):
+            for p in range(P):
+                W[0, p * R + r, sl] = np.asarray(pr.v[i][p]).ravel()
     us = {j: np.asarray(pr.u[j][0], dtype=np.float64).ravel() for j in prep.diff}
     model = prep.cfg.error_model
     level0: dict[int, tuple[fd.ProjectedEstimate, _Best]] = {}
     troubled = np.zeros(f_0.size, dtype=bool)
+    # bands of deeper levels, each its own group along its own direction: one input only
+    # (the groups of output elements are shared by the inputs)
+    bands = len(BANDS) if len(prep.diff) == 1 else 1
     try:
         for j in prep.diff:
             level0[j] = _level0(prep, j, us[j], W[:, :1])
             troubled |= ~level0[j][1].settled
         settled = ~troubled
-        # the settled elements first (judged against the screen's floor), then the others
-        masks = tuple(m for m in (settled, troubled) if np.any(m))
-        floors = tuple(f for m, f in ((settled, model.screen_floor),
-                                      (troubled, model.split_floor)) if np.any(m))
-        estimates: dict[int, tuple[fd.ProjectedEstimate, ...]] = {}
-        per_level: dict[int, tuple[int, ...]] = {}
+        masks: list[np.ndarray] = [settled] if np.any(settled) else []
+        floors = [model.screen_floor] if np.any(settled) else []
+        groups: dict[int, list[fd.ProjectedEstimate]] = {j: [] for j in prep.diff}
+        per_level: dict[int, list[int]] = {j: [int(np.count_nonzero(settled))]
+                                          for j in prep.diff}
         evaluations = 0
         for j in prep.diff:
             d0, best0 = level0.pop(j)
             evaluations += d0.evaluations
-            groups = []
             if np.any(settled):  # the screen's table on them, or their own sums if smaller
-                table = fd.reprojected(d0, W * settled, f_0)
+                clean = np.where(settled, f_0, 0.0)
+                for a in (d0.element_table, d0.element_second):
+                    assert a is not None
+                    a[..., troubled] = 0.0  # the projections see the settled elements only
+                table = fd.reprojected(d0, W, clean)
                 value, error, _ = _sums(best0, W, settled)
                 take = error < table.error
-                groups.append(_estimate(table, np.where(take, value, table.value),
-                                        np.where(take, error, table.error),
-                                        table.magnitude, d0.evaluations, True))
-            counts = [int(np.count_nonzero(settled))]
-            if np.any(troubled):
-                deeper = _deeper(prep, j, us[j], W[:, :1], float(d0.steps[0, 0]), troubled)
-                if isinstance(deeper, str):
-                    return f"{prep.input(j)}: {deeper}"
-                best, first, spent, deepest = deeper
+                groups[j].append(_estimate(table, np.where(take, value, table.value),
+                                           np.where(take, error, table.error),
+                                           table.magnitude, d0.evaluations, True))
+            h = float(d0.steps[0, 0])
+            del d0, best0
+            left = troubled.copy()
+            for band in range(bands):
+                if not np.any(left):
+                    break
+                best, first, spent, _ = _deeper(prep, j, us[j], W[:, :1], h, left, band)
                 evaluations += spent
-                groups.append(_estimate(first, *_sums(best, W, troubled), spent, False))
-                counts += [int(np.count_nonzero(troubled & (best.level == k)))
-                           for k in range(1, deepest + 1)]
-            del d0
-            estimates[j] = tuple(groups)
-            per_level[j] = tuple(counts)
+                done = left & (best.level >= 0)
+                if np.any(done):
+                    groups[j].append(_estimate(first, *_sums(best, W, done), spent, False))
+                    if j == prep.diff[0]:
+                        masks.append(done)
+                        floors.append(model.split_floor)
+                low = sum(BANDS[:band]) + 1  # every level of the band: the index is the level
+                per_level[j] += [int(np.count_nonzero(done & (best.level == k)))
+                                 for k in range(low, low + BANDS[band])]
+                left &= ~done
+            if np.any(left):
+                return (f"{prep.input(j)}: {int(np.count_nonzero(left))} output element(s) "
+                        "have no finite, kink-free estimate at any level of steps")
     except AdapterFailed as exc:
         return f"evaluating the function raised: {exc.failure.text:.200}"
-    return Split(masks, floors, estimates, why, per_level, evaluations, bool(np.any(settled)))
+    return Split(tuple(masks), tuple(floors), {j: tuple(g) for j, g in groups.items()}, why,
+                 {j: tuple(c) for j, c in per_level.items()}, evaluations,
+                 bool(np.any(settled)))
 
 
 def note(split: Split) -> str:
