@@ -1,6 +1,6 @@
 """The screen's split: a check the projected screen declined because some output elements
-spoil its one table, passed by estimating each element at steps where its own estimate
-converges (``docs/error-model.md`` section 2d).
+spoil its one table, judged with those elements estimated apart at smaller steps
+(``docs/error-model.md`` section 2d).
 
 The screen (:mod:`.screen`) projects the central differences of every output element on each
 cotangent before extrapolating, at one range of steps.  One element whose differences do not
@@ -8,40 +8,38 @@ converge there spoils the whole projection: ``tan(x)`` with an element ``0.01`` 
 pole, ``lgamma`` near a negative integer, ``arcsin`` near 1.  The screen then declines (a
 suspected kink, a non-finite estimate, an FD error above its floor), and the full oracle used
 to run: per-element tables along ``P`` fresh tangents, retries, the second and scaled
-estimates, 60 to several hundred evaluations of ``f`` (``tan`` at n = 1e6: over a minute,
-and inconclusive).
+estimates (``tan`` at n = 1e6: over a minute, and inconclusive).  The split runs first:
 
-The split runs first, along one tangent per input (the screen's, rounded so that every step
-below is exact):
+1. **Level 0**: the screen's table (its steps, its direction) evaluated again and kept per
+   output element (:func:`gradcheck.oracle.fd.projected_derivatives` with ``elements`` and
+   ``tables``).  An element is *settled* where its own estimate is finite, shows no kink of
+   its own (:func:`gradcheck.oracle.fd.element_kinks`), and its error estimate is within half
+   the screen's floor of its size or within ``ROUNDING_LIMITED`` times the rounding of its
+   differences (smaller steps would not help it).
+2. **Deeper levels** for the others: the same ladder, each level's largest step
+   ``LEVEL_SHRINK`` below the previous one's, in bands (``BANDS``: three levels, then one
+   more for one differentiable input), each band along its own direction rounded so that its
+   steps are exact.  The function is evaluated whole (``2 K`` evaluations per level); only
+   the unsettled elements' tables are kept.  Each element keeps its best level (the smallest
+   error estimate among its finite, kink-free ones), and settles where that error is within
+   half of ``split_floor`` of its size or limited by rounding; a band stops when every
+   element is settled or a level settles fewer than half of those left.
+3. **Groups**: each cotangent ``v_p`` is split into ``v_p`` on the settled elements and
+   ``v_p`` on each band's elements (``G P`` probes; their sum is ``v_p``).  The settled
+   group's estimate is the screen's table projected on its cotangents
+   (:func:`gradcheck.oracle.fd.reprojected`, no evaluation) or the sum of ``|v_i|`` times the
+   elements' own error estimates where smaller; a band's is the sum of ``v_i`` times each
+   element's best value, its error the sum of ``|v_i|`` times theirs (each element at its own
+   step: the triangle inequality bounds the sum of the errors).
+4. **The screen again** (:func:`.screen.screen` with the split) on the ``G P`` probes: the
+   same judgement of every comparison, the settled group against ``screen_floor``, the
+   bands against ``split_floor``, and the same AD paths.  A disagreement in the settled
+   group is confirmed as the screen's (:mod:`.projected_failure`, on that group alone); any
+   other verdict than a pass hands the check to the full oracle, as before.
 
-1. **Level 0**, the screen's steps (``2 K`` evaluations), its central differences kept per
-   output element and extrapolated per element (:func:`gradcheck.oracle.fd.
-   projected_derivatives` with ``elements`` and ``tables``).  An element is *settled* where
-   its own estimate is finite, shows no kink of its own
-   (:func:`gradcheck.oracle.fd.element_kinks`) and its error estimate is within half the
-   screen's floor of its size, or is limited by the rounding of its differences (smaller
-   steps would not help it).
-2. **Deeper levels** for the unsettled elements only: ladders of ``SPLIT_STEPS`` steps,
-   each level's largest step ``2^-4`` below the previous one's (``LEVEL_SHRINK``), at most
-   ``LEVELS`` of them (``2 SPLIT_STEPS`` evaluations each, the function evaluated whole;
-   only the unsettled elements' tables are kept).  An element whose estimate converges
-   within ``d`` of a pole needs steps of about ``d / 50``: each level reaches 16 times closer.
-   Each element keeps its best level (the smallest error estimate among its finite,
-   kink-free ones); the ladder stops when every element is settled, or when a level
-   settles fewer than half of those left (what is left is not a matter of steps).
-3. **The estimate**: ``<v, J u>`` as the sum over elements of ``v_i`` times each element's
-   own extrapolated value, its error estimate the sum of ``|v_i|`` times theirs (the
-   triangle inequality: each element at its own best step), its terms the same sum of
-   magnitudes.  An element with no finite, kink-free level, and a projected jump at any
-   level, leave the split without an estimate (the full check runs).
-4. **The screen again** with this estimate in place of its own, along the split's tangent:
-   the same judgement of every comparison (its floor against the terms, resolution and
-   allowance, per probe), the same AD paths (``P`` VJP rows, one JVP per input, the
-   eager-vs-functional and forward-vs-reverse comparisons).  It only passes: anything
-   else hands the check to the full oracle, as before.
-
-A pass means what the screen's pass means: ``<J^T v_p, u>`` agrees with an estimate of
-``<v_p, J u>`` whose error estimate is within the screen's floor of the terms.
+A pass means what the screen's pass means, per group: ``<J^T v_p^g, u_g>`` agrees with an
+estimate of ``<v_p^g, J u_g>`` whose error estimate is within the group's floor of the terms;
+the groups together see every output element of ``v_p``.
 """
 
 from __future__ import annotations
