@@ -55,11 +55,11 @@ from gradcheck.oracle import fd
 
 #: each deeper level's largest step, this factor below the previous level's
 LEVEL_SHRINK = 2.0**-8
-#: deeper levels at most: the last one's largest step is ``2^-24`` below the screen's (the
-#: full oracle retries at ``2^-8`` and ``2^-16``); the closest of ``n`` Gaussian points to a
-#: pole of ``tan`` is about ``2 / n`` away, within reach at n = 1e7.  One direction serves
-#: every deeper level, rounded so that all their steps are exact: deeper levels would make
-#: it coarse (a grain of ``2^-16`` of ``|x_i|`` relative to the steps at 3 levels)
+#: the first band's levels: its last one's largest step is ``2^-24`` below the screen's
+#: (the full oracle retries at ``2^-8`` and ``2^-16``); the closest of ``n`` Gaussian points
+#: to a pole of ``tan`` is typically about ``2 / n`` away.  One direction serves the band,
+#: rounded so that all its steps are exact (a grain of about ``2^-16`` of ``|x_i|`` relative
+#: to the band's first step)
 LEVELS = 3
 #: the bands of deeper levels, each along its own direction rounded for its own steps only
 #: (a direction rounded for every level at once would be coarse: steps ``2^-40`` below
