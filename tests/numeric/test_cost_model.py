@@ -215,3 +215,31 @@ def test_a_clear_failure_costs_two_projected_tables_more_whatever_n(n):
     assert vjp.details["localize_hypothesis"] == "verified"
     assert rows == 1
     assert be.calls["vjp"] == 3 + 3 + rows
+
+
+@pytest.mark.parametrize("n", [10_000, 100_000])
+def test_a_borderline_check_costs_the_splits_levels_and_one_set_of_ad_paths(n, monkeypatch):
+    """A correct ``tan`` whose elements near a pole spoil the screen's table
+    (docs/cost-model.md, "A borderline check"): the screen's 2 K evaluations and no AD path,
+    then the split's 2 K per level (level 0 again, at most ``LEVELS + 1`` deeper), and the AD
+    paths once, on ``P`` probes per group; never the full oracle's tables.  (The per-component
+    stage, which ``tan``'s extreme values also run, is left out of the count.)"""
+    from gradcheck.numeric import screen_split
+
+    monkeypatch.setattr("gradcheck.numeric.run.per_component", lambda prep: None)
+    be = _Counting()
+    x = np.random.default_rng(0).standard_normal(n)
+    report = gradcheck.check(lambda a: torch.tan(a), x, backend=be)
+    assert report.passed, report.summary()
+    vjp = next(r for r in report if r.kind == "vjp")
+    assert "screen_split" in vjp.details
+    K = fd.SCREEN_LEVELS
+    groups = vjp.probes // 3
+    levels = (be.calls["f"] - _AT_POINT - _VMAP_CHECK) // (2 * K) - 2  # deeper levels run
+    assert be.calls["f"] == _AT_POINT + _VMAP_CHECK + 2 * K * (2 + levels)
+    assert 1 <= levels <= sum(screen_split.BANDS)
+    assert vjp.details["fd_evaluations"] == 2 * K * (2 + levels)
+    assert 2 <= groups <= 1 + len(screen_split.BANDS)
+    assert be.calls["vjp"] == 3 * groups  # one call of P rows per group, the split's only
+    assert be.calls["jvp"] == groups
+    assert be.calls["alt"] == DEFAULT_MODEL.alternative_probes
