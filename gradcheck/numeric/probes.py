@@ -92,6 +92,23 @@ def out_slices(prep: Prepared) -> dict[int, slice]:
     return out
 
 
+def projections(prep: Prepared, v: dict[int, list[np.ndarray]]) -> np.ndarray:
+    """``W`` ``(1, P R, m)``: probe ``p``'s cotangent on output ``i``'s slice of the
+    concatenated outputs, zeros elsewhere (row ``p R + r``); with one output, the cotangents
+    themselves (a view where they are the rows of one array, :func:`stacked`)."""
+    outs = prep.float_outs
+    P = len(v[outs[0]])
+    if len(outs) == 1:
+        rows_ = stacked([np.asarray(c).ravel() for c in v[outs[0]]])
+        return rows_.reshape(1, P, -1)
+    slices = out_slices(prep)
+    W = np.zeros((1, P * len(outs), sum(s.stop - s.start for s in slices.values())))
+    for r, i in enumerate(outs):
+        for p in range(P):
+            W[0, p * len(outs) + r, slices[i]] = np.asarray(v[i][p]).ravel()
+    return W
+
+
 def f0(prep: Prepared) -> np.ndarray:
     """``f(x)`` as the FD oracle sees it (float outputs, flattened, concatenated): already
     evaluated by preparation, so the oracle does not evaluate it again."""

@@ -47,7 +47,15 @@ from gradcheck.numeric.compare import compare_alternatives, emit_fwd_rev, model_
 from gradcheck.numeric.context import Finished, Prepared
 from gradcheck.numeric.judge import Comparison, agreement_message, probe_ratios
 from gradcheck.numeric.prepare import deterministic
-from gradcheck.numeric.probes import Probes, batch_fn, draw, f0, out_slices, stacked
+from gradcheck.numeric.probes import (
+    Probes,
+    batch_fn,
+    draw,
+    f0,
+    out_slices,
+    projections,
+    stacked,
+)
 from gradcheck.numeric.scalars import AdScalars, ad_scalars, terms
 from gradcheck.numeric.stages import (
     AlternativeSamples,
@@ -123,10 +131,10 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
 
     ``split``: the screen again on its probes split in groups of output elements, each group
     with its own estimate (:mod:`.screen_split`); it then only passes or declines."""
-    pr = draw(prep, tangents=1)  # P cotangents, one tangent per input (module docstring)
     slices = out_slices(prep)
-    if split is not None:  # P cotangents per group of output elements
-        pr = split.cotangents(pr, slices)
+    # P cotangents, one tangent per input (module docstring); the split's: P per group of
+    # output elements, from the probes it drew
+    pr = draw(prep, tangents=1) if split is None else split.cotangents(slices)
     f_0 = f0(prep)
     P = len(pr.v[prep.float_outs[0]])
     R = len(prep.float_outs)
@@ -137,15 +145,8 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
     def per_group(each: list[Any]) -> list[Any]:  # one row per group -> one per probe
         return [each[q // prep.cfg.probes] for q in range(P)]
 
-    # the projections: probe p's cotangent on output i's slice, zeros elsewhere (every input),
-    # all P R of them on the one direction
-    if R == 1:  # the cotangents themselves (one array, no copy)
-        W = stacked([v.ravel() for v in pr.v[prep.float_outs[0]]]).reshape(1, P, f_0.size)
-    else:
-        W = np.zeros((1, P * R, f_0.size))
-        for r, i in enumerate(prep.float_outs):
-            for p in range(P):
-                W[0, p * R + r, slices[i]] = pr.v[i][p].ravel()
+    # the projections: all P R of them on the one direction (every input)
+    W = projections(prep, pr.v)
     # |v|, once: the table's terms and the forward terms (dropped before the reverse path)
     aW = np.abs(W)
     est: dict[int, fd.ProjectedEstimate] = {}

@@ -50,7 +50,7 @@ import numpy as np
 
 from gradcheck.backends.guarded import AdapterFailed
 from gradcheck.numeric.context import Prepared
-from gradcheck.numeric.probes import Probes, batch_fn, draw, f0, out_slices
+from gradcheck.numeric.probes import Probes, batch_fn, draw, f0, projections, rows
 from gradcheck.oracle import fd
 
 #: each deeper level's largest step, this factor below the previous level's
@@ -90,6 +90,8 @@ class Split:
     #: whether the first group is the elements settled at the screen's steps (along the
     #: screen's direction: a failure there is confirmed as the screen's)
     settled_first: bool
+    #: the screen's probes as drawn (``P`` cotangents, one tangent per input)
+    probes: Probes
 
     @property
     def count(self) -> int:
@@ -97,11 +99,19 @@ class Split:
         return int(sum(np.count_nonzero(m) for m in self.masks)
                    - (np.count_nonzero(self.masks[0]) if self.settled_first else 0))
 
-    def cotangents(self, pr: Probes, slices: dict[int, slice]) -> Probes:
-        """Each output's ``P`` cotangents as ``P`` per group (group-major): ``v_p`` times the
-        group's mask."""
-        return Probes({i: [v * m[slices[i]].reshape(np.shape(v)) for m in self.masks
-                           for v in vs] for i, vs in pr.v.items()}, pr.u)
+    def cotangents(self, slices: dict[int, slice]) -> Probes:
+        """The probes with each output's ``P`` cotangents as ``P`` per group (group-major):
+        ``v_p`` times the group's mask, the rows of one array per output (the batched calls
+        take it without a copy)."""
+        v: dict[int, list[np.ndarray]] = {}
+        for i, vs in self.probes.v.items():
+            out = np.empty((len(self.masks) * len(vs),) + np.shape(vs[0]))
+            for g, m in enumerate(self.masks):
+                for p, c in enumerate(vs):
+                    np.multiply(c, m[slices[i]].reshape(np.shape(c)),
+                                out=out[g * len(vs) + p, ...])
+            v[i] = rows(out)
+        return Probes(v, self.probes.u)
 
 
 @dataclass
@@ -202,11 +212,11 @@ def _level0(prep: Prepared, j: int, u: np.ndarray, v0: np.ndarray
 
 
 def _deeper(prep: Prepared, j: int, u: np.ndarray, v0: np.ndarray, h: float,
-            troubled: np.ndarray, band: int) -> tuple[_Best, fd.ProjectedEstimate, int, int]:
+            troubled: np.ndarray, band: int) -> tuple[_Best, fd.ProjectedEstimate, int]:
     """Input ``j``'s ``troubled`` elements at band ``band``'s levels along ``u`` (one
     direction, rounded for all of them), each keeping its best level: their estimates (an
     element without a finite, kink-free level keeps level -1), the band's first level's
-    estimate (its direction), the evaluations and the deepest level run.  ``h``: the
+    estimate (its direction) and the evaluations.  ``h``: the
     screen's largest step; the bands' levels follow each other (``BANDS``)."""
     x = prep.args64[j].ravel()
     f_0 = f0(prep)
@@ -220,7 +230,7 @@ def _deeper(prep: Prepared, j: int, u: np.ndarray, v0: np.ndarray, h: float,
                                             (K - 1) + 8 * (count - 1))
     best = _Best.empty(f_0.size)
     best.settled[:] = ~troubled
-    evaluations, level = 0, low
+    evaluations = 0
     first: fd.ProjectedEstimate | None = None
     for level in range(low, low + count):
         left = int(np.count_nonzero(~best.settled))
@@ -237,7 +247,7 @@ def _deeper(prep: Prepared, j: int, u: np.ndarray, v0: np.ndarray, h: float,
         if np.all(best.settled) or 2 * settled < left:
             break
     assert first is not None
-    return best, first, evaluations, level
+    return best, first, evaluations
 
 
 def diagnose(prep: Prepared, why: str) -> Split | str:
@@ -247,16 +257,7 @@ def diagnose(prep: Prepared, why: str) -> Split | str:
     if not np.all(np.isfinite(f_0)):
         return "f(x) is not finite at every output element"
     pr = draw(prep, tangents=1)
-    P = prep.cfg.probes
-    R = len(prep.float_outs)
-    if R == 1:  # the cotangents themselves
-        W = np.stack([np.asarray(v, dtype=np.float64).ravel()
-                      for v in pr.v[prep.float_outs[0]]])[None]
-    else:
-        W = np.zeros((1, P * R, f_0.size))
-        for r, (i, sl) in enumerate(out_slices(prep).items()):
-            for p in range(P):
-                W[0, p * R + r, sl] = np.asarray(pr.v[i][p]).ravel()
+    W = projections(prep, pr.v)
     us = {j: np.asarray(pr.u[j][0], dtype=np.float64).ravel() for j in prep.diff}
     model = prep.cfg.error_model
     level0: dict[int, tuple[fd.ProjectedEstimate, _Best]] = {}
@@ -295,7 +296,7 @@ def diagnose(prep: Prepared, why: str) -> Split | str:
             for band in range(bands):
                 if not np.any(left):
                     break
-                best, first, spent, _ = _deeper(prep, j, us[j], W[:, :1], h, left, band)
+                best, first, spent = _deeper(prep, j, us[j], W[:, :1], h, left, band)
                 evaluations += spent
                 done = left & (best.level >= 0)
                 if np.any(done):
@@ -314,7 +315,7 @@ def diagnose(prep: Prepared, why: str) -> Split | str:
         return f"evaluating the function raised: {exc.failure.text:.200}"
     return Split(tuple(masks), tuple(floors), {j: tuple(g) for j, g in groups.items()}, why,
                  {j: tuple(c) for j, c in per_level.items()}, evaluations,
-                 bool(np.any(settled)))
+                 bool(np.any(settled)), pr)
 
 
 def note(split: Split) -> str:

@@ -843,8 +843,7 @@ def projected_derivatives(
     raw = np.atleast_2d(np.asarray(directions, dtype=np.float64))
     W = np.asarray(projections, dtype=np.float64)
     f0 = np.asarray(f0, dtype=np.float64).ravel()
-    scale = _scale_of(x)
-    h = (np.array([_step_from(scale, u) * _SCREEN_H0_SHRINK for u in raw]) if h0 is None
+    h = (np.array([screen_step(x, u) for u in raw]) if h0 is None
          else np.asarray(h0, dtype=np.float64).reshape(len(raw)))
     dirs = representable_directions(x, raw, h, levels - 1)
     steps = h[:, None] * 0.5 ** np.arange(levels)[None, :]
