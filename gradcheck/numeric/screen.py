@@ -114,7 +114,16 @@ class _Pair:
 class Troubled(str):
     """A reason to decline that lies in the screen's estimate alone (not finite, a suspected
     kink, an FD error above the floor, an allowance not resolved): the split
-    (:mod:`.screen_split`) may resolve it."""
+    (:mod:`.screen_split`) may resolve it.  ``probes``: the probes the screen drew (the split
+    draws the same from the seed; handed over, they are not drawn twice), where known."""
+
+    probes: Probes | None = None
+
+    def drawn(self, pr: Probes) -> Troubled:
+        """This reason, with the probes the screen drew."""
+        out = Troubled(self)
+        out.probes = pr
+        return out
 
 
 def screen(prep: Prepared, split: screen_split.Split | None = None
@@ -135,6 +144,7 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
     # P cotangents, one tangent per input (module docstring); the split's: P per group of
     # output elements, from the probes it drew
     pr = draw(prep, tangents=1) if split is None else split.cotangents(slices)
+    drawn = pr
     f_0 = f0(prep)
     P = len(pr.v[prep.float_outs[0]])
     R = len(prep.float_outs)
@@ -167,15 +177,17 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
             shown = exc.failure.exception or exc.failure.text
             return f"evaluating the function for finite differences raised: {shown!r:.200}"
         est[j] = one
-        # one tangent per group (the split's groups each have their own)
-        pr = pr.with_tangents(j, [one.directions[q].reshape(prep.args64[j].shape)
-                                  for q in range(0, P, prep.cfg.probes)])
+        # one tangent per group (the split's groups each have their own: the joined
+        # estimate's directions are one row per group, _joined)
+        pr = pr.with_tangents(j, [d.reshape(prep.args64[j].shape) for d in
+                                  (one.directions if split is not None
+                                   else one.directions[:1])])
     if split is None:  # an estimate the split may mend: before any AD path is paid for
         for r, i in enumerate(prep.float_outs):
             for j in prep.diff:
                 trouble = _troubled(prep, est[j], i, j, r)
                 if trouble is not None:
-                    return trouble
+                    return trouble.drawn(drawn)
     # each AD result is reduced to its compared scalars as soon as it arrives, and dropped: the
     # check never holds more than one reverse path's P gradients
     scalars: dict[CheckKind, _Reduced] = {}
@@ -234,6 +246,8 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
             judged = []
             for kind, (s_ad, _) in ad.items():
                 verdict = _judge(prep, kind, i, j, r, e, s_ad, t, floors)
+                if isinstance(verdict, Troubled):
+                    return verdict.drawn(drawn)
                 if isinstance(verdict, str):
                     return verdict
                 if isinstance(verdict, _Fails):
@@ -362,10 +376,11 @@ def _troubled(prep: Prepared, e: fd.ProjectedEstimate, i: int, j: int, r: int
 
 
 def _joined(parts: list[fd.ProjectedEstimate]) -> fd.ProjectedEstimate:
-    """The per-probe estimates of the split's groups as one, group after group."""
+    """The per-probe estimates of the split's groups as one, group after group; its
+    directions one row per group (a group's probes share its direction: not one copy of the
+    input per probe)."""
     if len(parts) == 1:
-        return parts[0]
-
+        return replace(parts[0], directions=parts[0].directions[:1])
     K = max(e.steps.shape[1] for e in parts)
 
     def cat(name: str) -> np.ndarray:
@@ -377,7 +392,8 @@ def _joined(parts: list[fd.ProjectedEstimate]) -> fd.ProjectedEstimate:
 
     return fd.ProjectedEstimate(cat("value"), cat("error"), cat("magnitude"), cat("jump"),
                                 cat("jump_bound"), cat("steps"), cat("table"),
-                                cat("directions"), sum(e.evaluations for e in parts))
+                                np.concatenate([e.directions[:1] for e in parts]),
+                                sum(e.evaluations for e in parts))
 
 
 def _judge(prep: Prepared, kind: CheckKind, i: int, j: int, r: int, e: fd.ProjectedEstimate,

@@ -256,7 +256,9 @@ def diagnose(prep: Prepared, why: str) -> Split | str:
     f_0 = f0(prep)
     if not np.all(np.isfinite(f_0)):
         return "f(x) is not finite at every output element"
-    pr = draw(prep, tangents=1)
+    # the screen's probes where it handed them over (the same draw from the seed)
+    drawn = getattr(why, "probes", None)
+    pr = drawn if drawn is not None else draw(prep, tangents=1)
     W = projections(prep, pr.v)
     us = {j: np.asarray(pr.u[j][0], dtype=np.float64).ravel() for j in prep.diff}
     model = prep.cfg.error_model

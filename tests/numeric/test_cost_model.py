@@ -223,14 +223,34 @@ def test_a_borderline_check_costs_the_splits_levels_and_one_set_of_ad_paths(n, m
     (docs/cost-model.md, "A borderline check"): the screen's 2 K evaluations and no AD path,
     then the split's 2 K per level (level 0 again, at most ``LEVELS + 1`` deeper), and the AD
     paths once, on ``P`` probes per group; never the full oracle's tables.  (The per-component
-    stage, which ``tan``'s extreme values also run, is left out of the count.)"""
-    from gradcheck.numeric import screen_split
+    stage, which ``tan``'s extreme values also run, is left out of the count.)  The probes
+    are drawn once (the screen hands its draw to the split), and the groups' joined estimate
+    holds one direction per group, not one copy of the input per probe."""
+    from gradcheck.numeric import probes, screen, screen_split
 
     monkeypatch.setattr("gradcheck.numeric.run.per_component", lambda prep: None)
+    draws: list[int] = []
+    joined: list[tuple[int, int]] = []
+    real_draw, real_joined = probes.draw, screen._joined
+
+    def counted_draw(prep, tangents=None):
+        draws.append(1)
+        return real_draw(prep, tangents)
+
+    def watched_joined(parts):
+        out = real_joined(parts)
+        joined.append((len(parts), len(out.directions)))
+        return out
+
+    monkeypatch.setattr(screen, "draw", counted_draw)
+    monkeypatch.setattr(screen_split, "draw", counted_draw)
+    monkeypatch.setattr(screen, "_joined", watched_joined)
     be = _Counting()
     x = np.random.default_rng(0).standard_normal(n)
     report = gradcheck.check(lambda a: torch.tan(a), x, backend=be)
     assert report.passed, report.summary()
+    assert len(draws) == 1
+    assert joined and all(parts == rows for parts, rows in joined)
     vjp = next(r for r in report if r.kind == "vjp")
     assert "screen_split" in vjp.details
     K = fd.SCREEN_LEVELS
