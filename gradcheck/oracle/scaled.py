@@ -86,19 +86,24 @@ def scaled_central(f: Callable[[list[np.ndarray]], np.ndarray], x: list[np.ndarr
             n = int(np.asarray(f(list(x))).size)
             return ScaledEstimate(np.full(n, np.nan), np.full(n, np.inf))
         d, noise = [], None
-        for h in steps:
+        for k, h in enumerate(steps):
             up = np.asarray(f([a + h * b for a, b in zip(x, u, strict=True)]), dtype=np.float64)
             dn = np.asarray(f([a - h * b for a, b in zip(x, u, strict=True)]), dtype=np.float64)
             d.append((up - dn) / (2 * h))
-            # each value rounded relative to its size, and by up to the smallest normal number
-            # below it (an engine that flushes subnormal results to zero, an intermediate that
-            # underflows): a difference of two values near 1e-308 resolves nothing below that
-            noise = (fd.EPS64 * (np.abs(up) + np.abs(dn)) + 2 * fd.TINY64) / (2 * h)
-            if f0 is not None and not fams:  # the first family: its one-sided gaps
+            if k == len(steps) - 1:  # the smallest step's (the only one read)
+                # each value rounded relative to its size, and by up to the smallest normal
+                # number below it (an engine that flushes subnormal results to zero, an
+                # intermediate that underflows): a difference of two values near 1e-308
+                # resolves nothing below that
+                noise = (fd.EPS64 * (np.abs(up) + np.abs(dn)) + 2 * fd.TINY64) / (2 * h)
+            if f0 is not None and not fams and k >= len(steps) - 2:
+                # the first family: its one-sided gaps at its two smallest steps (the kink
+                # test reads those)
                 with np.errstate(all="ignore"):
                     gaps.append((np.abs(up + dn - 2 * f0) / h, np.abs(d[-1]),
                                  4 * (fd.EPS64 * (np.abs(up) + np.abs(dn) + 2 * np.abs(f0))
                                       + 4 * fd.TINY64) / h))
+            del up, dn
         r = base ** 2
         ext = [(r * d[k + 1] - d[k]) / (r - 1) for k in range(len(d) - 1)]
         assert noise is not None
