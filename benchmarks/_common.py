@@ -160,6 +160,38 @@ def torch_mutant(f: Callable, delta: float) -> Callable:
     return mutant
 
 
+def torch_element_mutant(f: Callable, delta: float, element: int) -> Callable:
+    """``f`` with its backward pass wrong at one element of the gradient, ``element`` of the
+    last axis scaled by ``1 + delta`` (a boundary bug; a custom autograd.Function that vmap
+    can batch)."""
+    import torch
+
+    class OneWrongElement(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x):
+            return f(x)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            _, pullback = torch.func.vjp(f, x)
+            grad = pullback(g)[0]
+            at = torch.arange(grad.shape[-1], device=grad.device) == element
+            return torch.where(at, grad * (1 + delta), grad)
+
+    def mutant(x):
+        return OneWrongElement.apply(x)
+
+    mutant.__name__ = f"mutant_{delta:g}_at_{element}"
+    return mutant
+
+
 def jax_mutant(f: Callable, delta: float) -> Callable:
     """``f`` with its VJP scaled by ``1 + delta`` (``jax.custom_vjp``; reverse mode only)."""
     import jax

@@ -23,6 +23,11 @@ thread, at a standard normal ``x`` of ``n`` elements.  Four cases per ``n``:
   inputs span more than ``2^26``, so the check runs the scaled checks of
   ``docs/error-model.md`` 4c, whether or not the screen declines; this is the split's own
   cost;
+* ``gradcheck nd pass`` / ``gradcheck nd fail``: a function that is not elementwise,
+  ``2 tanh(x) + sin(roll(x, 1))``, and its mutant whose backward is wrong at one element
+  (element ``n // 3`` of the gradient scaled by ``1 + ND_DELTA``, a boundary bug): the
+  diagonal hypothesis is rejected and the failing check localizes by bisection
+  (``gradcheck/numeric/bisection.py``);
 * ``gradcheck tan pass``: the default check of the same ``tan`` at points where the screen
   passes (``x / 4``: the largest of 1e7 Gaussian points, about 5.6, becomes 1.4, 0.17 from
   the pole), the passing check of the borderline case's own function (``tan`` costs about
@@ -57,11 +62,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CASES = ("gradcheck pass", "gradcheck fail", "gradcheck borderline", "gradcheck split alone",
-         "gradcheck tan pass", "torch fast pass", "torch fast fail", "torch fast borderline",
-         "torch fast tan pass")
+         "gradcheck tan pass", "gradcheck nd pass", "gradcheck nd fail", "torch fast pass",
+         "torch fast fail", "torch fast borderline", "torch fast tan pass")
+#: the non-diagonal mutant's error at its one wrong element (relative)
+ND_DELTA = 0.5
 #: the case whose passing check a case's ``/pass`` is against
 BASE = {"gradcheck fail": "gradcheck pass", "gradcheck borderline": "gradcheck tan pass",
-        "gradcheck split alone": "gradcheck tan pass",
+        "gradcheck split alone": "gradcheck tan pass", "gradcheck nd fail": "gradcheck nd pass",
         "torch fast fail": "torch fast pass", "torch fast borderline": "torch fast tan pass"}
 #: the torch fast mode case a gradcheck case's ``x torch`` is against
 TORCH = {"gradcheck pass": "torch fast pass", "gradcheck fail": "torch fast fail",
@@ -74,6 +81,12 @@ def _f(x):
     import torch
 
     return torch.tanh(x) * 2 + torch.sin(x)
+
+
+def _f_nd(x):
+    import torch
+
+    return torch.tanh(x) * 2 + torch.sin(torch.roll(x, 1))
 
 
 def _f_border(x):
@@ -133,12 +146,14 @@ def child(case: str, n: int, limit_gb: float | None = None) -> None:
     sys.path.insert(0, HERE)
     sys.path.insert(0, ROOT)
     import numpy as np
-    from _common import setup, torch_mutant
+    from _common import setup, torch_element_mutant, torch_mutant
 
     setup()
     import gradcheck  # noqa: F401  (imported before the clock, like torch)
 
-    f = (torch_mutant(_f, 1e-7) if case.endswith("fail")
+    f = (torch_element_mutant(_f_nd, ND_DELTA, n // 3) if case == "gradcheck nd fail"
+         else _f_nd if case == "gradcheck nd pass"
+         else torch_mutant(_f, 1e-7) if case.endswith("fail")
          else _f_border if case.endswith(("borderline", "alone", "tan pass")) else _f)
     _run(case, np.random.default_rng(1).standard_normal(16), f)  # warm: lazy imports
     x = np.random.default_rng(0).standard_normal(n)
@@ -185,6 +200,10 @@ def _verdict(r: dict) -> str:
     return "passed" if r["passed"] else "FAILED"
 
 
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}"
+
+
 def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[dict]:
     print(f"f = 2 tanh(x) + sin(x) (borderline: tan(x)), float64, CPU, one thread; each case "
           f"a fresh process, fastest of {reps}; load average {os.getloadavg()[0]:.1f}")
@@ -210,9 +229,9 @@ def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[di
             have_ref, versus = "error" not in ref, "error" not in base
             worst = r.get("worst")
             print(f"{n:9d} {case:21s} {r['seconds']:8.3g} {r['cpu']:8.3g} "
-                  f"{r['cpu'] / ref['cpu'] if have_ref else 1:7.2f} "
+                  f"{_ratio(r['cpu'], ref['cpu']) if have_ref else '-':>7s} "
                   f"{r['cpu'] / base['cpu'] if versus else 1:6.2f} {r['peak_gb']:7.2f} "
-                  f"{r['peak_gb'] / ref['peak_gb'] if have_ref else 1:7.2f} "
+                  f"{_ratio(r['peak_gb'], ref['peak_gb']) if have_ref else '-':>7s} "
                   f"{r['peak_gb'] / base['peak_gb'] if versus else 1:6.2f} "
                   f"{r['added_gb']:6.2f} {_verdict(r):>8s}  "
                   f"{worst[:3] if worst else ''}"

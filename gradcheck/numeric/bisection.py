@@ -59,9 +59,13 @@ BRANCH = 8
 BUDGET_ROWS = 128
 #: the worst elements reported
 WORST = 5
-#: elements of the cotangents (or gradients) one batched VJP call holds at most: 8 rows at
-#: n = 1e6, one row per call at 1e7 (the engine's batched intermediates grow with the rows)
+#: elements of the cotangents (or gradients) one vectorized VJP call holds at most (the
+#: backward pass batched: its intermediates grow with the rows): 8 rows at n = 1e6
 CALL_ELEMENTS = 2**23
+#: ... and one looped call, where not even two rows fit vectorized: one forward pass, then
+#: one backward pass per row, the rows stacked (6 rows at n = 1e7: one forward pass per 6
+#: rows, not one per row)
+LOOP_ELEMENTS = 2**26
 #: how :attr:`CheckResult.localized` starts for a block localized by this module
 PREFIX = "along the tangent"
 
@@ -324,7 +328,8 @@ def _vjp_groups(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     (one batched VJP)."""
     out_shape = np.shape(prep.outs64[i])
     size = max(v.size, u.size, 1)
-    per_call = max(1, min(len(parts), CALL_ELEMENTS // size))
+    vectorize = CALL_ELEMENTS // size >= 2
+    per_call = max(1, min(len(parts), (CALL_ELEMENTS if vectorize else LOOP_ELEMENTS) // size))
     uf = u.ravel()
     au = np.abs(uf)
     s: list[float] = []
@@ -338,7 +343,7 @@ def _vjp_groups(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
         cts = [w.reshape((B,) + out_shape) if k == i else np.zeros((B,) + np.shape(o))
                for k, o in enumerate(prep.outs64)]
         got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,
-                                     vectorize=True)
+                                     vectorize=vectorize)
         if isinstance(got, AdapterFailure):
             return got
         g = np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(B, -1)

@@ -157,16 +157,38 @@ def test_a_million_inputs_name_the_wrong_elements() -> None:
     assert [w.index for w in r.worst] == [(n // 3,), (n - 7,)]
 
 
-def test_one_row_per_call_finds_the_same_elements(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Large inputs take one VJP row per call (``CALL_ELEMENTS``): the same search."""
-    f = _sin({4321: 1e-3, 17: 1e-5})
+@pytest.mark.parametrize("loop_rows", [bisection.BRANCH, 1])
+def test_large_inputs_loop_the_rows_and_find_the_same_elements(
+        monkeypatch: pytest.MonkeyPatch, loop_rows: int) -> None:
+    """Where not even two rows fit one vectorized call (``CALL_ELEMENTS``), the rows are
+    looped: one call of up to ``LOOP_ELEMENTS`` (one forward pass, one backward pass per
+    row), down to one row per call: the same search, the same rows (a cumulative sum, wrong
+    at one element: the diagonal hypothesis is rejected and the groups are bisected)."""
+    from gradcheck.backends.guarded import GuardedBackend
+
+    f = _cumsum({3210: 1e-3})
     first = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
                                  error_model=SMALL_BLOCKS))
+    assert "bisected" in str(first.localized) and first.worst[0].index == (3210,)
+    calls: list[tuple[int, bool]] = []
+    real = GuardedBackend.vjp_batch
+
+    def recorded(self, fn, args, diff, cotangents, device, vectorize=False):
+        calls.append((len(cotangents[0]), vectorize))
+        return real(self, fn, args, diff, cotangents, device, vectorize=vectorize)
+
+    monkeypatch.setattr(GuardedBackend, "vjp_batch", recorded)
     monkeypatch.setattr(bisection, "CALL_ELEMENTS", N)
+    monkeypatch.setattr(bisection, "LOOP_ELEMENTS", N * loop_rows)
     again = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",),
                                  error_model=SMALL_BLOCKS))
     assert again.worst == first.worst
     assert again.details["localize_rows"] == first.details["localize_rows"]
+    looped = [c for c in calls if not c[1]]
+    assert looped and max(rows for rows, _ in looped) == loop_rows
+    # every row the search took, the hypothesis's verifying row (vectorized) included
+    assert sum(rows for rows, _ in calls) == first.details["localize_rows"]
+    assert sum(rows for rows, _ in looped) == first.details["localize_rows"] - 1
 
 
 # the diagonal hypothesis: elements named from the gradient, verified; rejected (and the
