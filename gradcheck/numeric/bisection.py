@@ -25,7 +25,22 @@ side of any group ``R`` of output elements is a sum over the table already evalu
   their allowance must be within it as one group, from the same row.  One VJP row (two
   where the gradient was not handed over), whatever ``m``.  Where any of that fails (a
   Jacobian that is not diagonal: ``details["localize_hypothesis"]`` says why), the
-  bisection below runs, as it does for blocks whose shapes differ;
+  transposition below runs;
+* a VJP failure of any Jacobian, where the backend can differentiate its own VJP again
+  (``supports_order2_for``): the VJP ``w -> J^T w`` is linear in ``w``, so one VJP of it
+  (:meth:`~gradcheck.backends.base.Backend.vjp_function`) along ``u`` is the backend's
+  ``J u`` for every output element at once: the values a bisection looks for, each compared
+  with the table's.  That too is a hypothesis (the engine's derivative of the user's
+  backward, not the backward itself), verified before anything is reported by one batched
+  VJP call: a row whose cotangent is ``c v`` with a random weight ``c_r`` per element must
+  give ``<J^T (c v), u> = sum_r c_r v_r (J u)_r`` within the rounding of that sum (a
+  transposition wrong at any element breaks it for all but a null set of weights, as in
+  Freivalds' check of a matrix product), and one row per named element, ``v_t`` on that
+  element alone, gives its own value (as a bisection's leaf does), which must be over its
+  allowance.  ``1 + WORST`` VJP rows at most and one VJP of the VJP, whatever ``m`` (from
+  :data:`TRANSPOSE_ELEMENTS` output elements on).  Where the backend cannot, or the
+  verification fails (``details["localize_transposed"]`` says
+  why), the bisection below runs, as it does for blocks whose shapes differ;
 * a VJP failure is bisected: the backend's ``<J^T (v 1_R), u>`` for ``B`` groups ``R`` at a
   time (one batched VJP of :data:`BRANCH` rows), best first (the group whose discrepancy
   exceeds its allowance the most is split next) down to single elements, within
@@ -42,6 +57,7 @@ search finds none and says so; what it cannot cover within the budget it leaves 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +82,10 @@ CALL_ELEMENTS = 2**23
 #: one backward pass per row, the rows stacked (6 rows at n = 1e7: one forward pass per 6
 #: rows, not one per row)
 LOOP_ELEMENTS = 2**26
+#: output elements from which the transposed VJP is tried: below, a bisection's few batched
+#: calls of small rows cost less than the transposition's own (a torch custom backward at
+#: m = 1e3: about 17 ms against 15 ms in a warm loop, 29 ms against 19 ms in a first call)
+TRANSPOSE_ELEMENTS = 2**12
 #: how :attr:`CheckResult.localized` starts for a block localized by this module
 PREFIX = "along the tangent"
 
@@ -78,7 +98,7 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
     call that failed.  ``est``: the estimate the verdict rests on (its rows go with ``pr``);
     ``sl``: output ``i``'s slice of its elements; ``gradient``: the backend's ``J^T v`` of
     probe ``p`` for input ``j`` where the caller has it (the diagonal hypothesis needs it)."""
-    branch, budget, worst = BRANCH, BUDGET_ROWS, WORST
+    budget, worst = BUDGET_ROWS, WORST
     fd_r = est.value[p, sl]
     err_r = est.error[p, sl]
     u = np.asarray(pr.u[j][p], dtype=np.float64)
@@ -110,16 +130,65 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
                     f"gradient as a diagonal Jacobian and verified, {rows} VJP "
                     f"row{'' if rows == 1 else 's'}",
                     found_h.worst, {"localize_rows": rows, "localize_hypothesis": "verified"})
-        rejected = {"localize_hypothesis": f"rejected: {found_h.why}"}
+        rejected: dict[str, object] = {"localize_hypothesis": f"rejected: {found_h.why}"}
     else:
         rejected = {}
+    if m >= TRANSPOSE_ELEMENTS and transposition_applies(prep):
+        found_t = transpose(prep, i, j, v, u, fd_r, err_r)
+        if isinstance(found_t, AdapterFailure):
+            rejected["localize_transposed"] = f"unavailable: {found_t.text}"
+        elif not found_t.why:
+            rows += found_t.rows
+            return (f"{PREFIX} of probe {p + 1}: {m} output elements, named from the "
+                    f"transposed VJP (one VJP of the VJP) and verified, {rows} VJP "
+                    f"row{'' if rows == 1 else 's'}{found_t.stopped}", found_t.worst,
+                    {"localize_rows": rows, **rejected, "localize_transposed": "verified"})
+        else:
+            rows += found_t.rows
+            rejected["localize_transposed"] = f"rejected: {found_t.why}"
     # VJP: best-first bisection over groups of output elements
+    searched = _search(v, fd_r, err_r, out_shape, model, dtype, budget - rows,
+                       lambda parts: _vjp_groups(prep, i, j, v, u, parts))
+    rows += searched.rows
+    if searched.failure is not None:
+        return (f"failed: {searched.failure.text}", searched.leaves,
+                {"localize_rows": rows, **rejected})
+    how = (f"{PREFIX} of probe {p + 1}: {m} output elements bisected, {rows} VJP "
+           f"rows{searched.stopped}")
+    return how, searched.leaves, {"localize_rows": rows, **rejected}
+
+
+#: a search's scalars of groups of output elements: ``<J^T (v 1_R), u>`` and its magnitude
+#: for each group ``[lo, hi)`` (VJP rows, or the transposed VJP's values)
+GroupScalars = Callable[[list[tuple[int, int]]],
+                        "tuple[list[float], list[float]] | AdapterFailure"]
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a best-first search found: the worst elements (leaves), the groups it evaluated
+    (each a VJP row where they are VJP rows), why it stopped before an element where it did,
+    and the adapter's failure where a call failed."""
+
+    leaves: tuple[WorstElement, ...]
+    rows: int
+    stopped: str = ""
+    failure: AdapterFailure | None = None
+
+
+def _search(v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray, out_shape: tuple[int, ...],
+            model: ErrorModel, dtype: str, budget: int, scalars: GroupScalars) -> Search:
+    """Best-first search over groups of output elements (module docstring): the group whose
+    AD scalar exceeds its allowance the most is split next into :data:`BRANCH` groups, down to
+    :data:`WORST` single elements, within ``budget`` groups evaluated."""
+    m = fd_r.size
     av, afd, aerr = np.abs(v), np.abs(fd_r), np.abs(err_r)
     heap: list[tuple[float, int, int]] = [(-np.inf, 0, m)]
     leaves: list[WorstElement] = []
     single: dict[int, float] = {}  # the AD scalar of each single-element group evaluated
+    rows = 0
     stopped = ""
-    while heap and len(leaves) < worst:
+    while heap and len(leaves) < WORST:
         neg, a, b = heapq.heappop(heap)
         if -neg <= 1.0:
             if not leaves:
@@ -129,14 +198,14 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
         if b - a == 1 and a in single:  # (a one-element root is evaluated first)
             leaves.append(_leaf(a, v, fd_r, err_r, out_shape, model, dtype, single[a]))
             continue
-        parts = _split(a, b, branch)
+        parts = _split(a, b, BRANCH)
         if rows + len(parts) > budget:
             if not leaves:
                 stopped = " (budget spent before an element was reached)"
             break
-        groups = _vjp_groups(prep, i, j, v, u, parts)
+        groups = scalars(parts)
         if isinstance(groups, AdapterFailure):
-            return f"failed: {groups.text}", tuple(leaves), {"localize_rows": rows, **rejected}
+            return Search(tuple(leaves), rows, failure=groups)
         s, mag = groups
         rows += len(parts)
         for (lo, hi), s_g, mag_g in zip(parts, s, mag, strict=True):
@@ -149,8 +218,7 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
             if hi - lo == 1:
                 single[lo] = s_g
             heapq.heappush(heap, (-ratio, lo, hi))
-    how = f"{PREFIX} of probe {p + 1}: {m} output elements bisected, {rows} VJP rows{stopped}"
-    return how, tuple(leaves), {"localize_rows": rows, **rejected}
+    return Search(tuple(leaves), rows, stopped)
 
 
 @dataclass(frozen=True)
@@ -162,6 +230,7 @@ class Hypothesis:
     worst: tuple[WorstElement, ...]
     rows: int
     why: str = ""
+    stopped: str = ""  # (the transposition: why its search reached no element)
 
 
 def hypothesis_applies(prep: Prepared, i: int, j: int) -> bool:
@@ -249,6 +318,91 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     return Hypothesis(tuple(leaves), rows)
 
 
+def transposition_applies(prep: Prepared) -> bool:
+    """The backend can differentiate its own VJP of ``prep``'s function (order 2), so that its
+    transposition gives ``J u`` (module docstring); an adapter whose answer raises: no."""
+    known = prep.backend.call("supports_order2_for", prep.backend.backend.supports_order2_for,
+                              prep.fn)
+    return known is True
+
+
+def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
+              fd_r: np.ndarray, err_r: np.ndarray) -> Hypothesis | AdapterFailure:
+    """The worst elements named from the transposed VJP, then verified (module docstring):
+    ``why`` empty where verified (``worst`` empty where the search reached no element, as a
+    bisection's), else why not; an :class:`AdapterFailure` where the backend could not
+    transpose."""
+    model, dtype = prep.cfg.error_model, prep.rule_dtype
+    out_shape = np.shape(prep.outs64[i])
+    a = _transposed(prep, i, j, v, u)
+    if isinstance(a, AdapterFailure):
+        return a
+    if a.shape != v.shape:
+        return Hypothesis((), 0, f"the transposed VJP has {a.size} elements, not {v.size}")
+    with np.errstate(all="ignore"):
+        va = v * a  # each element's term of <J^T v, u>, as the transposition gives it
+        ava = np.abs(va)
+
+    def scalars(parts: list[tuple[int, int]]) -> tuple[list[float], list[float]]:
+        return ([float(va[lo:hi].sum()) for lo, hi in parts],
+                [float(ava[lo:hi].sum()) for lo, hi in parts])
+
+    # the bisection's search on the transposition's values: the groups it would evaluate,
+    # the elements it would reach (no VJP row each; no budget but the search's own bound)
+    found = _search(v, fd_r, err_r, out_shape, model, dtype, BRANCH * v.size, scalars)
+    top = [int(np.ravel_multi_index(w.index, out_shape)) if out_shape else 0
+           for w in found.leaves]
+    # one batched call: the whole transposition against random weights c_r on every
+    # element's cotangent, and each named element's own row
+    c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, v.size)
+
+    def fill(w: np.ndarray, rows: range) -> None:
+        for b, r in enumerate(rows):
+            if r == 0:
+                np.multiply(c, v, out=w[b])
+            else:
+                w[b, top[r - 1]] = v[top[r - 1]]
+
+    got = _vjp_scalars(prep, i, j, u, 1 + len(top), fill)
+    if isinstance(got, AdapterFailure):
+        return got
+    s, mag = got
+    rows = 1 + len(top)
+    with np.errstate(all="ignore"):
+        want = float(c @ va)
+        allowed = model.allowed(0.0, mag[0] + float(c @ ava), dtype)
+    if not abs(s[0] - want) <= allowed:
+        return Hypothesis((), rows, "a random combination of the transposed VJP's elements is "
+                                    "not what the VJP gives it")
+    leaves = []
+    for e, t in enumerate(top):
+        leaf = _leaf(t, v, fd_r, err_r, out_shape, model, dtype, s[1 + e])
+        if not abs(leaf.actual - leaf.expected) > leaf.allowed:
+            return Hypothesis((), rows, f"output element {t} is within its allowance")
+        leaves.append(leaf)
+    leaves.sort(key=lambda w: -abs(w.actual - w.expected) / max(w.allowed, 1e-300))
+    return Hypothesis(tuple(leaves), rows, "", found.stopped)
+
+
+def _transposed(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray
+                ) -> np.ndarray | AdapterFailure:
+    """The backend's ``J u`` of output ``i`` (flattened) as the VJP of its VJP function along
+    ``u`` (input ``j``), taken at the cotangent ``v`` (the VJP is linear in it)."""
+    n_args = len(prep.args64)
+    g = prep.backend.vjp_function(prep.fn, prep.diff, n_args)
+    if isinstance(g, AdapterFailure):
+        return g
+    cts = [v.reshape(np.shape(o)) if k == i else np.zeros(np.shape(o))
+           for k, o in enumerate(prep.outs64)]
+    # (a copy: the probes' tangents are read-only, which torch warns of as it wraps them)
+    along = [np.array(u).reshape(prep.args64[k].shape) if k == j
+             else np.zeros(prep.args64[k].shape) for k in prep.diff]
+    got = prep.backend.vjp(g, [*prep.args64, *cts], [n_args + i], along, prep.device)
+    if isinstance(got, AdapterFailure):
+        return got
+    return np.asarray(got[0], dtype=np.float64).reshape(-1)
+
+
 def _vjp_weighted(prep: Prepared, i: int, j: int, cot: list[np.ndarray]
                   ) -> list[np.ndarray] | AdapterFailure:
     """The backend's ``J^T w`` (input ``j``, flattened) for each cotangent ``w`` of output
@@ -326,20 +480,35 @@ def _vjp_groups(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
                 ) -> tuple[list[float], list[float]] | AdapterFailure:
     """``<J^T (v 1_R), u>`` and ``sum |J^T (v 1_R)| |u|`` for each group ``R`` of ``parts``
     (one batched VJP)."""
+    def fill(w: np.ndarray, rows: range) -> None:
+        for b, r in enumerate(rows):
+            lo, hi = parts[r]
+            w[b, lo:hi] = v[lo:hi]
+
+    return _vjp_scalars(prep, i, j, u, len(parts), fill)
+
+
+def _vjp_scalars(prep: Prepared, i: int, j: int, u: np.ndarray, count: int,
+                 fill: Callable[[np.ndarray, range], None]
+                 ) -> tuple[list[float], list[float]] | AdapterFailure:
+    """``<J^T w, u>`` and ``sum |J^T w| |u|`` for ``count`` cotangents ``w`` of output ``i``,
+    written by ``fill(block, rows)`` into a zeroed block (one row per cotangent of ``rows``):
+    vectorized calls of at most :data:`CALL_ELEMENTS` elements, or, where not even two rows
+    fit one, looped calls of at most :data:`LOOP_ELEMENTS`."""
     out_shape = np.shape(prep.outs64[i])
-    size = max(v.size, u.size, 1)
+    m = int(np.prod(out_shape, dtype=np.int64))
+    size = max(m, u.size, 1)
     vectorize = CALL_ELEMENTS // size >= 2
-    per_call = max(1, min(len(parts), (CALL_ELEMENTS if vectorize else LOOP_ELEMENTS) // size))
+    per_call = max(1, min(count, (CALL_ELEMENTS if vectorize else LOOP_ELEMENTS) // size))
     uf = u.ravel()
     au = np.abs(uf)
     s: list[float] = []
     mag: list[float] = []
-    for start in range(0, len(parts), per_call):
-        block = parts[start:start + per_call]
-        B = len(block)
-        w = np.zeros((B, v.size))
-        for row, (lo, hi) in enumerate(block):
-            w[row, lo:hi] = v[lo:hi]
+    for start in range(0, count, per_call):
+        rows = range(start, min(count, start + per_call))
+        B = len(rows)
+        w = np.zeros((B, m))
+        fill(w, rows)
         cts = [w.reshape((B,) + out_shape) if k == i else np.zeros((B,) + np.shape(o))
                for k, o in enumerate(prep.outs64)]
         got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,

@@ -7,6 +7,8 @@ NumPy backend, hand-written rules); one case runs the default model at n = 1e6 w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ import gradcheck
 from gradcheck import NumpyFunction
 from gradcheck.numeric import bisection, projected_failure
 from gradcheck.oracle.error_model import ErrorModel
+from tests.support.torch_rules import backward_wrong_at
 
 N = 5000
 X = np.random.default_rng(3).standard_normal(N)
@@ -325,3 +328,200 @@ def test_two_coupled_elements_reject_the_hypothesis() -> None:
     assert r.details["localize_hypothesis"].startswith("rejected: the named elements' rows")
     assert r.worst[0].index == (ia,)
     assert r.worst[0].actual == pytest.approx(r.worst[0].expected * (1 + 1e-3), rel=1e-6)
+
+
+# the transposition: where the backend differentiates its own VJP (order 2), one VJP of it
+# along the tangent gives every output element's (J u)_r; verified, else the bisection runs
+
+
+@pytest.fixture
+def transpose_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transposition tried however few the output elements (matvec has 600)."""
+    monkeypatch.setattr(bisection, "TRANSPOSE_ELEMENTS", 1)
+
+
+def _with_order2(f: NumpyFunction, transposed: Callable[[np.ndarray], np.ndarray]
+                 ) -> NumpyFunction:
+    """``f`` whose VJP carries its own rules as a function of ``(x, c)``: linear in ``c``,
+    so its VJP w.r.t. ``c`` along ``t`` is ``transposed(t)`` (what ``J u`` the VJP implies;
+    zero w.r.t. ``x``: the functions here are linear)."""
+    inner = f.vjp
+
+    def forward(x, c):
+        return tuple(inner([x], [c]))
+
+    def vjp_of_vjp(xs, cts):
+        return [np.zeros_like(xs[0]), transposed(cts[0])]
+
+    return NumpyFunction(f.forward, NumpyFunction(forward, vjp_of_vjp, name=f"vjp of {f.name}"),
+                         f.jvp, name=f.name)
+
+
+def _weighted(wrong: dict[int, float], y: np.ndarray) -> np.ndarray:
+    y = np.array(y, dtype=np.float64)
+    for e, d in wrong.items():
+        y[e] *= 1 + d
+    return y
+
+
+def _order2(which: str, wrong: dict[int, float], rule: dict[int, float] | None = None
+            ) -> tuple[NumpyFunction, np.ndarray]:
+    """cumsum or matvec wrong at ``wrong``, with second-order rules consistent with its VJP
+    (``rule`` None) or wrong at ``rule`` instead (a transposition that is not the VJP's)."""
+    rule = wrong if rule is None else rule
+    if which == "cumsum":
+        return _with_order2(_cumsum(wrong), lambda t: _weighted(rule, np.cumsum(t))), X
+    f, A = _matvec(wrong)
+    return _with_order2(f, lambda t: _weighted(rule, A @ t)), X[:600]
+
+
+@pytest.mark.parametrize("projected", [True, False])
+@pytest.mark.parametrize("which", ["cumsum", "matvec"])
+def test_a_non_diagonal_jacobian_is_named_from_the_transposed_vjp(
+        transpose_small: None, which: str, projected: bool) -> None:
+    """One wrong output element of a cumulative sum, two of a dense matrix-vector product:
+    the diagonal hypothesis is rejected, the transposed VJP names the elements, the random
+    combination and their own rows verify them: a few rows, not a bisection's ~30."""
+    wrong = {3210: 1e-3} if which == "cumsum" else {321: 1e-3, 45: 2e-3}
+    f, x = _order2(which, wrong)
+    model = SMALL_BLOCKS if projected else ErrorModel(
+        localize_max_columns=64, localize_max_elements=64 * 64, projected_failure_margin=1e300)
+    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=model))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["localize_hypothesis"].startswith("rejected")
+    assert r.details["localize_transposed"] == "verified"
+    assert r.localized is not None and "named from the transposed VJP" in r.localized
+    assert sorted(w.index[0] for w in r.worst) == sorted(wrong)
+    for w in r.worst:  # each element's own value, from its own row
+        assert w.actual == pytest.approx(w.expected * (1 + wrong[w.index[0]]), rel=1e-6)
+        assert abs(w.actual - w.expected) > w.allowed
+    diagonal = 1 if projected else 2
+    assert r.details["localize_rows"] == diagonal + 1 + len(wrong)
+
+
+@pytest.mark.parametrize("which", ["cumsum", "matvec"])
+def test_the_transposition_names_what_the_bisection_names(
+        transpose_small: None, monkeypatch: pytest.MonkeyPatch, which: str) -> None:
+    """The search on the transposed VJP's values reaches the elements the bisection's VJP
+    rows reach, with the same values (each from its own row): an element over its own
+    allowance by chance, in a group within its allowance, is named by neither."""
+    wrong = {3210: 1e-3, 17: 1e-7, 4000: 1e-9} if which == "cumsum" else {321: 1e-3, 45: 1e-6}
+    f, x = _order2(which, wrong)
+    first = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",),
+                                 error_model=SMALL_BLOCKS))
+    assert first.details["localize_transposed"] == "verified"
+    monkeypatch.setattr(bisection, "transposition_applies", lambda prep: False)
+    again = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",),
+                                 error_model=SMALL_BLOCKS))
+    assert "bisected" in str(again.localized)
+    assert [w.index for w in first.worst] == [w.index for w in again.worst]
+    for a, b in zip(first.worst, again.worst, strict=True):
+        assert a.actual == pytest.approx(b.actual, rel=1e-12)
+        assert (a.expected, a.allowed) == (b.expected, b.allowed)
+    assert first.details["localize_rows"] < again.details["localize_rows"]
+
+
+@pytest.mark.parametrize("which", ["cumsum", "matvec"])
+def test_the_correct_twins_with_second_order_rules_pass(transpose_small: None,
+                                                         which: str) -> None:
+    f, x = _order2(which, {})
+    report = gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS)
+    assert report.passed, gradcheck.format_failure(report)
+    assert all(r.localized is None and not r.worst for r in report)
+
+
+@pytest.mark.parametrize("rule", [{}, {1111: 1e-3}, {3210: 2e-3}])
+def test_a_transposition_that_is_not_the_vjps_is_rejected_and_bisected(
+        rule: dict[int, float]) -> None:
+    """Second-order rules that do not transpose the VJP (correct where the VJP is wrong, wrong
+    elsewhere, or wrong by another amount): the random combination differs, nothing is named
+    from the transposition, and the bisection names the wrong element with its own value."""
+    f, x = _order2("cumsum", {3210: 1e-3}, rule)
+    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["localize_transposed"] == (
+        "rejected: a random combination of the transposed VJP's elements is not what the VJP "
+        "gives it")
+    assert r.localized is not None and "bisected" in r.localized
+    assert r.worst[0].index == (3210,)
+    assert r.worst[0].actual == pytest.approx(r.worst[0].expected * (1 + 1e-3), rel=1e-6)
+
+
+def test_a_transposition_that_raises_leaves_the_bisection() -> None:
+    def raising(t):
+        raise RuntimeError("no second-order rule here")
+
+    f = _with_order2(_cumsum({3210: 1e-3}), raising)
+    r = _vjp(gradcheck.check(f, X, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["localize_transposed"].startswith("unavailable: ")
+    assert "no second-order rule here" in r.details["localize_transposed"]
+    assert "bisected" in str(r.localized) and r.worst[0].index == (3210,)
+
+
+def test_an_error_on_every_element_is_named_from_the_transposed_vjp() -> None:
+    """A cumulative sum off by 1e-3 at every output element: the five worst named, each
+    from its own row, six rows in all beside the diagonal hypothesis's one."""
+    f, x = _order2("cumsum", {e: 1e-3 for e in range(N)})
+    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    assert r.details["localize_transposed"] == "verified"
+    assert len(r.worst) == bisection.WORST
+    assert all(abs(w.actual - w.expected) > w.allowed for w in r.worst)
+    assert r.details["localize_rows"] == 1 + 1 + bisection.WORST
+
+
+def test_torch_names_a_wrong_gradient_element_of_a_non_diagonal_function() -> None:
+    """torch, ``2 tanh(x) + sin(roll(x, 1))`` whose custom backward is wrong at gradient
+    element ``e``: output elements ``e`` and ``e + 1`` read it; both are named from the
+    transposed VJP (torch differentiates the custom backward), a few rows in all."""
+    torch = pytest.importorskip("torch")
+    n, e = 20_000, 7_000
+
+    def f(x):
+        return torch.tanh(x) * 2 + torch.sin(torch.roll(x, 1))
+
+    x = np.random.default_rng(0).standard_normal(n)
+    r = _vjp(gradcheck.check(backward_wrong_at(f, e, 1.5), x, backend="torch", modes=("rev",)))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["localize_transposed"] == "verified", r.details
+    assert sorted(w.index[0] for w in r.worst) == [e, e + 1]
+    assert r.details["localize_rows"] <= 2 + bisection.WORST
+    assert _vjp(gradcheck.check(f, x, backend="torch", modes=("rev",))).status \
+        is gradcheck.Status.PASSED
+
+
+def test_jax_names_a_wrong_gradient_element_of_a_non_diagonal_function() -> None:
+    """The same with a ``jax.custom_vjp`` whose backward is wrong at gradient element ``e``
+    (JAX differentiates the custom backward)."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    n, e = 20_000, 7_000
+
+    def f(x):
+        return jnp.tanh(x) * 2 + jnp.sin(jnp.roll(x, 1))
+
+    @jax.custom_vjp
+    def wrong(x):
+        return f(x)
+
+    def bwd(x, g):
+        grad = jax.vjp(f, x)[1](g)[0]
+        return (jnp.where(jnp.arange(grad.shape[-1]) == e, grad * 1.5, grad),)
+
+    wrong.defvjp(lambda x: (f(x), x), bwd)
+    x = np.random.default_rng(0).standard_normal(n)
+    r = _vjp(gradcheck.check(wrong, x, backend="jax", modes=("rev",)))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["localize_transposed"] == "verified", r.details
+    assert sorted(w.index[0] for w in r.worst) == [e, e + 1]
+    assert _vjp(gradcheck.check(f, x, backend="jax", modes=("rev",))).status \
+        is gradcheck.Status.PASSED
+
+
+def test_few_output_elements_are_bisected_without_the_transposition() -> None:
+    """Below ``TRANSPOSE_ELEMENTS`` output elements the bisection's rows cost less: a
+    matrix-vector product of 600 with second-order rules is bisected, not transposed."""
+    f, x = _order2("matvec", {321: 1e-3})
+    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    assert "localize_transposed" not in r.details
+    assert "bisected" in str(r.localized) and r.worst[0].index == (321,)
