@@ -29,8 +29,9 @@ side of any group ``R`` of output elements is a sum over the table already evalu
 * a VJP failure of any Jacobian, where the backend can differentiate its own VJP again
   (``supports_order2_for``): the VJP ``w -> J^T w`` is linear in ``w``, so one VJP of it
   (:meth:`~gradcheck.backends.base.Backend.vjp_function`) along ``u`` is the backend's
-  ``J u`` for every output element at once: the values a bisection looks for, each compared
-  with the table's.  That too is a hypothesis (the engine's derivative of the user's
+  ``J u`` for every output element at once: the values a bisection looks for.  The
+  bisection's best-first search below runs on them instead of on VJP rows, so it reaches
+  the elements the bisection would.  That too is a hypothesis (the engine's derivative of the user's
   backward, not the backward itself), verified before anything is reported by one batched
   VJP call: a row whose cotangent is ``c v`` with a random weight ``c_r`` per element must
   give ``<J^T (c v), u> = sum_r c_r v_r (J u)_r`` within the rounding of that sum (a
@@ -39,8 +40,8 @@ side of any group ``R`` of output elements is a sum over the table already evalu
   element alone, gives its own value (as a bisection's leaf does), which must be over its
   allowance.  ``1 + WORST`` VJP rows at most and one VJP of the VJP, whatever ``m`` (from
   :data:`TRANSPOSE_ELEMENTS` output elements on).  Where the backend cannot, or the
-  verification fails (``details["localize_transposed"]`` says
-  why), the bisection below runs, as it does for blocks whose shapes differ;
+  verification fails (``details["localize_transposed"]`` says why), the bisection below
+  runs;
 * a VJP failure is bisected: the backend's ``<J^T (v 1_R), u>`` for ``B`` groups ``R`` at a
   time (one batched VJP of :data:`BRANCH` rows), best first (the group whose discrepancy
   exceeds its allowance the most is split next) down to single elements, within

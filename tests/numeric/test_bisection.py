@@ -525,3 +525,39 @@ def test_few_output_elements_are_bisected_without_the_transposition() -> None:
     r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
     assert "localize_transposed" not in r.details
     assert "bisected" in str(r.localized) and r.worst[0].index == (321,)
+
+
+def test_a_backward_torch_cannot_differentiate_is_bisected() -> None:
+    """A ``once_differentiable`` custom backward wrong at gradient element ``e``: torch
+    differentiates through it as if it were constant, so its transposition is not the VJP's;
+    the random combination shows it, and the bisection names the elements that read ``e``."""
+    torch = pytest.importorskip("torch")
+    from torch.autograd.function import once_differentiable
+
+    n, e = 20_000, 7_000
+
+    def f(x):
+        return torch.tanh(x) * 2 + torch.sin(torch.roll(x, 1))
+
+    class Once(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return f(x)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            with torch.enable_grad():
+                xx = x.detach().requires_grad_()
+                grad = torch.autograd.grad(f(xx), xx, g)[0]
+            grad[e] *= 1.5
+            return grad
+
+    x = np.random.default_rng(0).standard_normal(n)
+    r = _vjp(gradcheck.check(Once.apply, x, backend="torch", modes=("rev",)))
+    assert r.status is gradcheck.Status.FAILED
+    assert r.details["localize_transposed"].startswith("rejected: a random combination")
+    assert "bisected" in str(r.localized)
+    assert sorted(w.index[0] for w in r.worst) == [e, e + 1]
