@@ -31,14 +31,16 @@ side of any group ``R`` of output elements is a sum over the table already evalu
   (:meth:`~gradcheck.backends.base.Backend.vjp_function`) along ``u`` is the backend's
   ``J u`` for every output element at once: the values a bisection looks for.  The
   bisection's best-first search below runs on them instead of on VJP rows, so it reaches
-  the elements the bisection would.  That too is a hypothesis (the engine's derivative of the user's
-  backward, not the backward itself), verified before anything is reported by one batched
-  VJP call: a row whose cotangent is ``c v`` with a random weight ``c_r`` per element must
-  give ``<J^T (c v), u> = sum_r c_r v_r (J u)_r`` within the rounding of that sum (a
-  transposition wrong at any element breaks it for all but a null set of weights, as in
-  Freivalds' check of a matrix product), and one row per named element, ``v_t`` on that
-  element alone, gives its own value (as a bisection's leaf does), which must be over its
-  allowance.  ``1 + WORST`` VJP rows at most and one VJP of the VJP, whatever ``m`` (from
+  the elements the bisection would.  That too is a hypothesis (the engine's derivative of
+  the user's backward, not the backward itself), verified before anything is reported by
+  one batched VJP call of two rows, each a random combination (a weight ``c_r`` per
+  element, uniform in [1, 2]) that must give ``<J^T (c v), u> = sum_r c_r v_r (J u)_r``
+  within the rounding of its terms: one of every element's cotangent (a transposition
+  wrong at any element breaks it for all but a null set of weights, as in Freivalds' check
+  of a matrix product), one of the named elements' alone (their values, to the rounding
+  of their own few terms, where the first row's tolerance grows with ``m``: a value off by
+  ``X`` times that rounding passes with probability at most ``2 / X``).  Each named element
+  must be over its allowance.  Two VJP rows and one VJP of the VJP, whatever ``m`` (from
   :data:`TRANSPOSE_ELEMENTS` output elements on).  Where the backend cannot, or the
   verification fails (``details["localize_transposed"]`` says why), the bisection below
   runs;
@@ -251,7 +253,7 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     out_shape = np.shape(prep.outs64[i])
     rows = 0
     if gradient is None:
-        made = _gradient(prep, i, j, v)
+        made = _vjp_row(prep, i, j, v)
         if isinstance(made, AdapterFailure):
             return made
         gradient, rows = made, 1
@@ -285,11 +287,10 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, k)
     w = np.where(comp, v, 0.0)
     w[top] = c * v[top]
-    got = _vjp_weighted(prep, i, j, [w])
-    if isinstance(got, AdapterFailure):
-        return got
+    row = _vjp_row(prep, i, j, w)
+    if isinstance(row, AdapterFailure):
+        return row
     rows += 1
-    row = got[0]
     want = np.where(comp, g, 0.0)
     want[top] = c * g[top]
     if not np.all(np.abs(row - want) <= model.allowed(0.0, np.abs(row) + np.abs(want),
@@ -353,31 +354,36 @@ def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     found = _search(v, fd_r, err_r, out_shape, model, dtype, BRANCH * v.size, scalars)
     top = [int(np.ravel_multi_index(w.index, out_shape)) if out_shape else 0
            for w in found.leaves]
-    # one batched call: the whole transposition against random weights c_r on every
-    # element's cotangent, and each named element's own row
-    c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, v.size)
+    # one batched call of two rows, each a random combination (weights c_r, distinct per
+    # row): of every element's cotangent (the whole transposition), and of the named
+    # elements' alone (their values, within the rounding of their own terms)
+    c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, (2, v.size))
+    named = np.array(top, dtype=np.int64)
 
     def fill(w: np.ndarray, rows: range) -> None:
         for b, r in enumerate(rows):
             if r == 0:
-                np.multiply(c, v, out=w[b])
+                np.multiply(c[0], v, out=w[b])
             else:
-                w[b, top[r - 1]] = v[top[r - 1]]
+                w[b, named] = c[1, named] * v[named]
 
-    got = _vjp_scalars(prep, i, j, u, 1 + len(top), fill)
+    got = _vjp_scalars(prep, i, j, u, 2 if top else 1, fill)
     if isinstance(got, AdapterFailure):
         return got
     s, mag = got
-    rows = 1 + len(top)
-    with np.errstate(all="ignore"):
-        want = float(c @ va)
-        allowed = model.allowed(0.0, mag[0] + float(c @ ava), dtype)
-    if not abs(s[0] - want) <= allowed:
-        return Hypothesis((), rows, "a random combination of the transposed VJP's elements is "
-                                    "not what the VJP gives it")
+    rows = len(s)
+    for r, (weights, what) in enumerate(((c[0], "every element's cotangent"),
+                                         (c[1, named], "the named elements' cotangents"))[:rows]):
+        on = va if r == 0 else va[named]
+        with np.errstate(all="ignore"):
+            want = float(weights @ on)
+            allowed = model.allowed(0.0, mag[r] + float(weights @ np.abs(on)), dtype)
+        if not abs(s[r] - want) <= allowed:
+            return Hypothesis((), rows, "the VJP and the transposed VJP differ on a random "
+                                        f"combination of {what}")
     leaves = []
-    for e, t in enumerate(top):
-        leaf = _leaf(t, v, fd_r, err_r, out_shape, model, dtype, s[1 + e])
+    for t in top:
+        leaf = _judged(t, float(a[t]), fd_r, err_r, out_shape, model, dtype)
         if not abs(leaf.actual - leaf.expected) > leaf.allowed:
             return Hypothesis((), rows, f"output element {t} is within its allowance")
         leaves.append(leaf)
@@ -404,34 +410,13 @@ def _transposed(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray
     return np.asarray(got[0], dtype=np.float64).reshape(-1)
 
 
-def _vjp_weighted(prep: Prepared, i: int, j: int, cot: list[np.ndarray]
-                  ) -> list[np.ndarray] | AdapterFailure:
-    """The backend's ``J^T w`` (input ``j``, flattened) for each cotangent ``w`` of output
-    ``i`` in ``cot``, in batched VJPs of at most :data:`CALL_ELEMENTS` elements."""
-    out_shape = np.shape(prep.outs64[i])
-    size = max(cot[0].size, prep.args64[j].size, 1)
-    per_call = max(1, min(len(cot), CALL_ELEMENTS // size))
-    out: list[np.ndarray] = []
-    for start in range(0, len(cot), per_call):
-        block = cot[start:start + per_call]
-        B = len(block)
-        cts = [np.stack(block).reshape((B,) + out_shape) if k == i
-               else np.zeros((B,) + np.shape(o)) for k, o in enumerate(prep.outs64)]
-        got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,
-                                     vectorize=True)
-        if isinstance(got, AdapterFailure):
-            return got
-        g = np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(B, -1)
-        out += list(g)
-    return out
-
-
-def _gradient(prep: Prepared, i: int, j: int, v: np.ndarray) -> np.ndarray | AdapterFailure:
-    """The backend's ``J^T v`` for input ``j`` (flattened), one VJP row."""
-    cts = [v.reshape((1,) + np.shape(o)) if k == i else np.zeros((1,) + np.shape(o))
+def _vjp_row(prep: Prepared, i: int, j: int, w: np.ndarray) -> np.ndarray | AdapterFailure:
+    """The backend's ``J^T w`` (input ``j``, flattened) for one cotangent ``w`` of output
+    ``i``: one VJP on the rule's own path (not vectorized: one row needs no batching rule)."""
+    cts = [w.reshape((1,) + np.shape(o)) if k == i else np.zeros((1,) + np.shape(o))
            for k, o in enumerate(prep.outs64)]
     got = prep.backend.vjp_batch(prep.fn, prep.args64, prep.diff, cts, prep.device,
-                                 vectorize=True)
+                                 vectorize=False)
     if isinstance(got, AdapterFailure):
         return got
     return np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(-1)
@@ -518,6 +503,7 @@ def _vjp_scalars(prep: Prepared, i: int, j: int, u: np.ndarray, count: int,
             return got
         g = np.asarray(got[prep.diff.index(j)], dtype=np.float64).reshape(B, -1)
         s += [float(row @ uf) for row in g]
-        mag += [float(np.abs(row) @ au) for row in g]
-        del got, g, w, cts
+        a = np.empty(g.shape[1])  # (|row| into one buffer: no fresh array per row)
+        mag += [float(np.abs(row, out=a) @ au) for row in g]
+        del got, g, w, cts, a
     return s, mag
