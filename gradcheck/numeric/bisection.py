@@ -85,9 +85,10 @@ CALL_ELEMENTS = 2**23
 #: one backward pass per row, the rows stacked (6 rows at n = 1e7: one forward pass per 6
 #: rows, not one per row)
 LOOP_ELEMENTS = 2**26
-#: output elements from which the transposed VJP is tried: below, a bisection's few batched
-#: calls of small rows cost less than the transposition's own (a torch custom backward at
-#: m = 1e3: about 17 ms against 15 ms in a warm loop, 29 ms against 19 ms in a first call)
+#: output elements from which the transposed VJP is tried: below, a bisection is a few small
+#: batched calls and neither wins clearly (a torch custom backward at m = 1e3: 13.5-20 ms
+#: transposed against 15-19 ms bisected; JAX's first call compiles the nested VJP: 0.99 s
+#: against 0.87 s at 1e3, 0.82 s against 1.02 s at 1e4), so small blocks keep the bisection
 TRANSPOSE_ELEMENTS = 2**12
 #: how :attr:`CheckResult.localized` starts for a block localized by this module
 PREFIX = "along the tangent"
@@ -177,6 +178,7 @@ class Search:
     rows: int
     stopped: str = ""
     failure: AdapterFailure | None = None
+    flat: tuple[int, ...] = ()  # the leaves' flat indices among the output's elements
 
 
 def _search(v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray, out_shape: tuple[int, ...],
@@ -189,6 +191,7 @@ def _search(v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray, out_shape: tuple
     heap: list[tuple[float, int, int]] = [(-np.inf, 0, m)]
     leaves: list[WorstElement] = []
     single: dict[int, float] = {}  # the AD scalar of each single-element group evaluated
+    flat: list[int] = []
     rows = 0
     stopped = ""
     while heap and len(leaves) < WORST:
@@ -200,6 +203,7 @@ def _search(v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray, out_shape: tuple
             break
         if b - a == 1 and a in single:  # (a one-element root is evaluated first)
             leaves.append(_leaf(a, v, fd_r, err_r, out_shape, model, dtype, single[a]))
+            flat.append(a)
             continue
         parts = _split(a, b, BRANCH)
         if rows + len(parts) > budget:
@@ -208,7 +212,7 @@ def _search(v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray, out_shape: tuple
             break
         groups = scalars(parts)
         if isinstance(groups, AdapterFailure):
-            return Search(tuple(leaves), rows, failure=groups)
+            return Search(tuple(leaves), rows, failure=groups, flat=tuple(flat))
         s, mag = groups
         rows += len(parts)
         for (lo, hi), s_g, mag_g in zip(parts, s, mag, strict=True):
@@ -221,19 +225,20 @@ def _search(v: np.ndarray, fd_r: np.ndarray, err_r: np.ndarray, out_shape: tuple
             if hi - lo == 1:
                 single[lo] = s_g
             heapq.heappush(heap, (-ratio, lo, hi))
-    return Search(tuple(leaves), rows, stopped)
+    return Search(tuple(leaves), rows, stopped, flat=tuple(flat))
 
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """What the diagonal hypothesis named: the worst elements, each verified by its own VJP
-    row (empty where the hypothesis was rejected, ``why`` says why), and the VJP rows it
-    took."""
+    """What a hypothesis (the diagonal one, or the transposition) named: the worst elements,
+    verified (empty where the hypothesis was rejected, ``why`` says why), and the VJP rows it
+    took; ``stopped``: why the transposition's search reached no element, where it did
+    not."""
 
     worst: tuple[WorstElement, ...]
     rows: int
     why: str = ""
-    stopped: str = ""  # (the transposition: why its search reached no element)
+    stopped: str = ""
 
 
 def hypothesis_applies(prep: Prepared, i: int, j: int) -> bool:
@@ -352,8 +357,7 @@ def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     # the bisection's search on the transposition's values: the groups it would evaluate,
     # the elements it would reach (no VJP row each; no budget but the search's own bound)
     found = _search(v, fd_r, err_r, out_shape, model, dtype, BRANCH * v.size, scalars)
-    top = [int(np.ravel_multi_index(w.index, out_shape)) if out_shape else 0
-           for w in found.leaves]
+    top = list(found.flat)
     # one batched call of two rows, each a random combination (weights c_r, distinct per
     # row): of every element's cotangent (the whole transposition), and of the named
     # elements' alone (their values, within the rounding of their own terms)
@@ -381,13 +385,11 @@ def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
         if not abs(s[r] - want) <= allowed:
             return Hypothesis((), rows, "the VJP and the transposed VJP differ on a random "
                                         f"combination of {what}")
-    leaves = []
-    for t in top:
-        leaf = _judged(t, float(a[t]), fd_r, err_r, out_shape, model, dtype)
+    for t, leaf in zip(top, found.leaves, strict=True):  # (the search's leaves, judged)
         if not abs(leaf.actual - leaf.expected) > leaf.allowed:
             return Hypothesis((), rows, f"output element {t} is within its allowance")
-        leaves.append(leaf)
-    leaves.sort(key=lambda w: -abs(w.actual - w.expected) / max(w.allowed, 1e-300))
+    leaves = sorted(found.leaves, key=lambda w: -abs(w.actual - w.expected)
+                    / max(w.allowed, 1e-300))
     return Hypothesis(tuple(leaves), rows, "", found.stopped)
 
 
