@@ -6,7 +6,7 @@ in the same run: time and peak memory at n = 1e3 .. 1e7 (issue 33, ``docs/cost-m
     python benchmarks/cost_vs_torch_fast.py --sizes 1e6     # one size
 
 The function is ``f(x) = 2 tanh(x) + sin(x)``, float64, CPU, one torch thread and one BLAS
-thread, at a standard normal ``x`` of ``n`` elements.  Four cases per ``n``:
+thread, at a standard normal ``x`` of ``n`` elements.  The cases, at each ``n``:
 
 * ``gradcheck pass``: ``gradcheck.check(f, x, backend="torch")``, the default check;
 * ``gradcheck fail``: the same on ``f`` with its backward scaled by ``1 + 1e-7`` (a custom
@@ -23,11 +23,16 @@ thread, at a standard normal ``x`` of ``n`` elements.  Four cases per ``n``:
   inputs span more than ``2^26``, so the check runs the scaled checks of
   ``docs/error-model.md`` 4c, whether or not the screen declines; this is the split's own
   cost;
-* ``gradcheck nd pass`` / ``gradcheck nd fail``: a function that is not elementwise,
-  ``2 tanh(x) + sin(roll(x, 1))``, and its mutant whose backward is wrong at one element
-  (element ``n // 3`` of the gradient scaled by ``1 + ND_DELTA``, a boundary bug): the
-  diagonal hypothesis is rejected and the failing check localizes by bisection
-  (``gradcheck/numeric/bisection.py``);
+* ``gradcheck twin pass``: the failing case's correct twin, the same custom
+  autograd.Function with its backward scaled by ``1 + 0`` (each VJP recomputes ``f``'s
+  pullback: about a forward and a backward pass of ``f``, where torch's own backward of
+  ``f`` is a backward pass alone), so that failing and passing differ only in the error;
+* ``gradcheck nd pass`` / ``gradcheck nd twin pass`` / ``gradcheck nd fail``: a function
+  that is not elementwise, ``2 tanh(x) + sin(roll(x, 1))``, its custom autograd.Function
+  with a correct backward, and the same with its backward wrong at one element (element
+  ``n // 3`` of the gradient scaled by ``1 + ND_DELTA``, a boundary bug): the diagonal
+  hypothesis is rejected and the failing check localizes from the transposed VJP, or by
+  bisection (``gradcheck/numeric/bisection.py``);
 * ``gradcheck tan pass``: the default check of the same ``tan`` at points where the screen
   passes (``x / 4``: the largest of 1e7 Gaussian points, about 5.6, becomes 1.4, 0.17 from
   the pole), the passing check of the borderline case's own function (``tan`` costs about
@@ -44,9 +49,12 @@ memory added during the call (peak minus the resident size before it).  Ratios:
 
 * ``x torch``: to torch's fast mode on the same function in the same run (time: CPU time, the
   cost on a shared machine without the waiting for a core; memory: peak RSS);
-* ``/pass``: gradcheck's failing check to its passing one, the borderline check to the
-  passing check of its own function (``tan pass``; the target: at most 3x, time and memory);
-  ``/f pass``: the borderline check to the passing check of ``2 tanh(x) + sin(x)``.
+* ``/pass``: gradcheck's failing check to the passing check of its correct twin (the same
+  custom backward, right), the borderline check to the passing check of its own function
+  (``tan pass``; the target: at most 3x, time and memory); ``/plain pass``: a failing check
+  (and a twin) to the passing check of ``f`` without the custom backward (torch's own
+  derivative of ``f``, whose VJPs cost less); ``/f pass``: the borderline check to the
+  passing check of ``2 tanh(x) + sin(x)``.
 """
 
 from __future__ import annotations
@@ -61,15 +69,20 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CASES = ("gradcheck pass", "gradcheck fail", "gradcheck borderline", "gradcheck split alone",
-         "gradcheck tan pass", "gradcheck nd pass", "gradcheck nd fail", "torch fast pass",
-         "torch fast fail", "torch fast borderline", "torch fast tan pass")
+CASES = ("gradcheck pass", "gradcheck twin pass", "gradcheck fail", "gradcheck borderline",
+         "gradcheck split alone", "gradcheck tan pass", "gradcheck nd pass",
+         "gradcheck nd twin pass", "gradcheck nd fail", "torch fast pass", "torch fast fail",
+         "torch fast borderline", "torch fast tan pass")
 #: the non-diagonal mutant's error at its one wrong element (relative)
 ND_DELTA = 0.5
 #: the case whose passing check a case's ``/pass`` is against
-BASE = {"gradcheck fail": "gradcheck pass", "gradcheck borderline": "gradcheck tan pass",
-        "gradcheck split alone": "gradcheck tan pass", "gradcheck nd fail": "gradcheck nd pass",
+BASE = {"gradcheck fail": "gradcheck twin pass", "gradcheck borderline": "gradcheck tan pass",
+        "gradcheck split alone": "gradcheck tan pass",
+        "gradcheck nd fail": "gradcheck nd twin pass",
         "torch fast fail": "torch fast pass", "torch fast borderline": "torch fast tan pass"}
+#: ... and the passing check of the same function without the custom backward (``/plain``)
+PLAIN = {"gradcheck fail": "gradcheck pass", "gradcheck nd fail": "gradcheck nd pass",
+         "gradcheck twin pass": "gradcheck pass", "gradcheck nd twin pass": "gradcheck nd pass"}
 #: the torch fast mode case a gradcheck case's ``x torch`` is against
 TORCH = {"gradcheck pass": "torch fast pass", "gradcheck fail": "torch fast fail",
          "gradcheck borderline": "torch fast borderline",
@@ -152,8 +165,10 @@ def child(case: str, n: int, limit_gb: float | None = None) -> None:
     import gradcheck  # noqa: F401  (imported before the clock, like torch)
 
     f = (torch_element_mutant(_f_nd, ND_DELTA, n // 3) if case == "gradcheck nd fail"
+         else torch_element_mutant(_f_nd, 0.0, n // 3) if case == "gradcheck nd twin pass"
          else _f_nd if case == "gradcheck nd pass"
          else torch_mutant(_f, 1e-7) if case.endswith("fail")
+         else torch_mutant(_f, 0.0) if case == "gradcheck twin pass"
          else _f_border if case.endswith(("borderline", "alone", "tan pass")) else _f)
     _run(case, np.random.default_rng(1).standard_normal(16), f)  # warm: lazy imports
     x = np.random.default_rng(0).standard_normal(n)
@@ -236,6 +251,11 @@ def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[di
                   f"{r['added_gb']:6.2f} {_verdict(r):>8s}  "
                   f"{worst[:3] if worst else ''}"
                   f"{' (' + r['path'] + ')' if r.get('path') else ''}")
+            plain = got.get(PLAIN.get(case, ""), {"error": "no plain"})
+            if "error" not in plain:
+                print(f"{'':9s} {'':21s} /plain pass: {r['cpu'] / plain['cpu']:.2f} time, "
+                      f"{r['peak_gb'] / plain['peak_gb']:.2f} memory (against the passing "
+                      f"check of the same f without the custom backward)")
             other = got["gradcheck pass"]
             if case == "gradcheck borderline" and "error" not in other:
                 print(f"{'':9s} {'':21s} /f pass: {r['cpu'] / other['cpu']:.2f} time, "

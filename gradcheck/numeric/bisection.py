@@ -23,8 +23,11 @@ side of any group ``R`` of output elements is a sum over the table already evalu
   (a row with any other element, or another value, breaks it for all but a null set of
   weights).  Each named element's value is read from that row, and the elements within
   their allowance must be within it as one group, from the same row.  One VJP row (two
-  where the gradient was not handed over), whatever ``m``.  Where any of that fails (a
-  Jacobian that is not diagonal: ``details["localize_hypothesis"]`` says why), the
+  where the gradient was not handed over), whatever ``m``.  Where the other probes'
+  gradients are handed over too, they test the hypothesis first, free: a diagonal ``J``
+  gives ``g_r / v_r`` the same on every probe, so where it differs at most elements of a
+  random sample the row is not paid for (it could only reject).  Where any of that fails
+  (a Jacobian that is not diagonal: ``details["localize_hypothesis"]`` says why), the
   transposition below runs;
 * a VJP failure of any Jacobian, where the backend can differentiate its own VJP again
   (``supports_order2_for``): the VJP ``w -> J^T w`` is linear in ``w``, so one VJP of it
@@ -40,8 +43,13 @@ side of any group ``R`` of output elements is a sum over the table already evalu
   of a matrix product), one of the named elements' alone (their values, to the rounding
   of their own few terms, where the first row's tolerance grows with ``m``: a value off by
   ``X`` times that rounding passes with probability at most ``2 / X``).  Each named element
-  must be over its allowance.  Two VJP rows and one VJP of the VJP, whatever ``m`` (from
-  :data:`TRANSPOSE_ELEMENTS` output elements on).  Where the backend cannot, or the
+  must be over its allowance.  Where the other probes' gradients ``J^T v_q`` are handed
+  over (the projected failing path), they are the combinations of every element's
+  cotangent, already made: ``<v_q, J u> = <J^T v_q, u>`` for each, with the probes'
+  Gaussian ``v_q``, drawn independently of the ``v`` the transposition is taken at, and
+  the call is the named elements' row alone.  Two VJP rows (one with the other probes'
+  gradients) and one VJP of the VJP, whatever ``m`` (from :data:`TRANSPOSE_ELEMENTS`
+  output elements on).  Where the backend cannot, or the
   verification fails (``details["localize_transposed"]`` says why), the bisection below
   runs;
 * a VJP failure is bisected: the backend's ``<J^T (v 1_R), u>`` for ``B`` groups ``R`` at a
@@ -60,7 +68,7 @@ search finds none and says so; what it cannot cover within the budget it leaves 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,13 +103,14 @@ PREFIX = "along the tangent"
 
 
 def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, pr: Probes,
-           p: int, sl: slice, gradient: np.ndarray | None = None
+           p: int, sl: slice, gradients: Sequence[np.ndarray] | None = None
            ) -> tuple[str, tuple[WorstElement, ...], dict[str, object]]:
     """The worst output elements of output ``i`` along probe ``p``'s tangent of input ``j``
     (module docstring): ``(how, worst, details)``; ``how`` names what was compared, or the
     call that failed.  ``est``: the estimate the verdict rests on (its rows go with ``pr``);
-    ``sl``: output ``i``'s slice of its elements; ``gradient``: the backend's ``J^T v`` of
-    probe ``p`` for input ``j`` where the caller has it (the diagonal hypothesis needs it)."""
+    ``sl``: output ``i``'s slice of its elements; ``gradients``: the backend's ``J^T v_q`` for
+    input ``j`` of every probe ``q`` of ``pr`` where the caller has them (the diagonal
+    hypothesis starts from probe ``p``'s; the others test it, and verify a transposition)."""
     budget, worst = BUDGET_ROWS, WORST
     fd_r = est.value[p, sl]
     err_r = est.error[p, sl]
@@ -124,8 +133,11 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
         return (f"{PREFIX} of probe {p + 1}: {m} output elements, one JVP",
                 tuple(found), {"localize_rows": 1})
     rows = 0
-    if hypothesis_applies(prep, i, j):
-        found_h = hypothesize(prep, i, j, v, u, fd_r, err_r, gradient)
+    others = _other_probes(pr, i, p, gradients)
+    not_diagonal = _not_diagonal(v, gradients[p], others) if gradients is not None else ""
+    if hypothesis_applies(prep, i, j) and not not_diagonal:
+        found_h = hypothesize(prep, i, j, v, u, fd_r, err_r,
+                              None if gradients is None else gradients[p])
         if isinstance(found_h, AdapterFailure):
             return f"failed: {found_h.text}", (), {}
         rows = found_h.rows
@@ -135,10 +147,12 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
                     f"row{'' if rows == 1 else 's'}",
                     found_h.worst, {"localize_rows": rows, "localize_hypothesis": "verified"})
         rejected: dict[str, object] = {"localize_hypothesis": f"rejected: {found_h.why}"}
+    elif hypothesis_applies(prep, i, j):
+        rejected = {"localize_hypothesis": f"rejected: {not_diagonal}"}
     else:
         rejected = {}
     if m >= TRANSPOSE_ELEMENTS and transposition_applies(prep):
-        found_t = transpose(prep, i, j, v, u, fd_r, err_r)
+        found_t = transpose(prep, i, j, v, u, fd_r, err_r, others)
         if isinstance(found_t, AdapterFailure):
             rejected["localize_transposed"] = f"unavailable: {found_t.text}"
         elif not found_t.why:
@@ -325,6 +339,53 @@ def hypothesize(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     return Hypothesis(tuple(leaves), rows)
 
 
+#: elements of the output the probes' gradients are compared at, for
+#: :func:`_not_diagonal` (a random sample: the test is a shortcut, not a verdict)
+DIAGONAL_SAMPLE = 4096
+#: relative difference of ``g_p v_q`` and ``g_q v_p`` that no diagonal Jacobian's rounding
+#: reaches (their difference is one product's rounding apart where ``J`` is diagonal)
+DIAGONAL_TOLERANCE = 1e-6
+
+
+def _other_probes(pr: Probes, i: int, p: int, gradients: Sequence[np.ndarray] | None
+                  ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(v_q, J^T v_q)`` (flattened, float64) of every probe ``q`` but ``p`` whose gradient
+    the caller handed over."""
+    if gradients is None:
+        return []
+    return [(np.asarray(pr.v[i][q], dtype=np.float64).ravel(),
+             np.asarray(gradients[q], dtype=np.float64).ravel())
+            for q in range(min(len(gradients), len(pr.v[i]))) if q != p]
+
+
+def _not_diagonal(v: np.ndarray, g: np.ndarray, others: list[tuple[np.ndarray, np.ndarray]]
+                  ) -> str:
+    """Why the probes' gradients already show ``J`` is not diagonal, or "" where they do not:
+    a diagonal ``J`` gives ``g_r = d_r v_r`` on every probe, so ``g_r v_qr`` and ``g_qr v_r``
+    agree for each element ``r`` and probe ``q`` (within a product's rounding).  Where they
+    differ by more than :data:`DIAGONAL_TOLERANCE` at most elements of a random sample of
+    :data:`DIAGONAL_SAMPLE`, the hypothesis's verifying row is not paid for (it could only
+    reject it).  A few differing elements decide nothing here (the verifying row does)."""
+    g = np.asarray(g, dtype=np.float64).ravel()
+    if not others or g.size != v.size:
+        return ""
+    m = v.size
+    at = (np.random.default_rng(m).choice(m, DIAGONAL_SAMPLE, replace=False)
+          if m > DIAGONAL_SAMPLE else np.arange(m))
+    vs, gs = v[at], g[at]
+    differs = np.zeros(at.size, dtype=bool)
+    for v_q, g_q in others:
+        if g_q.size != m:
+            return ""
+        with np.errstate(all="ignore"):
+            a, b = gs * v_q[at], g_q[at] * vs
+            differs |= np.abs(a - b) > DIAGONAL_TOLERANCE * (np.abs(a) + np.abs(b))
+    if not np.count_nonzero(differs) * 2 > at.size:
+        return ""
+    return (f"the probes' gradients are not a diagonal Jacobian's: g_r / v_r differs between "
+            f"probes at {int(np.count_nonzero(differs))} of {at.size} elements sampled")
+
+
 def transposition_applies(prep: Prepared) -> bool:
     """The backend can differentiate its own VJP of ``prep``'s function (order 2), so that its
     transposition gives ``J u`` (module docstring); an adapter whose answer raises: no."""
@@ -334,11 +395,16 @@ def transposition_applies(prep: Prepared) -> bool:
 
 
 def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
-              fd_r: np.ndarray, err_r: np.ndarray) -> Hypothesis | AdapterFailure:
+              fd_r: np.ndarray, err_r: np.ndarray,
+              others: Sequence[tuple[np.ndarray, np.ndarray]] = ()
+              ) -> Hypothesis | AdapterFailure:
     """The worst elements named from the transposed VJP, then verified (module docstring):
     ``why`` empty where verified (``worst`` empty where the search reached no element, as a
     bisection's), else why not; an :class:`AdapterFailure` where the backend could not
-    transpose."""
+    transpose.  ``others``: ``(v_q, J^T v_q)`` of the other probes, where the caller has
+    them: each is a combination of every element's cotangent already made (``v_q`` drawn
+    independently of ``v``, at which the transposition is taken), so the verifying call
+    needs only the named elements' row."""
     model, dtype = prep.cfg.error_model, prep.rule_dtype
     out_shape = np.shape(prep.outs64[i])
     a = _transposed(prep, i, j, v, u)
@@ -358,11 +424,40 @@ def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     # the elements it would reach (no VJP row each; no budget but the search's own bound)
     found = _search(v, fd_r, err_r, out_shape, model, dtype, BRANCH * v.size, scalars)
     top = list(found.flat)
+    # the whole transposition against the other probes' VJPs: <v_q, J u> = <J^T v_q, u>
+    # within the rounding of their terms (Freivalds' check, with the probes' Gaussian v_q)
+    uf = u.ravel()
+    au = np.abs(uf)
+    for q, (v_q, g_q) in enumerate(others):
+        with np.errstate(all="ignore"):
+            want = float(v_q @ a)
+            allowed = model.allowed(0.0, float(np.abs(v_q) @ np.abs(a))
+                                    + float(np.abs(g_q) @ au), dtype)
+            if not abs(float(g_q @ uf) - want) <= allowed:
+                return Hypothesis((), 0, "the VJP and the transposed VJP differ on another "
+                                         f"probe's cotangent (probe {q + 1} of the others)")
     # one batched call of two rows, each a random combination (weights c_r, distinct per
-    # row): of every element's cotangent (the whole transposition), and of the named
-    # elements' alone (their values, within the rounding of their own terms)
+    # row): of every element's cotangent (the whole transposition: not needed where the
+    # other probes checked it), and of the named elements' alone (their values, within the
+    # rounding of their own terms)
     c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, (2, v.size))
     named = np.array(top, dtype=np.int64)
+    if others and top:  # the named elements' row alone: one VJP, not vectorized
+        w = np.zeros(v.size)
+        w[named] = c[1, named] * v[named]
+        row = _vjp_row(prep, i, j, w)
+        if isinstance(row, AdapterFailure):
+            return row
+        with np.errstate(all="ignore"):
+            want = float(c[1, named] @ va[named])
+            allowed = model.allowed(0.0, float(np.abs(row) @ au)
+                                    + float(c[1, named] @ ava[named]), dtype)
+            if not abs(float(row @ uf) - want) <= allowed:
+                return Hypothesis((), 1, "the VJP and the transposed VJP differ on a random "
+                                         "combination of the named elements' cotangents")
+        return _verified(top, found, 1)
+    if others:  # verified by the other probes, nothing named: no row
+        return _verified(top, found, 0)
 
     def fill(w: np.ndarray, rows: range) -> None:
         for b, r in enumerate(rows):
@@ -385,6 +480,11 @@ def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
         if not abs(s[r] - want) <= allowed:
             return Hypothesis((), rows, "the VJP and the transposed VJP differ on a random "
                                         f"combination of {what}")
+    return _verified(top, found, rows)
+
+
+def _verified(top: list[int], found: Search, rows: int) -> Hypothesis:
+    """The transposition's search's leaves, each over its allowance, worst first."""
     for t, leaf in zip(top, found.leaves, strict=True):  # (the search's leaves, judged)
         if not abs(leaf.actual - leaf.expected) > leaf.allowed:
             return Hypothesis((), rows, f"output element {t} is within its allowance")

@@ -67,9 +67,8 @@ def localize(prep: Prepared, kind: CheckKind, i: int, j: int,
             or n > model.localize_max_columns:
         if along is None:
             return Localization(f"skipped: block {m}x{n} too large to localize")
-        grad = None if gradients is None else gradients[along[2]]
         return Localization(*bisection.bisect(prep, kind, i, j, *along, out_slices(prep)[i],
-                                              grad))
+                                              gradients))
     J_ad = ad_jacobian(prep, kind, i, j, m, n)
     if isinstance(J_ad, AdapterFailure):
         return Localization(f"failed: {J_ad.text}")

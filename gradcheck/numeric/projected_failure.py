@@ -33,7 +33,9 @@ other case hands the check to the full path, unchanged):
   and B's discrepancies agree within their summed allowance on every probe (the two step
   ranges see the same error).
 
-The AD side along B's and C's directions costs one more VJP (and JVP) call; localization is
+The AD side along B's and C's directions reads the screen's own VJPs (the screen keeps them
+where a VJP comparison is over its allowance: ``J^T v_p`` does not depend on the tangent), or
+costs one more JVP call of two rows (a JVP failure); localization is
 on a budget along C's direction (:mod:`.bisection`, no evaluation of ``f``) where the block
 is too large for the full Jacobian.  The checks it applies to: the default check (not
 ``fast``), float64 rule checks, the error model's allowances (no explicit ``atol``/``rtol``).
@@ -54,7 +56,7 @@ from gradcheck.numeric.context import Prepared
 from gradcheck.numeric.judge import Comparison, probe_ratios
 from gradcheck.numeric.probes import Probes, batch_fn, f0
 from gradcheck.numeric.scalars import ad_scalars, terms
-from gradcheck.numeric.stages import forward, reverse
+from gradcheck.numeric.stages import ReverseSamples, forward, reverse
 from gradcheck.oracle import error_model, fd
 from gradcheck.oracle.scaled import scales
 
@@ -101,11 +103,13 @@ PerProbe = Callable[[fd.ProjectedEstimate, int, int], fd.ProjectedEstimate]
 
 
 def confirm(prep: Prepared, pr: Probes, W: np.ndarray, screen: dict[int, fd.ProjectedEstimate],
-            failing: list[Failing], per_probe: PerProbe) -> list[Confirmed] | str:
+            failing: list[Failing], per_probe: PerProbe,
+            gradients: ReverseSamples | None = None) -> list[Confirmed] | str:
     """Every failing comparison confirmed (module docstring), or why one is not clear.
     ``pr``: the screen's probes (one tangent ``P`` times); ``W``: its projections;
     ``screen``: its estimates per input (per probe, :func:`.screen._per_probe` applied, as
-    ``per_probe`` does to B and C)."""
+    ``per_probe`` does to B and C); ``gradients``: the screen's VJPs of ``pr``'s cotangents
+    (the first ``P`` rows are read), where it kept them: else one VJP call makes them."""
     if not applies(prep):
         return "the projected failing path covers the default float64 check by the error model"
     P = len(next(iter(pr.v.values())))
@@ -135,7 +139,7 @@ def confirm(prep: Prepared, pr: Probes, W: np.ndarray, screen: dict[int, fd.Proj
     out: list[Confirmed] = []
     for f in failing:
         b, c, n_crossed = along[f.j]
-        got = _ad_along(prep, pr, f, b.directions[0], c.directions[0])
+        got = _ad_along(prep, pr, f, b.directions[0], c.directions[0], gradients)
         if isinstance(got, str):
             return got
         (s_b, m_b), (s_c, m_c), grads = got
@@ -203,11 +207,14 @@ def _rows(prep: Prepared, f: Failing) -> int:
     return int(np.size(prep.outs64[f.i]) if f.kind is CheckKind.VJP else prep.args64[f.j].size)
 
 
-def _ad_along(prep: Prepared, pr: Probes, f: Failing, u_b: np.ndarray, u_c: np.ndarray
+def _ad_along(prep: Prepared, pr: Probes, f: Failing, u_b: np.ndarray, u_c: np.ndarray,
+              gradients: ReverseSamples | None = None
               ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray],
                          tuple[np.ndarray, ...] | None] | str:
     """The AD scalars and magnitudes of ``f``'s kind along B's and C's directions, and the
-    VJPs they come from (input ``j``'s, per probe; None for a JVP failure)."""
+    VJPs they come from (input ``j``'s, per probe; None for a JVP failure): a VJP failure's
+    from ``gradients`` where the screen kept them (the VJP is the same whatever the tangent),
+    else from one VJP call."""
     P = len(pr.v[f.i])
     shape = prep.args64[f.j].shape
     pos = prep.diff.index(f.j)
@@ -215,10 +222,12 @@ def _ad_along(prep: Prepared, pr: Probes, f: Failing, u_b: np.ndarray, u_c: np.n
     out = []
     grads = None
     if f.kind is CheckKind.VJP:
-        rev = reverse(prep, pr)
+        rev = (gradients if gradients is not None and f.i in gradients
+               else reverse(prep, pr))
         got_rev = rev[f.i]
         if not isinstance(got_rev, AdapterFailure):
-            grads = tuple(np.asarray(r[pos], dtype=np.float64).reshape(-1) for r in got_rev)
+            grads = tuple(np.asarray(r[pos], dtype=np.float64).reshape(-1)
+                          for r in got_rev[:P])
         for d in dirs:
             got = ad_scalars(f.kind, rev, {}, Probes(pr.v, {**pr.u, f.j: [d] * P}), f.i, f.j,
                              pos)

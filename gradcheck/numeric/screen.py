@@ -189,8 +189,10 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
                 if trouble is not None:
                     return trouble.drawn(drawn)
     # each AD result is reduced to its compared scalars as soon as it arrives, and dropped: the
-    # check never holds more than one reverse path's P gradients
+    # check never holds more than one reverse path's P gradients (a VJP comparison that its
+    # ratio fails keeps them: the projected failing path reads them, not a second VJP call)
     scalars: dict[CheckKind, _Reduced] = {}
+    kept: ReverseSamples | None = None
     if "fwd" in prep.cfg.modes and prep.backend.supports_jvp:
         # one JVP per input (J u), projected on every cotangent
         fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else per_group(t))
@@ -210,6 +212,8 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
             return Finished("nondeterministic")
         del again
         scalars = {CheckKind.VJP: _reduced(prep, CheckKind.VJP, rev, {}, pr), **scalars}
+        if projected_failure.applies(prep) and _over(prep, est, scalars):
+            kept = rev
         del rev
     cross = not prep.cfg.fast
     # the eager-vs-functional comparison (two AD paths, no FD) on the first probe
@@ -260,8 +264,8 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
         if not projected_failure.applies(prep):
             return fails[0].reason
         got = (projected_failure.confirm(prep, pr, W, est, [f.failing for f in fails],
-                                         _per_probe) if split is None
-               else _confirm_settled(prep, pr, W, est, fails, split.settled_first))
+                                         _per_probe, kept) if split is None
+               else _confirm_settled(prep, pr, W, est, fails, split.settled_first, kept))
         if isinstance(got, str):
             return f"{fails[0].reason}; not confirmed by projected estimates: {got}"
         confirmed = got
@@ -304,6 +308,29 @@ def _reduced(prep: Prepared, kind: CheckKind, rev: ReverseSamples, fwd: ForwardS
             for i in prep.float_outs for j in prep.diff}
 
 
+def _over(prep: Prepared, est: dict[int, fd.ProjectedEstimate],
+          scalars: dict[CheckKind, _Reduced]) -> bool:
+    """Some VJP comparison is over its allowance (or not finite), as :func:`_judge` will find
+    it: its ratio alone, from the scalars in hand."""
+    model = model_of(prep)
+    for r, i in enumerate(prep.float_outs):
+        for j in prep.diff:
+            ad: AdScalars = {}
+            for kind, table in scalars.items():
+                got = table[(i, j)]
+                if not isinstance(got, AdapterFailure):
+                    ad[kind] = got
+            if CheckKind.VJP not in ad:
+                continue
+            e = est[j]
+            c = Comparison(CheckKind.VJP, ad[CheckKind.VJP][0], e.value[:, r], e.error[:, r],
+                           terms(e.magnitude[:, r], ad), "float64")
+            with np.errstate(all="ignore"):
+                if not np.all(np.asarray(probe_ratios(c, model)[0]) <= 1.0):
+                    return True
+    return False
+
+
 def _record(prep: Prepared, c: _Staged, text: str) -> CheckResult:
     fields = dict(c.fields)
     status = fields.pop("status", Status.PASSED)
@@ -331,10 +358,12 @@ def _per_probe(one: fd.ProjectedEstimate, P: int, R: int) -> fd.ProjectedEstimat
 
 def _confirm_settled(prep: Prepared, pr: Probes, W: np.ndarray,
                      est: dict[int, fd.ProjectedEstimate], fails: list[_Fails],
-                     settled_first: bool) -> list[projected_failure.Confirmed] | str:
+                     settled_first: bool, gradients: ReverseSamples | None = None
+                     ) -> list[projected_failure.Confirmed] | str:
     """The split's failures confirmed as the screen's are (:mod:`.projected_failure`), on
     its first group alone: the elements settled at the screen's steps, along the screen's
-    direction, its probes the first ``P``.  A disagreement in the other group (the elements
+    direction, its probes the first ``P`` (``gradients``: the screen's VJPs, every group's
+    probes, where it kept them).  A disagreement in the other group (the elements
     below the screen's steps) is left to the full check."""
     P = prep.cfg.probes
     if not settled_first:
@@ -354,7 +383,7 @@ def _confirm_settled(prep: Prepared, pr: Probes, W: np.ndarray,
     R = len(prep.float_outs)
     return projected_failure.confirm(prep, first, W[:, :P * R],
                                      {j: _first_probes(e, P) for j, e in est.items()},
-                                     failing, _per_probe)
+                                     failing, _per_probe, gradients)
 
 
 def _first_probes(e: fd.ProjectedEstimate, P: int) -> fd.ProjectedEstimate:

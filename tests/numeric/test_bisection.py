@@ -263,9 +263,10 @@ def _matvec(wrong: dict[int, float], n: int = 600) -> tuple[NumpyFunction, np.nd
 def test_a_non_diagonal_jacobian_rejects_the_hypothesis_and_is_bisected(
         which: str, projected: bool) -> None:
     """One wrong output element of a cumulative sum, one wrong row of a dense matrix-vector
-    product: the gradient's elements are not the output elements' derivatives, the verifying
-    row rejects the hypothesis, and the bisection names the wrong element (on the projected
-    failing path, which hands over its gradients, and on the full path, which does not)."""
+    product: the gradient's elements are not the output elements' derivatives, and the
+    bisection names the wrong element.  On the projected failing path, which hands over its
+    probes' gradients, they show it without a row (``g_r / v_r`` differs between probes at
+    most elements); on the full path, which does not, the verifying row rejects it."""
     if which == "cumsum":
         bad, x = 3210, X
         f = _cumsum({bad: 1e-3})
@@ -277,9 +278,10 @@ def test_a_non_diagonal_jacobian_rejects_the_hypothesis_and_is_bisected(
     r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=model))
     assert r.status is gradcheck.Status.FAILED
     assert (r.details.get("failure_path") == projected_failure.PATH) is projected
-    assert r.details["localize_hypothesis"] == ("rejected: the named elements' rows of J are "
-                                                "not what the gradient gives them as a "
-                                                "diagonal Jacobian")
+    assert r.details["localize_hypothesis"].startswith(
+        "rejected: the probes' gradients are not a diagonal Jacobian's" if projected else
+        "rejected: the named elements' rows of J are not what the gradient gives them as a "
+        "diagonal Jacobian")
     assert r.localized is not None and "bisected" in r.localized
     assert r.worst[0].index == (bad,)
     assert abs(r.worst[0].actual - r.worst[0].expected) > r.worst[0].allowed
@@ -380,8 +382,11 @@ def _order2(which: str, wrong: dict[int, float], rule: dict[int, float] | None =
 def test_a_non_diagonal_jacobian_is_named_from_the_transposed_vjp(
         transpose_small: None, which: str, projected: bool) -> None:
     """One wrong output element of a cumulative sum, two of a dense matrix-vector product:
-    the diagonal hypothesis is rejected, the transposed VJP names the elements, the random
-    combination and their own rows verify them: a few rows, not a bisection's ~30."""
+    the diagonal hypothesis is rejected, the transposed VJP names the elements, and they are
+    verified: a few rows, not a bisection's ~30.  The projected failing path hands over its
+    probes' gradients: they reject the hypothesis and check the whole transposition without
+    a row (the other probes' combinations), so one row (the named elements') is all; the
+    full path pays the gradient, the hypothesis's row and two verifying rows."""
     wrong = {3210: 1e-3} if which == "cumsum" else {321: 1e-3, 45: 2e-3}
     f, x = _order2(which, wrong)
     model = SMALL_BLOCKS if projected else ErrorModel(
@@ -395,8 +400,7 @@ def test_a_non_diagonal_jacobian_is_named_from_the_transposed_vjp(
     for w in r.worst:  # each element's own value, verified by a random combination
         assert w.actual == pytest.approx(w.expected * (1 + wrong[w.index[0]]), rel=1e-6)
         assert abs(w.actual - w.expected) > w.allowed
-    diagonal = 1 if projected else 2  # (its verifying row; and the gradient's, on the full path)
-    assert r.details["localize_rows"] == diagonal + 2  # every element's row, the named ones'
+    assert r.details["localize_rows"] == (1 if projected else 4)
 
 
 @pytest.mark.parametrize("which", ["cumsum", "matvec"])
@@ -430,16 +434,24 @@ def test_the_correct_twins_with_second_order_rules_pass(transpose_small: None,
     assert all(r.localized is None and not r.worst for r in report)
 
 
+@pytest.mark.parametrize("projected", [True, False])
 @pytest.mark.parametrize("rule", [{}, {1111: 1e-3}, {3210: 2e-3}])
 def test_a_transposition_that_is_not_the_vjps_is_rejected_and_bisected(
-        rule: dict[int, float]) -> None:
+        rule: dict[int, float], projected: bool) -> None:
     """Second-order rules that do not transpose the VJP (correct where the VJP is wrong, wrong
-    elsewhere, or wrong by another amount): the random combination differs, nothing is named
-    from the transposition, and the bisection names the wrong element with its own value."""
+    elsewhere, or wrong by another amount): a combination of every element's cotangent
+    differs (the other probes' gradients on the projected failing path, a random one on the
+    full path), nothing is named from the transposition, and the bisection names the wrong
+    element with its own value."""
     f, x = _order2("cumsum", {3210: 1e-3}, rule)
-    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
+    model = SMALL_BLOCKS if projected else ErrorModel(
+        localize_max_columns=64, localize_max_elements=64 * 64, projected_failure_margin=1e300)
+    r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=model))
     assert r.status is gradcheck.Status.FAILED
+    assert (r.details.get("failure_path") == projected_failure.PATH) is projected
     assert r.details["localize_transposed"] == (
+        "rejected: the VJP and the transposed VJP differ on another probe's cotangent (probe "
+        "1 of the others)" if projected else
         "rejected: the VJP and the transposed VJP differ on a random combination of every "
         "element's cotangent")
     assert r.localized is not None and "bisected" in r.localized
@@ -474,19 +486,21 @@ def test_a_transposition_that_raises_leaves_the_bisection() -> None:
 
 def test_an_error_on_every_element_is_named_from_the_transposed_vjp() -> None:
     """A cumulative sum off by 1e-3 at every output element: the five worst named, verified
-    by two rows beside the diagonal hypothesis's one."""
+    by the other probes' gradients and the named elements' row."""
     f, x = _order2("cumsum", {e: 1e-3 for e in range(N)})
     r = _vjp(gradcheck.check(f, x, backend="numpy", modes=("rev",), error_model=SMALL_BLOCKS))
     assert r.details["localize_transposed"] == "verified"
     assert len(r.worst) == bisection.WORST
     assert all(abs(w.actual - w.expected) > w.allowed for w in r.worst)
-    assert r.details["localize_rows"] == 1 + 2
+    assert r.details["localize_rows"] == 1
 
 
 def test_torch_names_a_wrong_gradient_element_of_a_non_diagonal_function() -> None:
     """torch, ``2 tanh(x) + sin(roll(x, 1))`` whose custom backward is wrong at gradient
     element ``e``: output elements ``e`` and ``e + 1`` read it; both are named from the
-    transposed VJP (torch differentiates the custom backward), a few rows in all."""
+    transposed VJP (torch differentiates the custom backward), one VJP row in all (the
+    named elements'; the probes' gradients reject the diagonal hypothesis and check the
+    whole transposition)."""
     torch = pytest.importorskip("torch")
     n, e = 20_000, 7_000
 
@@ -498,7 +512,8 @@ def test_torch_names_a_wrong_gradient_element_of_a_non_diagonal_function() -> No
     assert r.status is gradcheck.Status.FAILED
     assert r.details["localize_transposed"] == "verified", r.details
     assert sorted(w.index[0] for w in r.worst) == [e, e + 1]
-    assert r.details["localize_rows"] == 1 + 2  # the diagonal hypothesis's row, two verifying
+    assert r.details["localize_hypothesis"].startswith("rejected: the probes' gradients")
+    assert r.details["localize_rows"] == 1
     assert _vjp(gradcheck.check(f, x, backend="torch", modes=("rev",))).status \
         is gradcheck.Status.PASSED
 
@@ -527,7 +542,7 @@ def test_jax_names_a_wrong_gradient_element_of_a_non_diagonal_function() -> None
     assert r.status is gradcheck.Status.FAILED
     assert r.details["localize_transposed"] == "verified", r.details
     assert sorted(w.index[0] for w in r.worst) == [e, e + 1]
-    assert r.details["localize_rows"] == 1 + 2
+    assert r.details["localize_rows"] == 1
     assert _vjp(gradcheck.check(f, x, backend="jax", modes=("rev",))).status \
         is gradcheck.Status.PASSED
 
