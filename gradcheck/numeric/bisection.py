@@ -134,7 +134,8 @@ def bisect(prep: Prepared, kind: CheckKind, i: int, j: int, est: fd.FDEstimate, 
                 tuple(found), {"localize_rows": 1})
     rows = 0
     others = _other_probes(pr, i, p, gradients)
-    not_diagonal = _not_diagonal(v, gradients[p], others) if gradients is not None else ""
+    not_diagonal = (_not_diagonal(v, gradients[p], others, prep.cfg.seed)
+                    if gradients is not None else "")
     if hypothesis_applies(prep, i, j) and not not_diagonal:
         found_h = hypothesize(prep, i, j, v, u, fd_r, err_r,
                               None if gradients is None else gradients[p])
@@ -358,8 +359,8 @@ def _other_probes(pr: Probes, i: int, p: int, gradients: Sequence[np.ndarray] | 
             for q in range(min(len(gradients), len(pr.v[i]))) if q != p]
 
 
-def _not_diagonal(v: np.ndarray, g: np.ndarray, others: list[tuple[np.ndarray, np.ndarray]]
-                  ) -> str:
+def _not_diagonal(v: np.ndarray, g: np.ndarray, others: list[tuple[np.ndarray, np.ndarray]],
+                  seed: int) -> str:
     """Why the probes' gradients already show ``J`` is not diagonal, or "" where they do not:
     a diagonal ``J`` gives ``g_r = d_r v_r`` on every probe, so ``g_r v_qr`` and ``g_qr v_r``
     agree for each element ``r`` and probe ``q`` (within a product's rounding).  Where they
@@ -370,7 +371,7 @@ def _not_diagonal(v: np.ndarray, g: np.ndarray, others: list[tuple[np.ndarray, n
     if not others or g.size != v.size:
         return ""
     m = v.size
-    at = (np.random.default_rng(m).choice(m, DIAGONAL_SAMPLE, replace=False)
+    at = (np.random.default_rng(seed).choice(m, DIAGONAL_SAMPLE, replace=False)
           if m > DIAGONAL_SAMPLE else np.arange(m))
     vs, gs = v[at], g[at]
     differs = np.zeros(at.size, dtype=bool)
@@ -427,57 +428,44 @@ def transpose(prep: Prepared, i: int, j: int, v: np.ndarray, u: np.ndarray,
     # the whole transposition against the other probes' VJPs: <v_q, J u> = <J^T v_q, u>
     # within the rounding of their terms (Freivalds' check, with the probes' Gaussian v_q)
     uf = u.ravel()
-    au = np.abs(uf)
+    au, aa = np.abs(uf), np.abs(a)
     for q, (v_q, g_q) in enumerate(others):
         with np.errstate(all="ignore"):
             want = float(v_q @ a)
-            allowed = model.allowed(0.0, float(np.abs(v_q) @ np.abs(a))
-                                    + float(np.abs(g_q) @ au), dtype)
+            allowed = model.allowed(0.0, float(np.abs(v_q) @ aa) + float(np.abs(g_q) @ au),
+                                    dtype)
             if not abs(float(g_q @ uf) - want) <= allowed:
                 return Hypothesis((), 0, "the VJP and the transposed VJP differ on another "
                                          f"probe's cotangent (probe {q + 1} of the others)")
-    # one batched call of two rows, each a random combination (weights c_r, distinct per
-    # row): of every element's cotangent (the whole transposition: not needed where the
-    # other probes checked it), and of the named elements' alone (their values, within the
-    # rounding of their own terms)
+    # the rows still to make, in one call, each a random combination (weights c_r, distinct
+    # per row): of every element's cotangent (the whole transposition), where no other
+    # probe checked it, and of the named elements' alone (their values, within the rounding
+    # of their own terms), where the search named any
     c = np.random.default_rng(prep.cfg.seed).uniform(1.0, 2.0, (2, v.size))
     named = np.array(top, dtype=np.int64)
-    if others and top:  # the named elements' row alone: one VJP, not vectorized
-        w = np.zeros(v.size)
-        w[named] = c[1, named] * v[named]
-        row = _vjp_row(prep, i, j, w)
-        if isinstance(row, AdapterFailure):
-            return row
-        with np.errstate(all="ignore"):
-            want = float(c[1, named] @ va[named])
-            allowed = model.allowed(0.0, float(np.abs(row) @ au)
-                                    + float(c[1, named] @ ava[named]), dtype)
-            if not abs(float(row @ uf) - want) <= allowed:
-                return Hypothesis((), 1, "the VJP and the transposed VJP differ on a random "
-                                         "combination of the named elements' cotangents")
-        return _verified(top, found, 1)
-    if others:  # verified by the other probes, nothing named: no row
+    kinds = [k for k, wanted in enumerate((not others, bool(top))) if wanted]
+    if not kinds:
         return _verified(top, found, 0)
 
     def fill(w: np.ndarray, rows: range) -> None:
         for b, r in enumerate(rows):
-            if r == 0:
+            if kinds[r] == 0:
                 np.multiply(c[0], v, out=w[b])
             else:
                 w[b, named] = c[1, named] * v[named]
 
-    got = _vjp_scalars(prep, i, j, u, 2 if top else 1, fill)
+    got = _vjp_scalars(prep, i, j, u, len(kinds), fill)
     if isinstance(got, AdapterFailure):
         return got
     s, mag = got
     rows = len(s)
-    for r, (weights, what) in enumerate(((c[0], "every element's cotangent"),
-                                         (c[1, named], "the named elements' cotangents"))[:rows]):
-        on = va if r == 0 else va[named]
+    for k, s_k, mag_k in zip(kinds, s, mag, strict=True):
+        weights, on, what = ((c[0], va, "every element's cotangent") if k == 0 else
+                             (c[1, named], va[named], "the named elements' cotangents"))
         with np.errstate(all="ignore"):
             want = float(weights @ on)
-            allowed = model.allowed(0.0, mag[r] + float(weights @ np.abs(on)), dtype)
-        if not abs(s[r] - want) <= allowed:
+            allowed = model.allowed(0.0, mag_k + float(weights @ np.abs(on)), dtype)
+        if not abs(s_k - want) <= allowed:
             return Hypothesis((), rows, "the VJP and the transposed VJP differ on a random "
                                         f"combination of {what}")
     return _verified(top, found, rows)
@@ -586,7 +574,7 @@ def _vjp_scalars(prep: Prepared, i: int, j: int, u: np.ndarray, count: int,
     out_shape = np.shape(prep.outs64[i])
     m = int(np.prod(out_shape, dtype=np.int64))
     size = max(m, u.size, 1)
-    vectorize = CALL_ELEMENTS // size >= 2
+    vectorize = count > 1 and CALL_ELEMENTS // size >= 2  # (one row needs no batching rule)
     per_call = max(1, min(count, (CALL_ELEMENTS if vectorize else LOOP_ELEMENTS) // size))
     uf = u.ravel()
     au = np.abs(uf)
