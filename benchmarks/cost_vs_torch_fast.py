@@ -37,6 +37,11 @@ thread, at a standard normal ``x`` of ``n`` elements.  The cases, at each ``n``:
   passes (``x / 4``: the largest of 1e7 Gaussian points, about 5.6, becomes 1.4, 0.17 from
   the pole), the passing check of the borderline case's own function (``tan`` costs about
   1.5 times the evaluation of ``2 tanh(x) + sin(x)`` in torch);
+* ``gradcheck fast pass`` / ``gradcheck fast twin pass`` / ``gradcheck fast fail``: the
+  ``pass``, ``twin pass`` and ``fail`` cases checked with ``fast=True, modes=("rev",)``, what
+  torch's fast mode checks (reverse mode; no forward-vs-reverse or eager-vs-functional
+  comparison), with the default's 3 probes: a clear failure is confirmed by projected
+  estimates as in the default check;
 * ``torch fast pass`` / ``torch fast fail`` / ``torch fast borderline`` / ``torch fast tan
   pass``: ``torch.autograd.gradcheck(fast_mode=True)`` on the same four (it misses the
   mutant: it passes it).
@@ -71,23 +76,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CASES = ("gradcheck pass", "gradcheck twin pass", "gradcheck fail", "gradcheck borderline",
          "gradcheck split alone", "gradcheck tan pass", "gradcheck nd pass",
-         "gradcheck nd twin pass", "gradcheck nd fail", "torch fast pass", "torch fast fail",
+         "gradcheck nd twin pass", "gradcheck nd fail", "gradcheck fast pass",
+         "gradcheck fast twin pass", "gradcheck fast fail", "torch fast pass", "torch fast fail",
          "torch fast borderline", "torch fast tan pass")
+#: ``fast=True`` cases: what torch's fast mode checks (reverse mode only), 3 probes
+FAST = {"fast": True, "modes": ("rev",)}
 #: the non-diagonal mutant's error at its one wrong element (relative)
 ND_DELTA = 0.5
 #: the case whose passing check a case's ``/pass`` is against
 BASE = {"gradcheck fail": "gradcheck twin pass", "gradcheck borderline": "gradcheck tan pass",
         "gradcheck split alone": "gradcheck tan pass",
         "gradcheck nd fail": "gradcheck nd twin pass",
+        "gradcheck fast fail": "gradcheck fast twin pass",
         "torch fast fail": "torch fast pass", "torch fast borderline": "torch fast tan pass"}
 #: ... and the passing check of the same function without the custom backward (``/plain``)
 PLAIN = {"gradcheck fail": "gradcheck pass", "gradcheck nd fail": "gradcheck nd pass",
-         "gradcheck twin pass": "gradcheck pass", "gradcheck nd twin pass": "gradcheck nd pass"}
+         "gradcheck twin pass": "gradcheck pass", "gradcheck nd twin pass": "gradcheck nd pass",
+         "gradcheck fast fail": "gradcheck fast pass",
+         "gradcheck fast twin pass": "gradcheck fast pass"}
 #: the torch fast mode case a gradcheck case's ``x torch`` is against
 TORCH = {"gradcheck pass": "torch fast pass", "gradcheck fail": "torch fast fail",
          "gradcheck borderline": "torch fast borderline",
          "gradcheck split alone": "torch fast borderline",
-         "gradcheck tan pass": "torch fast tan pass"}
+         "gradcheck tan pass": "torch fast tan pass",
+         "gradcheck fast pass": "torch fast pass", "gradcheck fast fail": "torch fast fail"}
 
 
 def _f(x):
@@ -128,7 +140,8 @@ def _run(case: str, x, f) -> dict:
 
     # the split alone: without the per-component stage, which tan's extreme values run
     # whether or not the screen declines (docs/error-model.md 4c)
-    report = gradcheck.check(f, x, backend="torch", resolution=not case.endswith("alone"))
+    report = gradcheck.check(f, x, backend="torch", resolution=not case.endswith("alone"),
+                             **(FAST if case.startswith("gradcheck fast ") else {}))
     vjp = next((r for r in report.results if r.kind == "vjp"), None)
     errors = [r.message for r in report.results if r.status.value == "error"]
     return {"passed": report.passed,
@@ -144,7 +157,7 @@ def _run(case: str, x, f) -> dict:
 def _path(r) -> str:
     if r.status.value == "failed":
         return str(r.details.get("failure_path", "full"))
-    if r.details.get("screen") != "passed":
+    if r.details.get("screen", r.details.get("fast_screen")) != "passed":
         return "full"
     return "split" if "screen_split" in r.details else "screen"
 
@@ -168,7 +181,7 @@ def child(case: str, n: int, limit_gb: float | None = None) -> None:
          else torch_element_mutant(_f_nd, 0.0, n // 3) if case == "gradcheck nd twin pass"
          else _f_nd if case == "gradcheck nd pass"
          else torch_mutant(_f, 1e-7) if case.endswith("fail")
-         else torch_mutant(_f, 0.0) if case == "gradcheck twin pass"
+         else torch_mutant(_f, 0.0) if case in ("gradcheck twin pass", "gradcheck fast twin pass")
          else _f_border if case.endswith(("borderline", "alone", "tan pass")) else _f)
     _run(case, np.random.default_rng(1).standard_normal(16), f)  # warm: lazy imports
     x = np.random.default_rng(0).standard_normal(n)
@@ -219,7 +232,8 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}"
 
 
-def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[dict]:
+def table(sizes: list[int], reps: int, limit_gb: float | None = None,
+          cases: tuple[str, ...] = CASES) -> list[dict]:
     print(f"f = 2 tanh(x) + sin(x) (borderline: tan(x)), float64, CPU, one thread; each case "
           f"a fresh process, fastest of {reps}; load average {os.getloadavg()[0]:.1f}")
     print(f"{'n':>9s} {'case':21s} {'wall s':>8s} {'cpu s':>8s} {'x torch':>7s} "
@@ -228,13 +242,13 @@ def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[di
     rows = []
     for n in sizes:
         got: dict[str, dict] = {}
-        runs: dict[str, list[dict]] = {c: [] for c in CASES}
+        runs: dict[str, list[dict]] = {c: [] for c in cases}
         for _ in range(reps):
-            for case in CASES:  # interleaved: each sees the same load
+            for case in cases:  # interleaved: each sees the same load
                 runs[case].append(_measure(case, n, limit_gb))
-        for case in CASES:
+        for case in cases:
             got[case] = _best(runs[case])
-        for case in CASES:
+        for case in cases:
             r = got[case]
             if "error" in r:
                 print(f"{n:9d} {case:21s} error: {r['error']}")
@@ -256,7 +270,7 @@ def table(sizes: list[int], reps: int, limit_gb: float | None = None) -> list[di
                 print(f"{'':9s} {'':21s} /plain pass: {r['cpu'] / plain['cpu']:.2f} time, "
                       f"{r['peak_gb'] / plain['peak_gb']:.2f} memory (against the passing "
                       f"check of the same f without the custom backward)")
-            other = got["gradcheck pass"]
+            other = got.get("gradcheck pass", {"error": "not run"})
             if case == "gradcheck borderline" and "error" not in other:
                 print(f"{'':9s} {'':21s} /f pass: {r['cpu'] / other['cpu']:.2f} time, "
                       f"{r['peak_gb'] / other['peak_gb']:.2f} memory (against the passing "
@@ -276,13 +290,16 @@ def main() -> None:
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--memory-limit-gb", type=float,
                     help="cap each case's address space (a case over it is an error)")
+    ap.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES),
+                    help="these cases only (default: all; a ratio needs its reference case)")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "N"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         child(a.child[0], int(float(a.child[1])), a.memory_limit_gb)
         return
     sizes = [1e3, 1e4, 1e5] if a.quick else a.sizes
-    rows = table([int(s) for s in sizes], a.reps, a.memory_limit_gb)
+    rows = table([int(s) for s in sizes], a.reps, a.memory_limit_gb,
+                 tuple(c for c in CASES if c in a.cases))
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)

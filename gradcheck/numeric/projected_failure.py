@@ -37,8 +37,10 @@ The AD side along B's and C's directions reads the screen's own VJPs (the screen
 where a VJP comparison is over its allowance: ``J^T v_p`` does not depend on the tangent), or
 costs one more JVP call of two rows (a JVP failure); localization is
 on a budget along C's direction (:mod:`.bisection`, no evaluation of ``f``) where the block
-is too large for the full Jacobian.  The checks it applies to: the default check (not
-``fast``), float64 rule checks, the error model's allowances (no explicit ``atol``/``rtol``).
+is too large for the full Jacobian.  The checks it applies to: float64 rule checks judged by
+the error model's allowances (no explicit ``atol``/``rtol``), the default check's and
+``fast=True``'s alike (the confirmation reads the screen's estimates and VJPs only, none of the
+comparisons of two AD values that ``fast`` leaves out).
 """
 
 from __future__ import annotations
@@ -94,9 +96,9 @@ class Confirmed:
 
 
 def applies(prep: Prepared) -> bool:
-    """The default check's float64 rule checks judged by the error model."""
-    return (not prep.cfg.fast and prep.rule_dtype == "float64"
-            and not model_of(prep).explicit)
+    """The float64 rule checks judged by the error model (the default check's and
+    ``fast=True``'s: the confirmation needs nothing the fast screen leaves out)."""
+    return prep.rule_dtype == "float64" and not model_of(prep).explicit
 
 
 PerProbe = Callable[[fd.ProjectedEstimate, int, int], fd.ProjectedEstimate]

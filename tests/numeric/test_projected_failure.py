@@ -32,16 +32,25 @@ def _sin(wrong: dict[int, float] | None = None, scale: float = 0.0) -> NumpyFunc
     return NumpyFunction(np.sin, vjp, lambda a, t: [np.cos(a[0]) * t[0]], name="sin")
 
 
+#: the default check, ``fast=True``, and ``fast=True`` with one probe (what torch's fast mode
+#: checks, ``docs/cost-model.md``): each confirms a clear failure on the projected path; the
+#: key of the screen's state in ``details``
+CONFIGS = {"default": ({}, "screen"), "fast": ({"fast": True}, "fast_screen"),
+           "fast, one probe": ({"fast": True, "probes": 1}, "fast_screen")}
+
+
 def _vjp(report: gradcheck.Report) -> gradcheck.CheckResult:
     return next(r for r in report if r.kind == "vjp")
 
 
-def test_a_clear_mutant_is_confirmed_and_its_worst_elements_named_at_1e5() -> None:
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_a_clear_mutant_is_confirmed_and_its_worst_elements_named_at_1e5(config: str) -> None:
+    kwargs, key = CONFIGS[config]
     wrong = {WRONG[0]: 1e-3, WRONG[1]: 1e-4}
-    r = _vjp(gradcheck.check(_sin(wrong), X, backend="numpy", modes="rev"))
+    r = _vjp(gradcheck.check(_sin(wrong), X, backend="numpy", modes="rev", **kwargs))
     assert r.status is gradcheck.Status.FAILED
     assert r.details["failure_path"] == projected_failure.PATH
-    assert r.details["screen"] == "failed: confirmed by projected estimates"
+    assert r.details[key] == "failed: confirmed by projected estimates"
     assert "confirmed by projected estimates" in r.details["oracle"]
     # the message says what was compared, by how much, the allowance and its source, and
     # how to reproduce it
@@ -58,14 +67,17 @@ def test_a_clear_mutant_is_confirmed_and_its_worst_elements_named_at_1e5() -> No
         assert abs(w.actual - w.expected) > w.allowed
 
 
-def test_the_correct_twin_passes() -> None:
-    r = _vjp(gradcheck.check(_sin(), X, backend="numpy", modes="rev"))
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_the_correct_twin_passes(config: str) -> None:
+    r = _vjp(gradcheck.check(_sin(), X, backend="numpy", modes="rev", **CONFIGS[config][0]))
     assert r.status is gradcheck.Status.PASSED, r.message
     assert "failure_path" not in r.details
 
 
-def test_a_uniform_mutant_at_1e5_is_confirmed() -> None:
-    r = _vjp(gradcheck.check(_sin(scale=1e-7), X, backend="numpy", modes="rev"))
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_a_uniform_mutant_at_1e5_is_confirmed(config: str) -> None:
+    r = _vjp(gradcheck.check(_sin(scale=1e-7), X, backend="numpy", modes="rev",
+                             **CONFIGS[config][0]))
     assert r.status is gradcheck.Status.FAILED
     assert r.details["failure_path"] == projected_failure.PATH
     assert r.relative_discrepancy == pytest.approx(1e-7, rel=1e-3)
@@ -139,7 +151,8 @@ def test_explicit_tolerances_keep_the_full_path() -> None:
     assert "failure_path" not in r.details
 
 
-def test_two_wrong_elements_are_named_at_1e6_with_torch() -> None:
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_two_wrong_elements_are_named_at_1e6_with_torch(config: str) -> None:
     """The default model at n = 1e6 on torch: a ``sin`` whose backward is wrong at two
     elements is failed by the projected path, and both are named, worst first."""
     torch = pytest.importorskip("torch")
@@ -149,8 +162,9 @@ def test_two_wrong_elements_are_named_at_1e6_with_torch() -> None:
     x = np.random.default_rng(0).standard_normal(n)
     x[list(bad)] = (0.7, -1.3)  # not crossed by the screen's steps
     r = _vjp(gradcheck.check(torch_sin_wrong_at(torch, bad), x, backend="torch",
-                             modes=("rev",)))
+                             modes=("rev",), **CONFIGS[config][0]))
     assert r.status is gradcheck.Status.FAILED
     assert r.details["failure_path"] == projected_failure.PATH
     assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
     assert [w.index for w in r.worst][:2] == [(n // 3,), (n - 7,)]
+
