@@ -167,4 +167,3 @@ def test_two_wrong_elements_are_named_at_1e6_with_torch(config: str) -> None:
     assert r.details["failure_path"] == projected_failure.PATH
     assert r.localized is not None and r.localized.startswith(bisection.PREFIX)
     assert [w.index for w in r.worst][:2] == [(n // 3,), (n - 7,)]
-
