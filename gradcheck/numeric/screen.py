@@ -14,14 +14,18 @@ saves is the oracle's robustness machinery:
   (:func:`gradcheck.oracle.fd.projected_derivatives`): one Richardson table per compared scalar, 8
   evaluations in all instead of 20 per probe, no noise measurement, no retries, and one
   cheap kink test instead of two one-sided tables per output element;
-* only the backend's primary reverse path runs (no eager-vs-functional comparison), and no
-  forward-vs-reverse comparison.
+* only the backend's primary reverse path is compared with finite differences; the default
+  check runs the comparisons of two AD values beside it (eager vs functional, forward vs
+  reverse: no finite differences), ``fast`` leaves them out.
 
-It only passes.  Anything it cannot vouch for goes to the full check, whose results are then
-the answer (with ``details["fast_screen"]`` saying why it ran):
+It passes, or fails a disagreement clear enough to be confirmed by two more projected
+estimates (:mod:`.projected_failure`, under ``fast`` as in the default check).  Where a few
+output elements spoil its one table, its split (:mod:`.screen_split`) judges them apart.
+Anything else it cannot vouch for goes to the full check, whose results are then the answer
+(with ``details["screen"]``, ``details["fast_screen"]`` under ``fast``, saying why it ran):
 
-* any disagreement beyond the error model's allowance (a wrong gradient, or an estimate the
-  screen got wrong: the full oracle decides which);
+* a disagreement beyond the error model's allowance that is not clear (a wrong gradient, or
+  an estimate the screen got wrong: the full oracle decides which);
 * an FD error estimate above ``screen_floor`` (:class:`~gradcheck.oracle.error_model.ErrorModel`)
   times the comparison's absolute terms ``sum |v||J||u|``: the screen's estimate did not
   converge well enough to see small errors;
