@@ -34,7 +34,8 @@ The pipeline, one module per stage (every stage typed, every result created once
 * :mod:`.first_order`: the screen (:mod:`gradcheck.numeric.screen`) or the full checks, with
   the second estimate (:mod:`gradcheck.numeric.second_estimate`);
 * :mod:`.order2`: the order-2 kinds, recorded as such (:class:`~.context.Relabel`);
-* :mod:`.run`: :func:`run_numeric_checks`, the entry point.
+* :mod:`.run`: :func:`run_numeric_checks`, the entry point (with NumPy's huge-page hint off,
+  :mod:`.pages`).
 """
 
 from gradcheck.numeric.context import CheckConfig

@@ -18,6 +18,7 @@ from gradcheck.numeric.context import CheckConfig, Finished, Identity, Recorder
 from gradcheck.numeric.first_order import first_order_or_screen
 from gradcheck.numeric.kinks import around_kinks
 from gradcheck.numeric.order2 import second_order
+from gradcheck.numeric.pages import small_pages
 from gradcheck.numeric.per_component import run as per_component
 from gradcheck.numeric.prepare import nondeterministic, prepare
 
@@ -36,7 +37,9 @@ def run_numeric_checks(
     or the adapter is an ``error`` result (:mod:`.._limits`)."""
     start = time.perf_counter()
     recorder = Recorder(identity(backend.name, device, dtype, config, inputs))
-    checked = _pipeline(GuardedBackend(backend), device)(fn, inputs, dtype, config, recorder)
+    with small_pages():  # the check's large arrays are touched once: no huge-page stalls
+        checked = _pipeline(GuardedBackend(backend), device)(fn, inputs, dtype, config,
+                                                             recorder)
     results = recorder.results
     if getattr(checked, "complex_parts", False):  # say which convention was checked
         note = {"complex_convention": backend.complex_convention}

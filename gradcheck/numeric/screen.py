@@ -161,8 +161,6 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
 
     # the projections: all P R of them on the one direction (every input)
     W = projections(prep, pr.v)
-    # |v|, once: the table's terms and the forward terms (dropped before the reverse path)
-    aW = np.abs(W)
     est: dict[int, fd.ProjectedEstimate] = {}
     for j in prep.diff:
         try:
@@ -173,7 +171,7 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
                            + 2 * model.screen_levels)
                    if split is not None else _per_probe(fd.projected_derivatives(
                        batch_fn(prep, j), prep.args64[j].ravel(),
-                       stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0, abs_projections=aW),
+                       stacked([u.ravel() for u in pr.u[j]]), W, f0=f_0),
                        P, R))
         except AdapterFailed as exc:
             if not deterministic(prep, None):  # decided before the full check runs
@@ -201,11 +199,9 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
         # one JVP per input (J u), projected on every cotangent
         fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else per_group(t))
                                for j, t in forward(prep, pr).items()}
-        abs_v = {i: [aW[0, p * R + r, slices[i]] for p in range(P)]
-                 for r, i in enumerate(prep.float_outs)}
-        scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr, abs_v)
-        del fwd, abs_v
-    del aW
+        # the terms sum |v_p| |J u|, |v_p| made in one work array per output (not held)
+        scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr)
+        del fwd
     # probe p is (v_p, u): the same array P times (per group)
     pr = Probes(pr.v, {j: per_group(pr.u[j]) for j in prep.diff})
     if "rev" in prep.cfg.modes:

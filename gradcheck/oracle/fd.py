@@ -807,7 +807,6 @@ def projected_derivatives(
     chunk: int = 4096,
     h0: np.ndarray | None = None,
     elements: bool = False,
-    abs_projections: np.ndarray | None = None,
     tables: bool = False,
     keep: np.ndarray | None = None,
 ) -> ProjectedEstimate:
@@ -829,8 +828,7 @@ def projected_derivatives(
     estimates, :mod:`gradcheck.numeric.projected_failure`); ``elements``: also keep the
     central differences per output element (``P K m`` values) and extrapolate them per element
     (:attr:`ProjectedEstimate.element_value`), for localization without another evaluation;
-    ``abs_projections``: ``|projections|`` where the caller has it (the screen, which reads it
-    again for the JVP's terms), else computed here.  ``tables``: also keep the per-element
+    ``tables``: also keep the per-element
     central and second differences (``(K + 2) m`` values per direction,
     :attr:`ProjectedEstimate.element_table`), for :func:`reprojected` and
     :func:`element_kinks` (the screen's split, :mod:`gradcheck.numeric.screen_split`).
@@ -858,7 +856,9 @@ def projected_derivatives(
     per_element = np.empty((P, K, kept)) if elements or tables else None
     per_second = np.empty((P, 2, kept)) if tables else None
     pairs = [(p, k) for p in range(P) for k in range(K)]
-    aWs = np.abs(W) if abs_projections is None else abs_projections
+    # |W| is not held whole (P R copies of the output: at n = 1e7, 240 MB more at the table's
+    # peak, and every page the process touches for the first time costs, docs/cost-model.md):
+    # each row's |w| . |a| is made in one reused work array where it is needed
     f0x2 = 2 * f0  # exact
     rows = BATCH_ELEMENTS // max(x.size, f0.size, 1)
     per_call = max(1, min(chunk // 2, rows // 2))  # pairs per call; one point per call if 0
@@ -881,14 +881,13 @@ def projected_derivatives(
             for b, (p, k) in enumerate(block):
                 fp, fm = values[2 * b], values[2 * b + 1]
                 hk = steps[p, k]
-                aW = aWs[p]
                 np.subtract(fp, fm, out=d)
                 central[p, k] = W[p] @ d / (2 * hk)
                 if per_element is not None:
                     np.divide(d if keep is None else d[keep], 2 * hk, out=per_element[p, k])
                 if k == K - 1:
                     np.abs(d, out=d)
-                    magnitude[p] = aW @ d / (2 * hk)
+                    magnitude[p] = _abs_dot_rows(W[p], d) / (2 * hk)
                 if k >= K - 2:
                     np.add(fp, fm, out=d)
                     d -= f0x2
@@ -901,9 +900,24 @@ def projected_derivatives(
     f0_kept = f0 if keep is None else f0[keep]
     ev, ee = (_per_element(per_element, steps, f0_kept) if elements and per_element is not None
               else (None, None))
-    out = _projected(central, second, magnitude, aWs @ np.abs(f0), steps, dirs,
+    a_f0 = np.abs(f0)
+    a0 = np.stack([_abs_dot_rows(W[p], a_f0) for p in range(P)])
+    del a_f0
+    out = _projected(central, second, magnitude, a0, steps, dirs,
                      2 * len(pairs), ev, ee, per_element if tables else None, per_second)
     return out if keep is None else replace(out, element_index=keep)
+
+
+def _abs_dot_rows(rows: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``|rows| @ a`` (``rows`` ``(R, m)``, ``a`` ``(m,)``), one row at a time through one work
+    array of ``m`` instead of ``|rows|`` whole: each entry the dot product of ``|row|`` and
+    ``a``."""
+    out = np.empty(len(rows))
+    work = np.empty(rows.shape[-1])
+    for r in range(len(rows)):
+        np.abs(rows[r], out=work)
+        out[r] = work @ a
+    return out
 
 
 def _projected(central: np.ndarray, second: np.ndarray, magnitude: np.ndarray,
