@@ -3,12 +3,13 @@
 NumPy asks the kernel for transparent huge pages (``madvise(MADV_HUGEPAGE)``) on every array
 of 4 MB or more.  Where the kernel's ``transparent_hugepage/defrag`` setting stalls such a
 fault until a 2 MB page is compacted (``madvise``, the common default, ``always``,
-``defer+madvise``), the first touch of a large array can cost several times the arithmetic on
-it: on the machines this project is measured on, 7.4 ms per MB against 1.2 ms without the hint
-(``python benchmarks/first_touch.py``), so that half of the default check's CPU time at
-n = 1e7 was page faults (``docs/cost-model.md``, "Where the time goes at 1e7").  A check
-allocates its large arrays once, reads them a few times and drops them: huge pages buy it
-little.  The hint is a performance hint only; no value changes with it.
+``defer+madvise``), the first touch of a large array can cost many times the arithmetic on
+it: on the machines this project is measured on, 9.9 ms per MB of 80 MB arrays against
+0.58 ms without the hint (``python benchmarks/first_touch.py``; 8 MB arrays: no loss), so
+that half of the default check's CPU time at n = 1e7 was page faults (``docs/cost-model.md``,
+"Where the time goes at 1e7").  A check allocates its large arrays once, reads them a few
+times and drops them: huge pages buy it little.  The hint is a performance hint only; no
+value changes with it.
 
 The previous setting is restored when the last check running in the process ends (checks on
 several threads share one switch); where the user set ``NUMPY_MADVISE_HUGEPAGE`` themselves,
