@@ -5,11 +5,12 @@ of 4 MB or more.  Where the kernel's ``transparent_hugepage/defrag`` setting sta
 fault until a 2 MB page is compacted (``madvise``, the common default, ``always``,
 ``defer+madvise``), the first touch of a large array can cost many times the arithmetic on
 it: on the machines this project is measured on, 9.9 ms per MB of 80 MB arrays against
-0.58 ms without the hint (``python benchmarks/first_touch.py``; 8 MB arrays: no loss), so
-that half of the default check's CPU time at n = 1e7 was page faults (``docs/cost-model.md``,
-"Where the time goes at 1e7").  A check allocates its large arrays once, reads them a few
-times and drops them: huge pages buy it little.  The hint is a performance hint only; no
-value changes with it.
+0.58 ms without the hint (``python benchmarks/first_touch.py``; 8 MB arrays, where the hint
+helps, 0.30 ms with it and 0.70 without: the check at n = 1e6 shows no difference above its
+noise), so that half of the default check's CPU time at n = 1e7 was page faults
+(``docs/cost-model.md``, "Where the time goes at 1e7").  A check allocates its large arrays
+once, reads them a few times and drops them: huge pages buy it little.  The hint is a
+performance hint only; no value changes with it.
 
 The previous setting is restored when the last check running in the process ends (checks on
 several threads share one switch); where the user set ``NUMPY_MADVISE_HUGEPAGE`` themselves,
@@ -18,6 +19,7 @@ or this NumPy has no switch, nothing is changed.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -28,9 +30,10 @@ ENVIRONMENT = "NUMPY_MADVISE_HUGEPAGE"
 
 _lock = threading.Lock()
 _depth = 0
-_previous: bool | None = None
+_previous = True  # the setting before the first of the checks now running
 
 
+@functools.cache
 def _switch() -> Callable[[bool], bool] | None:
     """NumPy's setter of the hint (it returns the previous setting), where it has one."""
     try:
@@ -61,6 +64,5 @@ def small_pages() -> Iterator[None]:
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _previous is not None:
+            if _depth == 0:
                 setter(_previous)
-                _previous = None

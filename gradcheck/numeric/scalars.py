@@ -74,14 +74,6 @@ def abs_rows(rows: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [seen.setdefault(id(r), np.abs(r).ravel()) for r in rows]
 
 
-def abs_dot(a: np.ndarray, b_abs: np.ndarray, work: list[np.ndarray]) -> float:
-    """``|a| . b_abs``, ``|a|`` written into a work array reused across calls of one shape."""
-    a = a.ravel()
-    if not work or work[0].shape != a.shape or work[0].dtype != a.dtype:
-        work[:] = [np.empty_like(a)]
-    return float(np.abs(a, out=work[0]) @ b_abs)
-
-
 def reverse_scalars(rows: Sequence[Sequence[np.ndarray]], pr: Probes, j: int, position: int
                     ) -> tuple[np.ndarray, np.ndarray]:
     """``<J^T v_p, u_p>`` and ``sum |J^T v_p| |u_p|`` per probe, from per-probe VJPs
@@ -92,16 +84,15 @@ def reverse_scalars(rows: Sequence[Sequence[np.ndarray]], pr: Probes, j: int, po
     for p, g in enumerate(rows):
         gj = g[position].ravel()
         s.append(gj @ pr.u[j][p].ravel())
-        mag.append(abs_dot(gj, au[p], work))
+        mag.append(fd.abs_dot(gj, au[p], work))
     return np.array(s), np.array(mag)
 
 
 def ad_scalars(kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples, pr: Probes, i: int,
-               j: int, position: int, abs_v: Sequence[np.ndarray] | None = None
-               ) -> tuple[np.ndarray, np.ndarray] | AdapterFailure:
-    """The backend's scalars of output ``i`` / input ``j`` per probe and their absolute terms,
-    or the failure of the call they come from; ``abs_v``: ``|v_p|`` flattened per probe where
-    the caller has it (the screen's projections), for the forward terms ``sum |v_p| |J u|``."""
+               j: int, position: int) -> tuple[np.ndarray, np.ndarray] | AdapterFailure:
+    """The backend's scalars of output ``i`` / input ``j`` per probe and their absolute terms
+    (``sum |v_p| |J u|`` for a JVP, ``|v_p|`` in one work array), or the failure of the call
+    they come from."""
     if kind is CheckKind.VJP:
         got = rev[i]
         if isinstance(got, AdapterFailure):
@@ -117,7 +108,7 @@ def ad_scalars(kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples, pr: Pr
     for p, row in enumerate(rows):
         v = pr.v[i][p].ravel()
         s.append(v @ row[i].ravel())
-        mag.append(abs_dot(v, at[p], work) if abs_v is None else float(abs_v[p] @ at[p]))
+        mag.append(fd.abs_dot(v, at[p], work))
     return np.array(s), np.array(mag)
 
 

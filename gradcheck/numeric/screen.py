@@ -199,7 +199,7 @@ def screen(prep: Prepared, split: screen_split.Split | None = None
         # one JVP per input (J u), projected on every cotangent
         fwd: ForwardSamples = {j: (t if isinstance(t, AdapterFailure) else per_group(t))
                                for j, t in forward(prep, pr).items()}
-        # the terms sum |v_p| |J u|, |v_p| made in one work array per output (not held)
+        # the terms sum |v_p| |J u|, |v_p| made in one work array (not held)
         scalars[CheckKind.JVP] = _reduced(prep, CheckKind.JVP, {}, fwd, pr)
         del fwd
     # probe p is (v_p, u): the same array P times (per group)
@@ -300,11 +300,9 @@ _Reduced = dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | AdapterFailure]
 
 
 def _reduced(prep: Prepared, kind: CheckKind, rev: ReverseSamples, fwd: ForwardSamples,
-             pr: Probes, abs_v: dict[int, list[np.ndarray]] | None = None) -> _Reduced:
-    """Every pair's compared scalars of ``kind``'s AD results (or the adapter's failure);
-    ``abs_v``: output -> ``|v_p|`` per probe, where the caller has it."""
-    return {(i, j): ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j),
-                               None if abs_v is None else abs_v[i])
+             pr: Probes) -> _Reduced:
+    """Every pair's compared scalars of ``kind``'s AD results (or the adapter's failure)."""
+    return {(i, j): ad_scalars(kind, rev, fwd, pr, i, j, prep.diff.index(j))
             for i in prep.float_outs for j in prep.diff}
 
 

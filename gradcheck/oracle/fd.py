@@ -858,7 +858,8 @@ def projected_derivatives(
     pairs = [(p, k) for p in range(P) for k in range(K)]
     # |W| is not held whole (P R copies of the output: at n = 1e7, 240 MB more at the table's
     # peak, and every page the process touches for the first time costs, docs/cost-model.md):
-    # each row's |w| . |a| is made in one reused work array where it is needed
+    # each row's |w| . |a| is made in one work array (abs_dot), reused by every row
+    work: list[np.ndarray] = []
     f0x2 = 2 * f0  # exact
     rows = BATCH_ELEMENTS // max(x.size, f0.size, 1)
     per_call = max(1, min(chunk // 2, rows // 2))  # pairs per call; one point per call if 0
@@ -887,7 +888,7 @@ def projected_derivatives(
                     np.divide(d if keep is None else d[keep], 2 * hk, out=per_element[p, k])
                 if k == K - 1:
                     np.abs(d, out=d)
-                    magnitude[p] = _abs_dot_rows(W[p], d) / (2 * hk)
+                    magnitude[p] = [abs_dot(w, d, work) / (2 * hk) for w in W[p]]
                 if k >= K - 2:
                     np.add(fp, fm, out=d)
                     d -= f0x2
@@ -901,23 +902,20 @@ def projected_derivatives(
     ev, ee = (_per_element(per_element, steps, f0_kept) if elements and per_element is not None
               else (None, None))
     a_f0 = np.abs(f0)
-    a0 = np.stack([_abs_dot_rows(W[p], a_f0) for p in range(P)])
-    del a_f0
+    a0 = np.array([[abs_dot(w, a_f0, work) for w in W[p]] for p in range(P)])
+    del a_f0, work
     out = _projected(central, second, magnitude, a0, steps, dirs,
                      2 * len(pairs), ev, ee, per_element if tables else None, per_second)
     return out if keep is None else replace(out, element_index=keep)
 
 
-def _abs_dot_rows(rows: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """``|rows| @ a`` (``rows`` ``(R, m)``, ``a`` ``(m,)``), one row at a time through one work
-    array of ``m`` instead of ``|rows|`` whole: each entry the dot product of ``|row|`` and
-    ``a``."""
-    out = np.empty(len(rows))
-    work = np.empty(rows.shape[-1])
-    for r in range(len(rows)):
-        np.abs(rows[r], out=work)
-        out[r] = work @ a
-    return out
+def abs_dot(a: np.ndarray, b_abs: np.ndarray, work: list[np.ndarray]) -> float:
+    """``|a| . b_abs``, ``|a|`` written into a work array reused across calls of one shape
+    (``work``: empty at first, then that array): no ``|a|`` held per row."""
+    a = a.ravel()
+    if not work or work[0].shape != a.shape or work[0].dtype != a.dtype:
+        work[:] = [np.empty_like(a)]
+    return float(np.abs(a, out=work[0]) @ b_abs)
 
 
 def _projected(central: np.ndarray, second: np.ndarray, magnitude: np.ndarray,

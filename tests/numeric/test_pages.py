@@ -97,14 +97,23 @@ def test_the_hint_changes_no_value(monkeypatch) -> None:
     off: the same compared values, allowances and verdicts, bit for bit."""
     x = np.random.default_rng(3).standard_normal(600_000)  # arrays above NumPy's 4 MB
 
-    def run() -> list[tuple]:
-        report = gradcheck.check(NumpyFunction(np.sin, lambda a, c: [c[0] * np.cos(a[0])],
-                                               name="sin"), x, backend="numpy", modes="rev")
+    def run(seen: list[bool]) -> list[tuple]:
+        report = gradcheck.check(_watching(seen), x, backend="numpy", modes="rev")
         return [(r.kind, r.status, r.actual, r.expected, r.allowed) for r in report]
 
-    monkeypatch.delenv(pages.ENVIRONMENT, raising=False)
-    off = run()
-    monkeypatch.setenv(pages.ENVIRONMENT, "1")
-    as_is = run()
+    switch = pages._switch()
+    assert switch is not None
+    previous = switch(True)
+    try:
+        monkeypatch.delenv(pages.ENVIRONMENT, raising=False)
+        seen_off: list[bool] = []
+        off = run(seen_off)
+        monkeypatch.setenv(pages.ENVIRONMENT, "1")
+        seen_on: list[bool] = []
+        as_is = run(seen_on)
+    finally:
+        switch(previous)
+    # the two runs did differ in the hint, and in nothing they compute
+    assert seen_off and not any(seen_off) and seen_on and all(seen_on)
     assert off == as_is
     assert all(row[1] is gradcheck.Status.PASSED for row in off)

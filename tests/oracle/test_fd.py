@@ -206,7 +206,8 @@ def test_levels_below_three_are_rejected():
 
 def test_projected_magnitudes_are_the_sums_of_abs_projections_times_abs_values():
     """The projected estimate does not hold ``|W|`` whole: each row's ``|w| . |a|`` is made in
-    one work array; the same sums as the whole ``|W| @ |a|``, to the rounding of a sum."""
+    one work array (``fd.abs_dot``); the same sums as the whole ``|W| @ |a|``, to the rounding
+    of a sum (the order of a dot product's additions)."""
     rng = np.random.default_rng(5)
     x, u = rng.standard_normal(300), rng.standard_normal((1, 300))
     W = rng.standard_normal((1, 3, 300))
@@ -221,5 +222,7 @@ def test_projected_magnitudes_are_the_sums_of_abs_projections_times_abs_values()
     whole = np.abs(W[0]) @ d / (2 * h)
     assert np.allclose(est.magnitude[0], whole, rtol=1e-14, atol=0)
     assert np.all(est.magnitude > 0)
-    rows = fd._abs_dot_rows(W[0], np.abs(f0))
+    work: list[np.ndarray] = []
+    rows = [fd.abs_dot(w, np.abs(f0), work) for w in W[0]]
+    assert len(work) == 1  # one work array served every row
     assert np.allclose(rows, np.abs(W[0]) @ np.abs(f0), rtol=1e-14, atol=0)
