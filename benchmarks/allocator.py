@@ -27,22 +27,18 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cost_vs_torch_fast as cost  # noqa: E402  (its --child runs each case)
 
-HEAP = {"MALLOC_MMAP_THRESHOLD_": str(2**30)}
-POLICIES = {"default": {}, "heap": HEAP}
+HEAP: dict[str, str | None] = {"MALLOC_MMAP_THRESHOLD_": str(2**30)}
+#: each policy's overrides of the child's environment (the default: the heap's variables unset)
+POLICIES: dict[str, dict[str, str | None]] = {"default": {key: None for key in HEAP},
+                                              "heap": HEAP}
 
 
-def _measure(case: str, n: int, extra: dict[str, str]) -> dict:
-    """One fresh process of ``case`` at ``n`` with ``extra`` in its environment (and none of
-    the heap policy's variables otherwise)."""
-    saved = {key: os.environ.pop(key, None) for key in HEAP}
-    os.environ.update(extra)
-    try:
-        return cost._measure(case, n)
-    finally:
-        for key, value in saved.items():
-            os.environ.pop(key, None)
-            if value is not None:
-                os.environ[key] = value
+def _versus(what: str, mine: dict | None, ref: dict | None) -> str | None:
+    """``mine`` against ``ref`` in time and memory, one line (None where either is missing)."""
+    if not mine or not ref or "error" in mine or "error" in ref:
+        return None
+    return (f"{what}: {mine['cpu'] / ref['cpu']:.2f}x time, "
+            f"{mine['peak_gb'] / ref['peak_gb']:.2f}x memory")
 
 
 def main() -> None:
@@ -62,7 +58,8 @@ def main() -> None:
         for _ in range(a.reps):
             for case in a.cases:  # interleaved: each policy sees the same load
                 for name, extra in POLICIES.items():
-                    runs.setdefault((case, name), []).append(_measure(case, n, extra))
+                    runs.setdefault((case, name), []).append(
+                        cost._measure(case, n, env=extra))
         got = {key: cost._best(r) for key, r in runs.items()}
         for case in a.cases:
             d, h = got[(case, "default")], got[(case, "heap")]
@@ -74,17 +71,13 @@ def main() -> None:
                   f"{h['peak_gb'] / d['peak_gb']:6.2f}")
         ref = {name: got.get(("torch fast pass", name)) for name in POLICIES}
         mine = {name: got.get(("gradcheck pass", name)) for name in POLICIES}
-        for name in POLICIES:
-            r, g = ref[name], mine[name]
-            if r and g and "error" not in r and "error" not in g:
-                print(f"{n:9d} passing check / torch fast mode, {name} policy: "
-                      f"{g['cpu'] / r['cpu']:.2f}x time, {g['peak_gb'] / r['peak_gb']:.2f}x "
-                      "memory")
-        r, g = ref["default"], mine["heap"]
-        if r and g and "error" not in r and "error" not in g:
-            print(f"{n:9d} passing check under the heap policy / torch fast mode under the "
-                  f"default: {g['cpu'] / r['cpu']:.2f}x time, "
-                  f"{g['peak_gb'] / r['peak_gb']:.2f}x memory")
+        lines = [_versus(f"passing check / torch fast mode, {name} policy", mine[name],
+                         ref[name]) for name in POLICIES]
+        lines.append(_versus("passing check under the heap policy / torch fast mode under "
+                             "the default", mine["heap"], ref["default"]))
+        for line in lines:
+            if line is not None:
+                print(f"{n:9d} {line}")
         sys.stdout.flush()
 
 

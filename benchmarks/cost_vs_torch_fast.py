@@ -196,15 +196,25 @@ def child(case: str, n: int, limit_gb: float | None = None) -> None:
                       "added_gb": (peak - before) / 2**20, **out}))
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+def _env(overrides: dict[str, str | None] | None = None) -> dict[str, str]:
+    """The child's environment: this one on one thread, with ``overrides`` (``None``: the
+    variable unset)."""
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
 
 
-def _measure(case: str, n: int, limit_gb: float | None = None) -> dict:
+def _measure(case: str, n: int, limit_gb: float | None = None,
+             env: dict[str, str | None] | None = None) -> dict:
+    """One fresh process of ``case`` at ``n`` (``env``: :func:`_env`'s overrides)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", case, str(n)]
     cmd += ["--memory-limit-gb", str(limit_gb)] if limit_gb else []
-    out = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=ROOT)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=_env(env), cwd=ROOT)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(out.stdout.strip().splitlines()[-1])
